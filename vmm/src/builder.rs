@@ -1,0 +1,275 @@
+//! The one place that assembles a VM, in boot order:
+//!
+//! 1. open KVM and check the host can run the guest;
+//! 2. create the VM, its memory and in-kernel interrupt controllers;
+//! 3. attach devices to the buses (serial, i8042, boot timer, power port);
+//! 4. load the kernel and pick its entry (PVH or 64-bit Linux);
+//! 5. load the initrd and the command line;
+//! 6. write the boot parameters and the MP table;
+//! 7. create and configure the vCPUs.
+//!
+//! `crate::run` then starts one thread per vCPU.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+
+use linux_loader::configurator::pvh::PvhBootConfigurator;
+use linux_loader::configurator::linux::LinuxBootConfigurator;
+use linux_loader::configurator::{BootConfigurator, BootParams};
+use linux_loader::loader::elf::PvhBootCapability;
+use linux_loader::loader::{self, load_cmdline, BzImage, Cmdline, Elf, KernelLoader};
+use vm_memory::{Bytes, GuestAddress};
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::arch::x86_64::boot_params::{self, BootParamsError};
+use crate::arch::x86_64::layout::*;
+use crate::arch::x86_64::mptable::{self, MptableError};
+use crate::arch::x86_64::{cpuid, regs::BootEntry};
+use crate::devices::boot_timer::BootTimer;
+use crate::devices::bus::{Bus, BusError};
+use crate::devices::legacy::i8042::I8042;
+use crate::devices::legacy::serial::{ConsoleOut, SerialDevice};
+use crate::devices::power::PowerPort;
+use crate::devices::{EventSender, VmEvent};
+use crate::kvm::vcpu::{Vcpu, VcpuError};
+use crate::kvm::vm::{Vm, VmError};
+use crate::kvm::{self, HostError};
+use crate::VmConfig;
+
+/// Command-line options the VMM itself depends on: `reboot=k` makes a guest
+/// reboot reach our i8042 reset line, `panic=-1` turns a panic into that
+/// reboot at once instead of a hang until the timeout.
+const BASE_CMDLINE: &str = "reboot=k panic=-1";
+/// The 64-bit entry point of a bzImage's protected-mode kernel
+/// (Documentation/arch/x86/boot.rst, "64-bit boot protocol").
+const BZIMAGE_64BIT_ENTRY_OFFSET: u64 = 0x200;
+/// setup_header.xloadflags bit: the kernel has the 64-bit entry point.
+const XLF_KERNEL_64: u16 = 1;
+/// An initrd beyond this is almost certainly a mistake (wrong file).
+const MAX_INITRD_BYTES: u64 = 2 << 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error("Guest memory of {0} MiB is out of range: use --mem between {MIN_MEM_MIB} and {MAX_MEM_MIB}")]
+    MemorySize(u64),
+    #[error("{0} vCPUs is out of range: use --vcpus between 1 and {max}", max = mptable::MAX_CPUS)]
+    VcpuCount(u8),
+    #[error("Cannot open kernel image {path}")]
+    OpenKernel { path: PathBuf, #[source] source: std::io::Error },
+    #[error("Kernel image {path} is neither an ELF vmlinux nor a bzImage")]
+    KernelFormat { path: PathBuf },
+    #[error("bzImage {path} has no 64-bit entry point (XLF_KERNEL_64); build the kernel for x86_64")]
+    Kernel32 { path: PathBuf },
+    #[error("Cannot load kernel image {path}; is it a complete x86_64 kernel that fits in --mem?")]
+    LoadKernel { path: PathBuf, #[source] source: loader::Error },
+    #[error("Cannot read initrd {path}")]
+    OpenInitrd { path: PathBuf, #[source] source: std::io::Error },
+    #[error("Initrd {path} is {size} bytes, more than the {MAX_INITRD_BYTES}-byte limit")]
+    InitrdSize { path: PathBuf, size: u64 },
+    #[error(transparent)]
+    BootParams(#[from] BootParamsError),
+    #[error("Kernel command line is invalid or longer than {CMDLINE_MAX_SIZE} bytes: {0}")]
+    Cmdline(linux_loader::cmdline::Error),
+    #[error("Cannot write boot structures to guest memory")]
+    Configure(#[source] linux_loader::configurator::Error),
+    #[error("Cannot write to guest memory")]
+    GuestMemory(#[source] vm_memory::GuestMemoryError),
+    #[error(transparent)]
+    Mptable(#[from] MptableError),
+    #[error(transparent)]
+    Vm(#[from] VmError),
+    #[error(transparent)]
+    Vcpu(#[from] VcpuError),
+    #[error("Cannot set up device {what}")]
+    Device { what: &'static str, #[source] source: std::io::Error },
+    #[error("Device layout conflict")]
+    Bus(#[from] BusError),
+    #[error("Cannot read the CPUID KVM supports")]
+    Cpuid(#[source] kvm_ioctls::Error),
+}
+
+/// A VM ready to run: everything `crate::run` needs.
+pub struct BuiltVm {
+    pub vm: Vm,
+    pub vcpus: Vec<Vcpu>,
+    pub pio: Arc<Bus>,
+    pub mmio: Arc<Bus>,
+    pub events: EventSender,
+    pub event_rx: Receiver<VmEvent>,
+    pub serial: Option<Arc<Mutex<SerialDevice>>>,
+    pub panicked: Arc<AtomicBool>,
+    pub entry: BootEntry,
+    pub cmdline: String,
+}
+
+pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
+    // 1. Host.
+    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&config.mem_mib) {
+        return Err(BootError::MemorySize(config.mem_mib));
+    }
+    if config.vcpus == 0 || config.vcpus > mptable::MAX_CPUS {
+        return Err(BootError::VcpuCount(config.vcpus));
+    }
+    let kvm = kvm::open(config.allow_pvm)?;
+
+    // 2. VM and memory.
+    let vm = Vm::new(&kvm, config.mem_mib)?;
+    let mem_size = config.mem_mib << 20;
+
+    // 3. Devices.
+    let (events, event_rx) = mpsc::channel();
+    let panicked = Arc::new(AtomicBool::new(false));
+    let mut pio = Bus::new();
+    let mut cmdline = String::from(BASE_CMDLINE);
+    let serial = match config.console {
+        Some(out) => {
+            let irq = EventFd::new(libc::EFD_NONBLOCK)
+                .map_err(|source| BootError::Device { what: "serial IRQ", source })?;
+            vm.fd.register_irqfd(&irq, SERIAL_IRQ).map_err(|e| BootError::Device {
+                what: "serial IRQ",
+                source: std::io::Error::from_raw_os_error(e.errno()),
+            })?;
+            let dev = Arc::new(Mutex::new(SerialDevice::new(irq, ConsoleOut::new(out, panicked.clone()))));
+            pio.insert(dev.clone(), u64::from(SERIAL_PORT), u64::from(SERIAL_PORT_LEN))?;
+            cmdline.push_str(" console=ttyS0");
+            Some(dev)
+        }
+        None => None,
+    };
+    pio.insert(Arc::new(Mutex::new(I8042::new(events.clone()))), u64::from(I8042_PORT), u64::from(I8042_PORT_LEN))?;
+    pio.insert(Arc::new(Mutex::new(BootTimer::new(config.start, events.clone()))), u64::from(BOOT_TIMER_PORT), 1)?;
+    pio.insert(Arc::new(Mutex::new(PowerPort::new(events.clone()))), u64::from(POWER_PORT), 1)?;
+    let mmio = Bus::new();
+
+    // 4. Kernel.
+    let (entry, kernel_end, setup_header) = load_kernel(&vm, &config.kernel)?;
+
+    // 5. Initrd and command line.
+    let initrd = match &config.initrd {
+        Some(path) => Some(load_initrd(&vm, path, mem_size, kernel_end, setup_header.map(|h| h.initrd_addr_max))?),
+        None => None,
+    };
+    if !config.cmdline.trim().is_empty() {
+        cmdline.push(' ');
+        cmdline.push_str(config.cmdline.trim());
+    }
+    let mut cl = Cmdline::new(CMDLINE_MAX_SIZE).map_err(BootError::Cmdline)?;
+    cl.insert_str(&cmdline).map_err(BootError::Cmdline)?;
+    load_cmdline(&vm.mem, GuestAddress(CMDLINE_START), &cl).map_err(|e| match e {
+        loader::Error::CommandLineOverflow => BootError::Cmdline(linux_loader::cmdline::Error::TooLarge),
+        other => BootError::LoadKernel { path: config.kernel.clone(), source: other },
+    })?;
+
+    // 6. Boot parameters and MP table.
+    let map = boot_params::memory_map(mem_size);
+    match entry {
+        BootEntry::Pvh(_) => {
+            let (info, memmap, module) = boot_params::pvh_start_info(initrd, &map);
+            let mut params = BootParams::new(&info, GuestAddress(PVH_INFO_START));
+            params.set_sections(&memmap, GuestAddress(PVH_MEMMAP_START));
+            if let Some(m) = module {
+                params.set_modules(&[m], GuestAddress(PVH_MODLIST_START));
+            }
+            PvhBootConfigurator::write_bootparams(&params, &vm.mem).map_err(BootError::Configure)?;
+        }
+        BootEntry::Linux64(_) => {
+            let zero_page = boot_params::zero_page(setup_header, cmdline.len() + 1, initrd, &map)?;
+            let params = BootParams::new(&zero_page, GuestAddress(ZERO_PAGE_START));
+            LinuxBootConfigurator::write_bootparams(&params, &vm.mem).map_err(BootError::Configure)?;
+        }
+    }
+    mptable::write(&vm.mem, config.vcpus)?;
+
+    // 7. vCPUs.
+    let supported = kvm
+        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .map_err(BootError::Cpuid)?;
+    let mut vcpus = Vec::with_capacity(config.vcpus as usize);
+    for id in 0..config.vcpus {
+        let vcpu = Vcpu::new(&vm.fd, id)?;
+        let boot = (id == 0).then_some(entry);
+        vcpu.configure(&cpuid::for_vcpu(&supported, id, config.vcpus), &vm.mem, boot)?;
+        vcpus.push(vcpu);
+    }
+
+    Ok(BuiltVm {
+        vm,
+        vcpus,
+        pio: Arc::new(pio),
+        mmio: Arc::new(mmio),
+        events,
+        event_rx,
+        serial,
+        panicked,
+        entry,
+        cmdline,
+    })
+}
+
+/// Loads an ELF vmlinux (PVH entry when the kernel has one, else its 64-bit
+/// entry) or a bzImage (64-bit entry). Returns the entry, the end of the
+/// loaded image and the bzImage setup header.
+fn load_kernel(
+    vm: &Vm,
+    path: &Path,
+) -> Result<(BootEntry, u64, Option<loader::bootparam::setup_header>), BootError> {
+    let open_err = |source| BootError::OpenKernel { path: path.to_path_buf(), source };
+    let mut file = File::open(path).map_err(open_err)?;
+    let mut magic = [0u8; 4];
+    let len = file.metadata().map_err(open_err)?.len();
+    file.read_exact(&mut magic).map_err(|_| BootError::KernelFormat { path: path.to_path_buf() })?;
+    file.seek(SeekFrom::Start(0)).map_err(open_err)?;
+    let load_err = |source| BootError::LoadKernel { path: path.to_path_buf(), source };
+
+    if magic == *b"\x7fELF" {
+        let r = Elf::load(&vm.mem, None, &mut file, Some(GuestAddress(HIMEM_START))).map_err(load_err)?;
+        let entry = match r.pvh_boot_cap {
+            PvhBootCapability::PvhEntryPresent(addr) => BootEntry::Pvh(addr.0),
+            _ => BootEntry::Linux64(r.kernel_load.0),
+        };
+        return Ok((entry, r.kernel_end, None));
+    }
+    if len < 0x206 || !has_bzimage_magic(&mut file).map_err(open_err)? {
+        return Err(BootError::KernelFormat { path: path.to_path_buf() });
+    }
+    let r = BzImage::load(&vm.mem, None, &mut file, Some(GuestAddress(HIMEM_START))).map_err(load_err)?;
+    let header = r.setup_header.expect("bzImage loader returns its setup header");
+    if header.xloadflags & XLF_KERNEL_64 == 0 {
+        return Err(BootError::Kernel32 { path: path.to_path_buf() });
+    }
+    Ok((BootEntry::Linux64(r.kernel_load.0 + BZIMAGE_64BIT_ENTRY_OFFSET), r.kernel_end, Some(header)))
+}
+
+fn has_bzimage_magic(file: &mut File) -> std::io::Result<bool> {
+    let mut hdr = [0u8; 4];
+    file.seek(SeekFrom::Start(0x202))?;
+    file.read_exact(&mut hdr)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok(hdr == *b"HdrS")
+}
+
+fn load_initrd(
+    vm: &Vm,
+    path: &Path,
+    mem_size: u64,
+    kernel_end: u64,
+    addr_max: Option<u32>,
+) -> Result<(u64, u64), BootError> {
+    let err = |source| BootError::OpenInitrd { path: path.to_path_buf(), source };
+    let mut file = File::open(path).map_err(err)?;
+    let size = file.metadata().map_err(err)?.len();
+    if size > MAX_INITRD_BYTES {
+        return Err(BootError::InitrdSize { path: path.to_path_buf(), size });
+    }
+    let addr = boot_params::initrd_address(mem_size, kernel_end, size, addr_max)?;
+    vm.mem
+        .read_exact_volatile_from(GuestAddress(addr), &mut file, size as usize)
+        .map_err(BootError::GuestMemory)?;
+    Ok((addr, size))
+}

@@ -1,0 +1,26 @@
+//! Device models. Legacy PC devices sit on the port-I/O bus; virtio devices
+//! (added later) on the MMIO bus. Devices tell the VMM about guest events
+//! (boot complete, power off, reset) through a [`VmEvent`] channel.
+
+pub mod boot_timer;
+pub mod bus;
+pub mod legacy;
+pub mod power;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::outcome::ExitReason;
+
+/// Something a device saw that the VMM's main loop must act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VmEvent {
+    /// The boot vCPU is about to enter the guest for the first time.
+    KernelEntry(Duration),
+    /// The guest wrote the boot-timer magic; time since VMM start.
+    BootComplete(Duration),
+    /// The guest asked to stop.
+    Exit(ExitReason),
+}
+
+pub type EventSender = mpsc::Sender<VmEvent>;

@@ -1,0 +1,137 @@
+//! mcpvm's virtual machine monitor: boots a Linux guest on KVM with a
+//! minimal device set. It knows nothing of MCP.
+//!
+//! The public API is [`VmConfig`] in, [`RunOutcome`] out: [`run`] builds
+//! the VM ([`builder`]), runs one thread per vCPU, and returns when the
+//! guest powers off, resets, crashes, times out or the VMM is signalled.
+
+pub mod arch;
+pub mod builder;
+pub mod devices;
+pub mod kvm;
+pub mod outcome;
+pub mod signals;
+
+use std::io::Write;
+use std::os::unix::thread::JoinHandleExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use builder::BootError;
+use devices::VmEvent;
+use kvm::vcpu::VcpuContext;
+pub use outcome::{BootTimings, ExitReason, RunOutcome};
+
+pub type GuestMemoryMmap = vm_memory::GuestMemoryMmap<()>;
+
+/// How often the main loop looks at stop signals and the deadline while
+/// no device event arrives. Device events themselves wake it at once.
+const POLL: Duration = Duration::from_millis(20);
+/// How long stopping vCPU threads may take before we give up on joining.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// What to boot and with what.
+pub struct VmConfig {
+    pub kernel: PathBuf,
+    pub initrd: Option<PathBuf>,
+    /// Appended to the VMM's own command-line options.
+    pub cmdline: String,
+    pub mem_mib: u64,
+    pub vcpus: u8,
+    /// Where the serial console goes; None leaves the VM without a UART.
+    pub console: Option<Box<dyn Write + Send>>,
+    pub timeout: Option<Duration>,
+    /// Accept a kvm_pvm-backed /dev/kvm (see `kvm::HostError::Pvm`).
+    pub allow_pvm: bool,
+    /// When the VMM process started: every timing is measured from here.
+    pub start: Instant,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VmmError {
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    #[error("Cannot install signal handlers")]
+    Signals(#[source] std::io::Error),
+    #[error("Cannot start a vCPU thread")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Boots the VM and runs it to the end.
+pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
+    signals::install_handlers().map_err(VmmError::Signals)?;
+    let start = config.start;
+    let deadline = config.timeout.map(|t| Instant::now() + t);
+    let built = builder::build(config)?;
+    let mut timings = BootTimings { kvm_ready: Some(start.elapsed()), ..Default::default() };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let ctx = VcpuContext {
+        pio: built.pio.clone(),
+        mmio: built.mmio.clone(),
+        events: built.events.clone(),
+        stop: stop.clone(),
+        start,
+    };
+    let mut threads = Vec::new();
+    for vcpu in built.vcpus {
+        let ctx = ctx.clone();
+        let name = format!("vcpu{}", vcpu.id);
+        match std::thread::Builder::new().name(name).spawn(move || vcpu.run(ctx)) {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                stop_vcpus(&stop, threads);
+                return Err(VmmError::Thread(e));
+            }
+        }
+    }
+
+    let mut reason = loop {
+        let wait = deadline.map_or(POLL, |d| d.saturating_duration_since(Instant::now()).min(POLL));
+        match built.event_rx.recv_timeout(wait) {
+            Ok(VmEvent::KernelEntry(t)) => timings.kernel_entry = Some(t),
+            Ok(VmEvent::BootComplete(t)) => timings.boot_timer = Some(t),
+            Ok(VmEvent::Exit(reason)) => break reason,
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                if let Some(sig) = signals::stop_requested() {
+                    break ExitReason::Signal(sig);
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    break ExitReason::Timeout;
+                }
+            }
+        }
+    };
+    timings.exit = Some(start.elapsed());
+    stop_vcpus(&stop, threads);
+    if reason == ExitReason::Reset && built.panicked.load(Ordering::Relaxed) {
+        reason = ExitReason::Panic;
+    }
+    if let Some(serial) = &built.serial {
+        serial.lock().unwrap_or_else(|e| e.into_inner()).flush();
+    }
+    Ok(RunOutcome { reason, timings })
+}
+
+/// Sets the stop flag and kicks every vCPU thread out of `KVM_RUN` until it
+/// returns. A kick that lands before the thread enters `KVM_RUN` is lost,
+/// so kicks repeat until the thread ends or the grace period runs out.
+fn stop_vcpus(stop: &AtomicBool, threads: Vec<JoinHandle<()>>) {
+    stop.store(true, Ordering::Release);
+    let until = Instant::now() + STOP_GRACE;
+    for t in threads {
+        while !t.is_finished() && Instant::now() < until {
+            // SAFETY: the pthread is alive (not yet joined); the kick
+            // signal's handler is installed and does nothing.
+            unsafe { libc::pthread_kill(t.as_pthread_t(), signals::kick_signal()) };
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if t.is_finished() {
+            let _ = t.join();
+        }
+    }
+}
