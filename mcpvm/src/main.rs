@@ -1,1 +1,62 @@
-fn main(){}
+//! `mcpvm`: the one binary users run. Thin: it parses options and composes
+//! the vmm (and, later, guest image and probe) crates.
+
+mod commands;
+mod logger;
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "mcpvm",
+    version,
+    about = "Run an MCP server in its own microVM"
+)]
+struct Cli {
+    /// Log what happens, with timestamps, to stderr.
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    /// Machine-readable output: a JSON result on stdout, JSON log lines.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Boot a Linux kernel in a microVM and wait for it to stop.
+    Boot(commands::boot::BootArgs),
+}
+
+fn main() -> ExitCode {
+    // Every timing the VMM reports is measured from here.
+    let start = Instant::now();
+    let cli = Cli::parse();
+    logger::init(start, cli.verbose, cli.json);
+    let result = match cli.command {
+        Command::Boot(args) => commands::boot::run(args, start, cli.json),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("mcpvm: {}", error_chain(e.as_ref()));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// "Outer: inner: innermost", as the style guide asks.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        cur = inner.source();
+    }
+    s
+}

@@ -17,8 +17,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 
-use linux_loader::configurator::pvh::PvhBootConfigurator;
 use linux_loader::configurator::linux::LinuxBootConfigurator;
+use linux_loader::configurator::pvh::PvhBootConfigurator;
 use linux_loader::configurator::{BootConfigurator, BootParams};
 use linux_loader::loader::elf::PvhBootCapability;
 use linux_loader::loader::{self, load_cmdline, BzImage, Cmdline, Elf, KernelLoader};
@@ -61,15 +61,29 @@ pub enum BootError {
     #[error("{0} vCPUs is out of range: use --vcpus between 1 and {max}", max = mptable::MAX_CPUS)]
     VcpuCount(u8),
     #[error("Cannot open kernel image {path}")]
-    OpenKernel { path: PathBuf, #[source] source: std::io::Error },
+    OpenKernel {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("Kernel image {path} is neither an ELF vmlinux nor a bzImage")]
     KernelFormat { path: PathBuf },
-    #[error("bzImage {path} has no 64-bit entry point (XLF_KERNEL_64); build the kernel for x86_64")]
+    #[error(
+        "bzImage {path} has no 64-bit entry point (XLF_KERNEL_64); build the kernel for x86_64"
+    )]
     Kernel32 { path: PathBuf },
     #[error("Cannot load kernel image {path}; is it a complete x86_64 kernel that fits in --mem?")]
-    LoadKernel { path: PathBuf, #[source] source: loader::Error },
+    LoadKernel {
+        path: PathBuf,
+        #[source]
+        source: loader::Error,
+    },
     #[error("Cannot read initrd {path}")]
-    OpenInitrd { path: PathBuf, #[source] source: std::io::Error },
+    OpenInitrd {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("Initrd {path} is {size} bytes, more than the {MAX_INITRD_BYTES}-byte limit")]
     InitrdSize { path: PathBuf, size: u64 },
     #[error(transparent)]
@@ -87,7 +101,11 @@ pub enum BootError {
     #[error(transparent)]
     Vcpu(#[from] VcpuError),
     #[error("Cannot set up device {what}")]
-    Device { what: &'static str, #[source] source: std::io::Error },
+    Device {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("Device layout conflict")]
     Bus(#[from] BusError),
     #[error("Cannot read the CPUID KVM supports")]
@@ -116,6 +134,18 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     if config.vcpus == 0 || config.vcpus > mptable::MAX_CPUS {
         return Err(BootError::VcpuCount(config.vcpus));
     }
+    // Bad paths are the user's mistake, whatever the host: report them first.
+    let kernel = File::open(&config.kernel).map_err(|source| BootError::OpenKernel {
+        path: config.kernel.clone(),
+        source,
+    })?;
+    let initrd_file = match &config.initrd {
+        Some(path) => Some(File::open(path).map_err(|source| BootError::OpenInitrd {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
+    };
     let kvm = kvm::open(config.allow_pvm)?;
 
     // 2. VM and memory.
@@ -129,31 +159,59 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     let mut cmdline = String::from(BASE_CMDLINE);
     let serial = match config.console {
         Some(out) => {
-            let irq = EventFd::new(libc::EFD_NONBLOCK)
-                .map_err(|source| BootError::Device { what: "serial IRQ", source })?;
-            vm.fd.register_irqfd(&irq, SERIAL_IRQ).map_err(|e| BootError::Device {
+            let irq = EventFd::new(libc::EFD_NONBLOCK).map_err(|source| BootError::Device {
                 what: "serial IRQ",
-                source: std::io::Error::from_raw_os_error(e.errno()),
+                source,
             })?;
-            let dev = Arc::new(Mutex::new(SerialDevice::new(irq, ConsoleOut::new(out, panicked.clone()))));
-            pio.insert(dev.clone(), u64::from(SERIAL_PORT), u64::from(SERIAL_PORT_LEN))?;
+            vm.fd
+                .register_irqfd(&irq, SERIAL_IRQ)
+                .map_err(|e| BootError::Device {
+                    what: "serial IRQ",
+                    source: std::io::Error::from_raw_os_error(e.errno()),
+                })?;
+            let dev = Arc::new(Mutex::new(SerialDevice::new(
+                irq,
+                ConsoleOut::new(out, panicked.clone()),
+            )));
+            pio.insert(
+                dev.clone(),
+                u64::from(SERIAL_PORT),
+                u64::from(SERIAL_PORT_LEN),
+            )?;
             cmdline.push_str(" console=ttyS0");
             Some(dev)
         }
         None => None,
     };
-    pio.insert(Arc::new(Mutex::new(I8042::new(events.clone()))), u64::from(I8042_PORT), u64::from(I8042_PORT_LEN))?;
-    pio.insert(Arc::new(Mutex::new(BootTimer::new(config.start, events.clone()))), u64::from(BOOT_TIMER_PORT), 1)?;
-    pio.insert(Arc::new(Mutex::new(PowerPort::new(events.clone()))), u64::from(POWER_PORT), 1)?;
+    pio.insert(
+        Arc::new(Mutex::new(I8042::new(events.clone()))),
+        u64::from(I8042_PORT),
+        u64::from(I8042_PORT_LEN),
+    )?;
+    pio.insert(
+        Arc::new(Mutex::new(BootTimer::new(config.start, events.clone()))),
+        u64::from(BOOT_TIMER_PORT),
+        1,
+    )?;
+    pio.insert(
+        Arc::new(Mutex::new(PowerPort::new(events.clone()))),
+        u64::from(POWER_PORT),
+        1,
+    )?;
     let mmio = Bus::new();
 
     // 4. Kernel.
-    let (entry, kernel_end, setup_header) = load_kernel(&vm, &config.kernel)?;
+    let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &config.kernel)?;
 
     // 5. Initrd and command line.
-    let initrd = match &config.initrd {
-        Some(path) => Some(load_initrd(&vm, path, mem_size, kernel_end, setup_header.map(|h| h.initrd_addr_max))?),
-        None => None,
+    let initrd = match (initrd_file, &config.initrd) {
+        (Some(file), Some(path)) => {
+            let addr_max = setup_header.map(|h| h.initrd_addr_max);
+            Some(load_initrd(
+                &vm, file, path, mem_size, kernel_end, addr_max,
+            )?)
+        }
+        _ => None,
     };
     if !config.cmdline.trim().is_empty() {
         cmdline.push(' ');
@@ -162,8 +220,13 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     let mut cl = Cmdline::new(CMDLINE_MAX_SIZE).map_err(BootError::Cmdline)?;
     cl.insert_str(&cmdline).map_err(BootError::Cmdline)?;
     load_cmdline(&vm.mem, GuestAddress(CMDLINE_START), &cl).map_err(|e| match e {
-        loader::Error::CommandLineOverflow => BootError::Cmdline(linux_loader::cmdline::Error::TooLarge),
-        other => BootError::LoadKernel { path: config.kernel.clone(), source: other },
+        loader::Error::CommandLineOverflow => {
+            BootError::Cmdline(linux_loader::cmdline::Error::TooLarge)
+        }
+        other => BootError::LoadKernel {
+            path: config.kernel.clone(),
+            source: other,
+        },
     })?;
 
     // 6. Boot parameters and MP table.
@@ -176,12 +239,14 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
             if let Some(m) = module {
                 params.set_modules(&[m], GuestAddress(PVH_MODLIST_START));
             }
-            PvhBootConfigurator::write_bootparams(&params, &vm.mem).map_err(BootError::Configure)?;
+            PvhBootConfigurator::write_bootparams(&params, &vm.mem)
+                .map_err(BootError::Configure)?;
         }
         BootEntry::Linux64(_) => {
             let zero_page = boot_params::zero_page(setup_header, cmdline.len() + 1, initrd, &map)?;
             let params = BootParams::new(&zero_page, GuestAddress(ZERO_PAGE_START));
-            LinuxBootConfigurator::write_bootparams(&params, &vm.mem).map_err(BootError::Configure)?;
+            LinuxBootConfigurator::write_bootparams(&params, &vm.mem)
+                .map_err(BootError::Configure)?;
         }
     }
     mptable::write(&vm.mem, config.vcpus)?;
@@ -194,7 +259,11 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     for id in 0..config.vcpus {
         let vcpu = Vcpu::new(&vm.fd, id)?;
         let boot = (id == 0).then_some(entry);
-        vcpu.configure(&cpuid::for_vcpu(&supported, id, config.vcpus), &vm.mem, boot)?;
+        vcpu.configure(
+            &cpuid::for_vcpu(&supported, id, config.vcpus),
+            &vm.mem,
+            boot,
+        )?;
         vcpus.push(vcpu);
     }
 
@@ -217,18 +286,28 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
 /// loaded image and the bzImage setup header.
 fn load_kernel(
     vm: &Vm,
+    mut file: File,
     path: &Path,
 ) -> Result<(BootEntry, u64, Option<loader::bootparam::setup_header>), BootError> {
-    let open_err = |source| BootError::OpenKernel { path: path.to_path_buf(), source };
-    let mut file = File::open(path).map_err(open_err)?;
+    let open_err = |source| BootError::OpenKernel {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut magic = [0u8; 4];
     let len = file.metadata().map_err(open_err)?.len();
-    file.read_exact(&mut magic).map_err(|_| BootError::KernelFormat { path: path.to_path_buf() })?;
+    file.read_exact(&mut magic)
+        .map_err(|_| BootError::KernelFormat {
+            path: path.to_path_buf(),
+        })?;
     file.seek(SeekFrom::Start(0)).map_err(open_err)?;
-    let load_err = |source| BootError::LoadKernel { path: path.to_path_buf(), source };
+    let load_err = |source| BootError::LoadKernel {
+        path: path.to_path_buf(),
+        source,
+    };
 
     if magic == *b"\x7fELF" {
-        let r = Elf::load(&vm.mem, None, &mut file, Some(GuestAddress(HIMEM_START))).map_err(load_err)?;
+        let r = Elf::load(&vm.mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
+            .map_err(load_err)?;
         let entry = match r.pvh_boot_cap {
             PvhBootCapability::PvhEntryPresent(addr) => BootEntry::Pvh(addr.0),
             _ => BootEntry::Linux64(r.kernel_load.0),
@@ -236,14 +315,25 @@ fn load_kernel(
         return Ok((entry, r.kernel_end, None));
     }
     if len < 0x206 || !has_bzimage_magic(&mut file).map_err(open_err)? {
-        return Err(BootError::KernelFormat { path: path.to_path_buf() });
+        return Err(BootError::KernelFormat {
+            path: path.to_path_buf(),
+        });
     }
-    let r = BzImage::load(&vm.mem, None, &mut file, Some(GuestAddress(HIMEM_START))).map_err(load_err)?;
-    let header = r.setup_header.expect("bzImage loader returns its setup header");
+    let r = BzImage::load(&vm.mem, None, &mut file, Some(GuestAddress(HIMEM_START)))
+        .map_err(load_err)?;
+    let header = r
+        .setup_header
+        .expect("bzImage loader returns its setup header");
     if header.xloadflags & XLF_KERNEL_64 == 0 {
-        return Err(BootError::Kernel32 { path: path.to_path_buf() });
+        return Err(BootError::Kernel32 {
+            path: path.to_path_buf(),
+        });
     }
-    Ok((BootEntry::Linux64(r.kernel_load.0 + BZIMAGE_64BIT_ENTRY_OFFSET), r.kernel_end, Some(header)))
+    Ok((
+        BootEntry::Linux64(r.kernel_load.0 + BZIMAGE_64BIT_ENTRY_OFFSET),
+        r.kernel_end,
+        Some(header),
+    ))
 }
 
 fn has_bzimage_magic(file: &mut File) -> std::io::Result<bool> {
@@ -256,16 +346,22 @@ fn has_bzimage_magic(file: &mut File) -> std::io::Result<bool> {
 
 fn load_initrd(
     vm: &Vm,
+    mut file: File,
     path: &Path,
     mem_size: u64,
     kernel_end: u64,
     addr_max: Option<u32>,
 ) -> Result<(u64, u64), BootError> {
-    let err = |source| BootError::OpenInitrd { path: path.to_path_buf(), source };
-    let mut file = File::open(path).map_err(err)?;
+    let err = |source| BootError::OpenInitrd {
+        path: path.to_path_buf(),
+        source,
+    };
     let size = file.metadata().map_err(err)?.len();
     if size > MAX_INITRD_BYTES {
-        return Err(BootError::InitrdSize { path: path.to_path_buf(), size });
+        return Err(BootError::InitrdSize {
+            path: path.to_path_buf(),
+            size,
+        });
     }
     let addr = boot_params::initrd_address(mem_size, kernel_end, size, addr_max)?;
     vm.mem

@@ -67,7 +67,10 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
     let start = config.start;
     let deadline = config.timeout.map(|t| Instant::now() + t);
     let built = builder::build(config)?;
-    let mut timings = BootTimings { kvm_ready: Some(start.elapsed()), ..Default::default() };
+    let mut timings = BootTimings {
+        kvm_ready: Some(start.elapsed()),
+        ..Default::default()
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     let ctx = VcpuContext {
@@ -81,7 +84,10 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
     for vcpu in built.vcpus {
         let ctx = ctx.clone();
         let name = format!("vcpu{}", vcpu.id);
-        match std::thread::Builder::new().name(name).spawn(move || vcpu.run(ctx)) {
+        match std::thread::Builder::new()
+            .name(name)
+            .spawn(move || vcpu.run(ctx))
+        {
             Ok(t) => threads.push(t),
             Err(e) => {
                 stop_vcpus(&stop, threads);
@@ -91,7 +97,9 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
     }
 
     let mut reason = loop {
-        let wait = deadline.map_or(POLL, |d| d.saturating_duration_since(Instant::now()).min(POLL));
+        let wait = deadline.map_or(POLL, |d| {
+            d.saturating_duration_since(Instant::now()).min(POLL)
+        });
         match built.event_rx.recv_timeout(wait) {
             Ok(VmEvent::KernelEntry(t)) => timings.kernel_entry = Some(t),
             Ok(VmEvent::BootComplete(t)) => timings.boot_timer = Some(t),

@@ -23,7 +23,11 @@ pub struct BootTimer {
 impl BootTimer {
     /// `start` is the instant the VMM process started.
     pub fn new(start: Instant, events: EventSender) -> Self {
-        Self { start, events, fired: false }
+        Self {
+            start,
+            events,
+            fired: false,
+        }
     }
 }
 
@@ -37,7 +41,9 @@ impl BusDevice for BootTimer {
         // cannot move the measurement or flood the VMM with events.
         if offset == 0 && data.first() == Some(&BOOT_TIMER_MAGIC) && !self.fired {
             self.fired = true;
-            let _ = self.events.send(VmEvent::BootComplete(self.start.elapsed()));
+            let _ = self
+                .events
+                .send(VmEvent::BootComplete(self.start.elapsed()));
         }
     }
 }

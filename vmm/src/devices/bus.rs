@@ -46,7 +46,11 @@ impl Bus {
         if len == 0 || base.checked_add(len).is_none() {
             return Err(BusError::BadRange { base, len });
         }
-        if self.ranges.iter().any(|r| base < r.base + r.len && r.base < base + len) {
+        if self
+            .ranges
+            .iter()
+            .any(|r| base < r.base + r.len && r.base < base + len)
+        {
             return Err(BusError::Overlap { base, len });
         }
         let at = self.ranges.partition_point(|r| r.base < base);
@@ -55,7 +59,10 @@ impl Bus {
     }
 
     fn find(&self, addr: u64, size: usize) -> Option<(&Range, u64)> {
-        let idx = self.ranges.partition_point(|r| r.base <= addr).checked_sub(1)?;
+        let idx = self
+            .ranges
+            .partition_point(|r| r.base <= addr)
+            .checked_sub(1)?;
         let r = &self.ranges[idx];
         let offset = addr - r.base;
         // The whole access must fall inside the range.
@@ -90,7 +97,9 @@ impl Bus {
 
 /// A device mutex is only poisoned if a device panicked mid-access; its
 /// state is then as good as any the guest could have produced, so carry on.
-fn lock<'a>(m: &'a Mutex<dyn BusDevice + 'static>) -> std::sync::MutexGuard<'a, dyn BusDevice + 'static> {
+fn lock<'a>(
+    m: &'a Mutex<dyn BusDevice + 'static>,
+) -> std::sync::MutexGuard<'a, dyn BusDevice + 'static> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -136,7 +145,8 @@ mod tests {
     #[test]
     fn access_straddling_the_end_is_unclaimed() {
         let mut bus = Bus::new();
-        bus.insert(Arc::new(Mutex::new(Recorder::default())), 0x10, 4).unwrap();
+        bus.insert(Arc::new(Mutex::new(Recorder::default())), 0x10, 4)
+            .unwrap();
         let mut b = [0u8; 4];
         assert!(!bus.read(0x12, &mut b));
         assert!(bus.read(0x10, &mut b));
@@ -147,10 +157,25 @@ mod tests {
         let mut bus = Bus::new();
         let d = || Arc::new(Mutex::new(Recorder::default()));
         bus.insert(d(), 0x100, 0x10).unwrap();
-        assert_eq!(bus.insert(d(), 0x108, 0x10), Err(BusError::Overlap { base: 0x108, len: 0x10 }));
-        assert_eq!(bus.insert(d(), 0xf8, 0x9), Err(BusError::Overlap { base: 0xf8, len: 9 }));
+        assert_eq!(
+            bus.insert(d(), 0x108, 0x10),
+            Err(BusError::Overlap {
+                base: 0x108,
+                len: 0x10
+            })
+        );
+        assert_eq!(
+            bus.insert(d(), 0xf8, 0x9),
+            Err(BusError::Overlap { base: 0xf8, len: 9 })
+        );
         assert!(bus.insert(d(), 0xf0, 0x10).is_ok());
-        assert!(matches!(bus.insert(d(), 0x200, 0), Err(BusError::BadRange { .. })));
-        assert!(matches!(bus.insert(d(), u64::MAX, 2), Err(BusError::BadRange { .. })));
+        assert!(matches!(
+            bus.insert(d(), 0x200, 0),
+            Err(BusError::BadRange { .. })
+        ));
+        assert!(matches!(
+            bus.insert(d(), u64::MAX, 2),
+            Err(BusError::BadRange { .. })
+        ));
     }
 }

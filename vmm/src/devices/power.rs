@@ -30,7 +30,9 @@ impl BusDevice for PowerPort {
     fn write(&mut self, offset: u64, data: &[u8]) {
         if offset == 0 {
             if let Some(status) = data.first() {
-                let _ = self.events.send(VmEvent::Exit(ExitReason::PowerOff(*status)));
+                let _ = self
+                    .events
+                    .send(VmEvent::Exit(ExitReason::PowerOff(*status)));
             }
         }
     }
@@ -46,6 +48,9 @@ mod tests {
         let (tx, rx) = mpsc::channel();
         let mut p = PowerPort::new(tx);
         p.write(0, &[42]);
-        assert_eq!(rx.try_recv().unwrap(), VmEvent::Exit(ExitReason::PowerOff(42)));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            VmEvent::Exit(ExitReason::PowerOff(42))
+        );
     }
 }

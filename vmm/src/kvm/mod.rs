@@ -16,7 +16,9 @@ const PVM_MODULE: &str = "/sys/module/kvm_pvm";
 pub enum HostError {
     #[error("There is no {KVM_PATH} on this host: load kvm_intel or kvm_amd (on a VM, enable nested virtualization), or run the Linux-booting work in the testbed (testbed/run)")]
     NoKvm,
-    #[error("Permission denied opening {KVM_PATH}: add this user to the 'kvm' group or run as root")]
+    #[error(
+        "Permission denied opening {KVM_PATH}: add this user to the 'kvm' group or run as root"
+    )]
     NoPermission,
     #[error("Cannot open {KVM_PATH}")]
     Open(#[source] io::Error),
@@ -47,7 +49,13 @@ pub fn open(allow_pvm: bool) -> Result<Kvm, HostError> {
     if kvm.get_api_version() != 12 {
         return Err(HostError::ApiVersion(kvm.get_api_version()));
     }
-    for cap in [Cap::Irqchip, Cap::UserMemory, Cap::Pit2, Cap::Irqfd, Cap::ExtCpuid] {
+    for cap in [
+        Cap::Irqchip,
+        Cap::UserMemory,
+        Cap::Pit2,
+        Cap::Irqfd,
+        Cap::ExtCpuid,
+    ] {
         if !kvm.check_extension(cap) {
             return Err(HostError::MissingCap(cap));
         }

@@ -23,11 +23,24 @@ const APIC_MODE_EXTINT: u32 = 0x7;
 #[derive(Debug, thiserror::Error)]
 pub enum VcpuError {
     #[error("Cannot create vCPU {id}")]
-    Create { id: u8, #[source] source: kvm_ioctls::Error },
+    Create {
+        id: u8,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
     #[error("Cannot set vCPU {id}'s {what}")]
-    Configure { id: u8, what: &'static str, #[source] source: kvm_ioctls::Error },
+    Configure {
+        id: u8,
+        what: &'static str,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
     #[error("Cannot write vCPU {id}'s boot structures to guest memory")]
-    Memory { id: u8, #[source] source: vm_memory::GuestMemoryError },
+    Memory {
+        id: u8,
+        #[source]
+        source: vm_memory::GuestMemoryError,
+    },
 }
 
 pub struct Vcpu {
@@ -51,6 +64,11 @@ impl Vcpu {
             .create_vcpu(u64::from(id))
             .map_err(|source| VcpuError::Create { id, source })?;
         Ok(Self { id, fd })
+    }
+
+    /// The KVM vCPU, for callers that set up their own register state.
+    pub fn fd(&self) -> &VcpuFd {
+        &self.fd
     }
 
     /// CPUID, MSRs, FPU and LAPIC for every vCPU; registers and segments
@@ -78,8 +96,12 @@ impl Vcpu {
             let sregs = self.fd.get_sregs().map_err(cfg("special registers"))?;
             let sregs = regs::boot_sregs(mem, entry, sregs)
                 .map_err(|source| VcpuError::Memory { id, source })?;
-            self.fd.set_sregs(&sregs).map_err(cfg("special registers"))?;
-            self.fd.set_regs(&regs::boot_regs(entry)).map_err(cfg("registers"))?;
+            self.fd
+                .set_sregs(&sregs)
+                .map_err(cfg("special registers"))?;
+            self.fd
+                .set_regs(&regs::boot_regs(entry))
+                .map_err(cfg("registers"))?;
         }
         Ok(())
     }

@@ -15,9 +15,17 @@ pub enum VmError {
     #[error("Cannot create the KVM VM")]
     Create(#[source] kvm_ioctls::Error),
     #[error("Cannot set up the VM's {what}")]
-    Setup { what: &'static str, #[source] source: kvm_ioctls::Error },
+    Setup {
+        what: &'static str,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
     #[error("Cannot allocate {mib} MiB of guest memory; lower --mem")]
-    Memory { mib: u64, #[source] source: vm_memory::mmap::FromRangesError },
+    Memory {
+        mib: u64,
+        #[source]
+        source: vm_memory::mmap::FromRangesError,
+    },
 }
 
 pub struct Vm {
@@ -31,19 +39,26 @@ impl Vm {
     pub fn new(kvm: &Kvm, mem_mib: u64) -> Result<Self, VmError> {
         let fd = kvm.create_vm().map_err(VmError::Create)?;
         let setup = |what| move |source| VmError::Setup { what, source };
-        fd.set_tss_address(TSS_ADDRESS).map_err(setup("TSS address"))?;
-        fd.create_irq_chip().map_err(setup("interrupt controller"))?;
+        fd.set_tss_address(TSS_ADDRESS)
+            .map_err(setup("TSS address"))?;
+        fd.create_irq_chip()
+            .map_err(setup("interrupt controller"))?;
         // The dummy speaker port keeps port 0x61 in the kernel: the guest's
         // PIT calibration polls it and each exit to userspace costs time.
-        let pit = kvm_pit_config { flags: KVM_PIT_SPEAKER_DUMMY, ..Default::default() };
+        let pit = kvm_pit_config {
+            flags: KVM_PIT_SPEAKER_DUMMY,
+            ..Default::default()
+        };
         fd.create_pit2(pit).map_err(setup("PIT"))?;
 
         let ranges: Vec<(GuestAddress, usize)> = layout::ram_regions(mem_mib << 20)
             .into_iter()
             .map(|(start, size)| (GuestAddress(start), size as usize))
             .collect();
-        let mem = GuestMemoryMmap::from_ranges(&ranges)
-            .map_err(|source| VmError::Memory { mib: mem_mib, source })?;
+        let mem = GuestMemoryMmap::from_ranges(&ranges).map_err(|source| VmError::Memory {
+            mib: mem_mib,
+            source,
+        })?;
         for (slot, region) in mem.iter().enumerate() {
             let host = mem
                 .get_host_address(region.start_addr())

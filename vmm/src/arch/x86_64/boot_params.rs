@@ -22,7 +22,11 @@ const PAGE: u64 = 0x1000;
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BootParamsError {
     #[error("The initrd ({size} bytes) does not fit in guest memory between the kernel end {kernel_end:#x} and {limit:#x}; give the VM more memory (--mem) or use a smaller initrd")]
-    InitrdTooLarge { size: u64, kernel_end: u64, limit: u64 },
+    InitrdTooLarge {
+        size: u64,
+        kernel_end: u64,
+        limit: u64,
+    },
     #[error("The memory map has {0} entries; the zero page holds at most 128")]
     TooManyE820(usize),
 }
@@ -39,11 +43,19 @@ pub struct MemoryRange {
 /// the EBDA (which holds the MP table), high memory from 1 MiB, and what
 /// lies above the MMIO gap.
 pub fn memory_map(mem_size: u64) -> Vec<MemoryRange> {
-    let mut map = vec![MemoryRange { addr: 0, size: EBDA_START, kind: E820_RAM }];
+    let mut map = vec![MemoryRange {
+        addr: 0,
+        size: EBDA_START,
+        kind: E820_RAM,
+    }];
     for (start, size) in ram_regions(mem_size) {
         let (start, end) = (start.max(HIMEM_START), start + size);
         if end > start {
-            map.push(MemoryRange { addr: start, size: end - start, kind: E820_RAM });
+            map.push(MemoryRange {
+                addr: start,
+                size: end - start,
+                kind: E820_RAM,
+            });
         }
     }
     map
@@ -61,7 +73,11 @@ pub fn initrd_address(
     if let Some(max) = addr_max.filter(|m| *m != 0) {
         limit = limit.min(u64::from(max) + 1);
     }
-    let too_large = BootParamsError::InitrdTooLarge { size, kernel_end, limit };
+    let too_large = BootParamsError::InitrdTooLarge {
+        size,
+        kernel_end,
+        limit,
+    };
     let addr = limit.checked_sub(size).ok_or(too_large.clone())? & !(PAGE - 1);
     if addr < kernel_end {
         return Err(too_large);
@@ -95,7 +111,11 @@ pub fn zero_page(
         return Err(BootParamsError::TooManyE820(map.len()));
     }
     for (slot, range) in params.e820_table.iter_mut().zip(map) {
-        *slot = boot_e820_entry { addr: range.addr, size: range.size, r#type: range.kind };
+        *slot = boot_e820_entry {
+            addr: range.addr,
+            size: range.size,
+            r#type: range.kind,
+        };
     }
     params.e820_entries = map.len() as u8;
     Ok(params)
@@ -105,17 +125,34 @@ pub fn zero_page(
 pub fn pvh_start_info(
     initrd: Option<(u64, u64)>,
     map: &[MemoryRange],
-) -> (hvm_start_info, Vec<hvm_memmap_table_entry>, Option<hvm_modlist_entry>) {
+) -> (
+    hvm_start_info,
+    Vec<hvm_memmap_table_entry>,
+    Option<hvm_modlist_entry>,
+) {
     let memmap: Vec<_> = map
         .iter()
-        .map(|r| hvm_memmap_table_entry { addr: r.addr, size: r.size, type_: r.kind, reserved: 0 })
+        .map(|r| hvm_memmap_table_entry {
+            addr: r.addr,
+            size: r.size,
+            type_: r.kind,
+            reserved: 0,
+        })
         .collect();
-    let module = initrd.map(|(paddr, size)| hvm_modlist_entry { paddr, size, ..Default::default() });
+    let module = initrd.map(|(paddr, size)| hvm_modlist_entry {
+        paddr,
+        size,
+        ..Default::default()
+    });
     let info = hvm_start_info {
         magic: XEN_HVM_START_MAGIC,
         version: 1,
         nr_modules: u32::from(module.is_some()),
-        modlist_paddr: if module.is_some() { PVH_MODLIST_START } else { 0 },
+        modlist_paddr: if module.is_some() {
+            PVH_MODLIST_START
+        } else {
+            0
+        },
         cmdline_paddr: CMDLINE_START,
         memmap_paddr: PVH_MEMMAP_START,
         memmap_entries: memmap.len() as u32,
@@ -132,7 +169,14 @@ mod tests {
     fn memory_map_skips_the_bios_hole() {
         let map = memory_map(256 << 20);
         assert_eq!(map.len(), 2);
-        assert_eq!(map[0], MemoryRange { addr: 0, size: EBDA_START, kind: E820_RAM });
+        assert_eq!(
+            map[0],
+            MemoryRange {
+                addr: 0,
+                size: EBDA_START,
+                kind: E820_RAM
+            }
+        );
         assert_eq!(map[1].addr, HIMEM_START);
         assert_eq!(map[1].addr + map[1].size, 256 << 20);
     }
@@ -183,7 +227,12 @@ mod tests {
 
     #[test]
     fn zero_page_keeps_bzimage_header_fields() {
-        let hdr = setup_header { header: KERNEL_HDR_MAGIC, version: 0x20f, loadflags: 1, ..Default::default() };
+        let hdr = setup_header {
+            header: KERNEL_HDR_MAGIC,
+            version: 0x20f,
+            loadflags: 1,
+            ..Default::default()
+        };
         let p = zero_page(Some(hdr), 1, None, &memory_map(64 << 20)).unwrap();
         assert_eq!({ p.hdr.version }, 0x20f);
         assert_eq!({ p.hdr.ramdisk_image }, 0);

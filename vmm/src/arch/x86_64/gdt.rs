@@ -44,7 +44,11 @@ pub fn segment(entry: u64, index: u8) -> kvm_segment {
     let present = field(47, 1);
     kvm_segment {
         base: ((entry >> 16) & 0xff_ffff) | ((entry >> 32) & 0xff00_0000),
-        limit: if granular { (raw_limit << 12) | 0xfff } else { raw_limit },
+        limit: if granular {
+            (raw_limit << 12) | 0xfff
+        } else {
+            raw_limit
+        },
         selector: u16::from(index) * 8,
         type_: field(40, 4),
         present,

@@ -91,7 +91,10 @@ mod tests {
     #[test]
     fn memory_above_the_gap_moves_past_4g() {
         let regions = ram_regions(4 << 30);
-        assert_eq!(regions, vec![(0, MMIO_GAP_START), (1 << 32, (4 << 30) - MMIO_GAP_START)]);
+        assert_eq!(
+            regions,
+            vec![(0, MMIO_GAP_START), (1 << 32, (4 << 30) - MMIO_GAP_START)]
+        );
         let total: u64 = regions.iter().map(|r| r.1).sum();
         assert_eq!(total, 4 << 30);
     }
@@ -112,7 +115,10 @@ mod tests {
         ];
         for (i, a) in spans.iter().enumerate() {
             for b in &spans[i + 1..] {
-                assert!(a.0 + a.1 <= b.0 || b.0 + b.1 <= a.0, "{a:x?} overlaps {b:x?}");
+                assert!(
+                    a.0 + a.1 <= b.0 || b.0 + b.1 <= a.0,
+                    "{a:x?} overlaps {b:x?}"
+                );
             }
             assert!(a.0 + a.1 <= EBDA_START);
         }

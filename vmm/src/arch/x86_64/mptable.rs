@@ -76,7 +76,16 @@ pub fn build(cpus: u8, base: u64) -> Result<Vec<u8>, MptableError> {
     entries.extend_from_slice(&(IOAPIC_START as u32).to_le_bytes());
     for pin in 0..IOAPIC_PINS {
         // Conforming polarity and trigger (flags 0): ISA defaults, edge high.
-        entries.extend_from_slice(&[ENTRY_IO_INTERRUPT, INT_TYPE_INT, 0, 0, 0, pin, ioapic_id, pin]);
+        entries.extend_from_slice(&[
+            ENTRY_IO_INTERRUPT,
+            INT_TYPE_INT,
+            0,
+            0,
+            0,
+            pin,
+            ioapic_id,
+            pin,
+        ]);
     }
     // LINT0 takes the 8259's ExtINT, LINT1 takes NMI, on every local APIC.
     entries.extend_from_slice(&[ENTRY_LOCAL_INTERRUPT, INT_TYPE_EXTINT, 0, 0, 0, 0, 0xff, 0]);
@@ -171,7 +180,10 @@ mod tests {
         let at = FLOATING_LEN + HEADER_LEN + 3 * PROCESSOR_LEN + SMALL_ENTRY_LEN;
         assert_eq!(t[at], ENTRY_IOAPIC);
         assert_eq!(t[at + 1], 3);
-        assert_eq!(u32::from_le_bytes(t[at + 4..at + 8].try_into().unwrap()) as u64, IOAPIC_START);
+        assert_eq!(
+            u32::from_le_bytes(t[at + 4..at + 8].try_into().unwrap()) as u64,
+            IOAPIC_START
+        );
     }
 
     #[test]

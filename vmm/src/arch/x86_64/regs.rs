@@ -111,7 +111,10 @@ pub fn write_page_tables(mem: &GuestMemoryMmap) -> Result<(), vm_memory::GuestMe
     mem.write_obj(PDPTE_START | PRESENT_RW, GuestAddress(PML4_START))?;
     mem.write_obj(PDE_START | PRESENT_RW, GuestAddress(PDPTE_START))?;
     for i in 0..512u64 {
-        mem.write_obj((i << 21) | PRESENT_RW | HUGE, GuestAddress(PDE_START + i * 8))?;
+        mem.write_obj(
+            (i << 21) | PRESENT_RW | HUGE,
+            GuestAddress(PDE_START + i * 8),
+        )?;
     }
     Ok(())
 }

@@ -25,7 +25,9 @@ pub struct I8042 {
 
 impl I8042 {
     pub fn new(events: EventSender) -> Self {
-        Self { inner: I8042Device::new(ResetTrigger(events)) }
+        Self {
+            inner: I8042Device::new(ResetTrigger(events)),
+        }
     }
 }
 
@@ -33,7 +35,9 @@ impl BusDevice for I8042 {
     fn read(&mut self, offset: u64, data: &mut [u8]) {
         // Status 0: input buffer empty, so the kernel's reset path does not
         // wait for a controller that will never drain.
-        let v = u8::try_from(offset).map(|o| self.inner.read(o)).unwrap_or(0);
+        let v = u8::try_from(offset)
+            .map(|o| self.inner.read(o))
+            .unwrap_or(0);
         data.fill(v);
     }
 

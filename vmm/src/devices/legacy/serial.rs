@@ -36,7 +36,11 @@ pub struct ConsoleOut {
 
 impl ConsoleOut {
     pub fn new(out: Box<dyn Write + Send>, panicked: Arc<AtomicBool>) -> Self {
-        Self { out, line: Vec::with_capacity(LINE_LIMIT), panicked }
+        Self {
+            out,
+            line: Vec::with_capacity(LINE_LIMIT),
+            panicked,
+        }
     }
 
     fn scan(&mut self, b: u8) {
@@ -72,7 +76,9 @@ pub struct SerialDevice {
 
 impl SerialDevice {
     pub fn new(irq: EventFd, out: ConsoleOut) -> Self {
-        Self { uart: Serial::new(IrqTrigger(irq), out) }
+        Self {
+            uart: Serial::new(IrqTrigger(irq), out),
+        }
     }
 
     pub fn flush(&mut self) {

@@ -1,0 +1,136 @@
+//! Early system setup for PID 1: the pseudo filesystems every program
+//! expects, and facts about the VM for the boot report.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+
+struct Mount {
+    source: &'static str,
+    target: &'static str,
+    fstype: &'static str,
+    flags: libc::c_ulong,
+    data: &'static str,
+}
+
+const MOUNTS: &[Mount] = &[
+    Mount {
+        source: "devtmpfs",
+        target: "/dev",
+        fstype: "devtmpfs",
+        flags: libc::MS_NOSUID,
+        data: "mode=0755",
+    },
+    Mount {
+        source: "proc",
+        target: "/proc",
+        fstype: "proc",
+        flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        data: "",
+    },
+    Mount {
+        source: "sysfs",
+        target: "/sys",
+        fstype: "sysfs",
+        flags: libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        data: "",
+    },
+    Mount {
+        source: "tmpfs",
+        target: "/tmp",
+        fstype: "tmpfs",
+        flags: libc::MS_NOSUID | libc::MS_NODEV,
+        data: "mode=1777",
+    },
+    Mount {
+        source: "tmpfs",
+        target: "/run",
+        fstype: "tmpfs",
+        flags: libc::MS_NOSUID | libc::MS_NODEV,
+        data: "mode=0755",
+    },
+];
+
+fn mount(m: &Mount) -> io::Result<()> {
+    fs::create_dir_all(m.target)?;
+    let c = |s: &str| CString::new(s).expect("static strings have no NUL");
+    let (source, target, fstype, data) = (c(m.source), c(m.target), c(m.fstype), c(m.data));
+    // SAFETY: all pointers are valid NUL-terminated strings for the call.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            m.flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        // devtmpfs may already be mounted by the kernel (DEVTMPFS_MOUNT).
+        if e.raw_os_error() != Some(libc::EBUSY) {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("mount {} on {}: {e}", m.fstype, m.target),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Mounts /dev, /proc, /sys, /tmp and /run.
+pub fn mount_pseudo_filesystems() -> io::Result<()> {
+    MOUNTS.iter().try_for_each(mount)
+}
+
+/// Number of CPUs online, from the kernel's "0-3"-style list.
+pub fn cpus_online() -> Option<usize> {
+    let list = fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    parse_cpu_list(list.trim())
+}
+
+pub fn parse_cpu_list(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0, |n, part| {
+        let count = match part.split_once('-') {
+            Some((a, b)) => {
+                b.parse::<usize>()
+                    .ok()?
+                    .checked_sub(a.parse::<usize>().ok()?)?
+                    + 1
+            }
+            None => {
+                part.parse::<usize>().ok()?;
+                1
+            }
+        };
+        Some(n + count)
+    })
+}
+
+/// Total memory in MiB, from /proc/meminfo.
+pub fn memory_mib() -> Option<u64> {
+    let info = fs::read_to_string("/proc/meminfo").ok()?;
+    let kb = info.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    Some(
+        kb.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .ok()?
+            / 1024,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0"), Some(1));
+        assert_eq!(parse_cpu_list("0-3"), Some(4));
+        assert_eq!(parse_cpu_list("0-1,4,6-7"), Some(5));
+        assert_eq!(parse_cpu_list("x"), None);
+        assert_eq!(parse_cpu_list("3-1"), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! `mcpvm boot`: boot a kernel (and initrd) with the VMM and report how
+//! the guest ended and how long each boot phase took.
+
+use std::fs::File;
+use std::io::{self, LineWriter, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use vmm::{RunOutcome, VmConfig};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SerialMode {
+    /// The guest console goes to stdout.
+    Stdout,
+    /// The guest console goes to --serial-file.
+    File,
+    /// No UART at all (fewer exits, faster boot).
+    Off,
+}
+
+#[derive(Args)]
+pub struct BootArgs {
+    /// Kernel image: ELF vmlinux (PVH entry) or bzImage (64-bit entry).
+    #[arg(long)]
+    kernel: PathBuf,
+    /// Initial ramdisk (cpio, optionally compressed).
+    #[arg(long)]
+    initrd: Option<PathBuf>,
+    /// Extra kernel command-line options.
+    #[arg(long, default_value = "")]
+    cmdline: String,
+    /// Guest memory in MiB.
+    #[arg(long, default_value_t = 256)]
+    mem: u64,
+    /// Number of vCPUs.
+    #[arg(long, default_value_t = 1)]
+    vcpus: u8,
+    /// Where the guest's serial console goes.
+    #[arg(long, value_enum, default_value_t = SerialMode::Stdout)]
+    serial: SerialMode,
+    /// File for --serial file (created or truncated).
+    #[arg(long)]
+    serial_file: Option<PathBuf>,
+    /// Stop the guest after this many seconds (exit code 124).
+    #[arg(long, value_parser = parse_seconds)]
+    timeout: Option<Duration>,
+    /// Run even where /dev/kvm is kvm_pvm (Linux boots there take ~30 s).
+    #[arg(long)]
+    allow_pvm: bool,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v < 1e9 => Ok(Duration::from_secs_f64(v)),
+        _ => Err(format!("'{s}' is not a positive number of seconds")),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootCmdError {
+    #[error("--serial file needs --serial-file PATH")]
+    SerialFileMissing,
+    #[error("--serial-file is only used with --serial file")]
+    SerialFileUnused,
+    #[error("Cannot create serial log {path}")]
+    SerialFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Vmm(#[from] vmm::VmmError),
+}
+
+pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let console: Option<Box<dyn Write + Send>> = match (args.serial, &args.serial_file) {
+        (SerialMode::File, None) => return Err(BootCmdError::SerialFileMissing.into()),
+        (SerialMode::Stdout | SerialMode::Off, Some(_)) => {
+            return Err(BootCmdError::SerialFileUnused.into())
+        }
+        (SerialMode::Stdout, None) => Some(Box::new(io::stdout())),
+        (SerialMode::Off, None) => None,
+        (SerialMode::File, Some(path)) => {
+            let f = File::create(path).map_err(|source| BootCmdError::SerialFile {
+                path: path.clone(),
+                source,
+            })?;
+            Some(Box::new(LineWriter::new(f)))
+        }
+    };
+    let config = VmConfig {
+        kernel: args.kernel,
+        initrd: args.initrd,
+        cmdline: args.cmdline,
+        mem_mib: args.mem,
+        vcpus: args.vcpus,
+        console,
+        timeout: args.timeout,
+        allow_pvm: args.allow_pvm,
+        start,
+    };
+    log::debug!(
+        "booting {} with {} MiB, {} vCPUs",
+        config.kernel.display(),
+        config.mem_mib,
+        config.vcpus
+    );
+    let outcome = vmm::run(config).map_err(BootCmdError::from)?;
+    report(&outcome, json);
+    Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
+}
+
+fn ms(d: Option<Duration>) -> Option<f64> {
+    d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+fn report(outcome: &RunOutcome, json: bool) {
+    let t = &outcome.timings;
+    if json {
+        let v = serde_json::json!({
+            "exit": {
+                "reason": outcome.reason.kind(),
+                "detail": outcome.reason.to_string(),
+                "code": outcome.reason.exit_code(),
+            },
+            "timings_ms": {
+                "kvm_ready": ms(t.kvm_ready),
+                "kernel_entry": ms(t.kernel_entry),
+                "boot_timer": ms(t.boot_timer),
+                "exit": ms(t.exit),
+            },
+        });
+        println!("{v}");
+    } else {
+        log::debug!(
+            "timings (ms since start): kvm ready {:?}, kernel entry {:?}, boot timer {:?}, exit {:?}",
+            ms(t.kvm_ready),
+            ms(t.kernel_entry),
+            ms(t.boot_timer),
+            ms(t.exit)
+        );
+        if outcome.reason.exit_code() != 0 {
+            eprintln!("mcpvm: {}", outcome.reason);
+        } else {
+            log::debug!("{}", outcome.reason);
+        }
+    }
+}

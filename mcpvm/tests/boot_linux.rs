@@ -1,0 +1,167 @@
+//! Boots our guest kernel on our VMM on real KVM (directly, or inside the
+//! testbed where /dev/kvm is kvm_pvm) and checks what the guest and the
+//! VMM report. One testbed session runs every case (scenarios/boot.sh);
+//! each test asserts on its own case.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use common::{artifact, run_scenario, tiny_elf, Case};
+
+struct Results {
+    cases: HashMap<String, Case>,
+    files: HashMap<String, String>,
+}
+
+fn results() -> &'static Results {
+    static R: OnceLock<Results> = OnceLock::new();
+    R.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let elf = dir.path().join("triple-fault.elf");
+        std::fs::write(&elf, tiny_elf(&[0x0f, 0x0b], 0x10_0000)).unwrap(); // ud2, no IDT
+        let files = vec![
+            format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
+            format!("{}:vmlinux", artifact("kernel/vmlinux").display()),
+            format!("{}:bzImage", artifact("kernel/bzImage").display()),
+            format!(
+                "{}:initramfs.cpio",
+                artifact("initramfs-test.cpio").display()
+            ),
+            format!("{}:triple-fault.elf", elf.display()),
+        ];
+        let scenario = common::workspace().join("mcpvm/tests/scenarios/boot.sh");
+        let (cases, files) = run_scenario(&scenario, &files);
+        Results { cases, files }
+    })
+}
+
+fn case(name: &str) -> &'static Case {
+    results()
+        .cases
+        .get(name)
+        .unwrap_or_else(|| panic!("scenario left no case {name}"))
+}
+
+fn assert_timeline(c: &Case) {
+    let (ready, entry, boot, exit) = (
+        c.ms("kvm_ready").unwrap(),
+        c.ms("kernel_entry").unwrap(),
+        c.ms("boot_timer").unwrap(),
+        c.ms("exit").unwrap(),
+    );
+    assert!(
+        0.0 < ready && ready <= entry && entry < boot && boot <= exit,
+        "{:?}",
+        c.json()
+    );
+}
+
+#[test]
+fn pvh_boot_reaches_init_and_powers_off_cleanly() {
+    let c = case("pvh");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(c.stdout.contains("Linux version 6.12"), "{}", c.stdout);
+    assert!(
+        c.stdout.contains("mcpvm-agent: up: 1 CPUs online"),
+        "{}",
+        c.stdout
+    );
+    assert_eq!(c.json()["exit"]["reason"], "poweroff");
+    assert_timeline(c);
+}
+
+#[test]
+fn bzimage_boots_with_two_vcpus() {
+    let c = case("bzimage_smp");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(
+        c.stdout.contains("mcpvm-agent: up: 2 CPUs online"),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        !c.stdout.contains("Linux version"),
+        "quiet should silence the kernel: {}",
+        c.stdout
+    );
+    assert_timeline(c);
+}
+
+#[test]
+fn guest_command_status_becomes_the_vmm_exit_code() {
+    let c = case("status");
+    assert_eq!(c.rc, 3, "{c:?}");
+    assert!(
+        c.stdout.contains("mcpvm-agent: up: 4 CPUs online"),
+        "{}",
+        c.stdout
+    );
+    assert!(c.stdout.contains("from-guest-shell"), "{}", c.stdout);
+    assert_eq!(c.json()["exit"]["code"], 3);
+}
+
+#[test]
+fn hung_guest_ends_at_the_timeout_with_124() {
+    let c = case("timeout");
+    assert_eq!(c.rc, 124, "{c:?}");
+    assert_eq!(c.json()["exit"]["reason"], "timeout");
+    let exit = c.ms("exit").unwrap();
+    assert!((3000.0..10_000.0).contains(&exit), "exit at {exit} ms");
+}
+
+#[test]
+fn kernel_panic_is_reported_with_125() {
+    let c = case("panic");
+    assert_eq!(c.rc, 125, "{c:?}");
+    assert_eq!(c.json()["exit"]["reason"], "panic");
+    assert!(c.stdout.contains("Kernel panic"), "{}", c.stdout);
+}
+
+#[test]
+fn triple_fault_is_reported_with_125() {
+    let c = case("triple_fault");
+    assert_eq!(c.rc, 125, "{c:?}");
+    assert_eq!(c.json()["exit"]["reason"], "crash");
+    assert!(
+        c.json()["exit"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("triple-fault"),
+        "{:?}",
+        c.json()
+    );
+}
+
+#[test]
+fn sigterm_stops_the_vm_with_143() {
+    let c = case("sigterm");
+    assert_eq!(c.rc, 143, "{c:?}");
+    assert_eq!(c.json()["exit"]["reason"], "signal");
+}
+
+#[test]
+fn serial_off_still_boots_and_prints_nothing_from_the_guest() {
+    let c = case("serial_off");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert_eq!(
+        c.stdout.lines().count(),
+        1,
+        "only the JSON line: {}",
+        c.stdout
+    );
+    assert_timeline(c);
+}
+
+#[test]
+fn serial_file_receives_the_console() {
+    let c = case("serial_file");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let log = results()
+        .files
+        .get("serial_file.log")
+        .expect("serial log brought back");
+    assert!(log.contains("mcpvm-agent: up"), "{log}");
+    assert!(!c.stdout.contains("mcpvm-agent"), "{}", c.stdout);
+}

@@ -1,0 +1,208 @@
+//! Bad input gets one clear error, exit code 1, and nothing left behind.
+//! These run on the host: the checks come before any guest runs.
+
+mod common;
+
+use std::process::Command;
+
+fn mcpvm(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.code().unwrap(), stderr)
+}
+
+fn assert_error(args: &[&str], rc: i32, needle: &str) {
+    let (code, stderr) = mcpvm(args);
+    assert_eq!(code, rc, "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(needle),
+        "{args:?}: expected '{needle}' in:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if rc == 1 {
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    }
+}
+
+#[test]
+fn missing_kernel() {
+    assert_error(
+        &["boot", "--kernel", "/nonexistent/vmlinux"],
+        1,
+        "Cannot open kernel image /nonexistent/vmlinux",
+    );
+}
+
+#[test]
+fn missing_initrd() {
+    let k = tempfile::NamedTempFile::new().unwrap();
+    let k = k.path().to_str().unwrap();
+    assert_error(
+        &["boot", "--kernel", k, "--initrd", "/nonexistent.cpio"],
+        1,
+        "Cannot read initrd /nonexistent.cpio",
+    );
+}
+
+#[test]
+fn kernel_that_is_not_a_kernel() {
+    let k = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(k.path(), "not a kernel at all, just text").unwrap();
+    let k = k.path().to_str().unwrap();
+    assert_error(
+        &["boot", "--allow-pvm", "--kernel", k],
+        1,
+        "is neither an ELF vmlinux nor a bzImage",
+    );
+}
+
+#[test]
+fn truncated_elf_kernel() {
+    let k = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(k.path(), b"\x7fELF\x02\x01\x01\x00").unwrap();
+    let k = k.path().to_str().unwrap();
+    assert_error(
+        &["boot", "--allow-pvm", "--kernel", k],
+        1,
+        "Cannot load kernel image",
+    );
+}
+
+#[test]
+fn memory_out_of_range() {
+    let k = tempfile::NamedTempFile::new().unwrap();
+    let k = k.path().to_str().unwrap();
+    assert_error(
+        &["boot", "--kernel", k, "--mem", "4"],
+        1,
+        "use --mem between 16 and 65536",
+    );
+    assert_error(
+        &["boot", "--kernel", k, "--mem", "100000"],
+        1,
+        "use --mem between 16 and 65536",
+    );
+}
+
+#[test]
+fn vcpus_out_of_range() {
+    let k = tempfile::NamedTempFile::new().unwrap();
+    let k = k.path().to_str().unwrap();
+    assert_error(
+        &["boot", "--kernel", k, "--vcpus", "0"],
+        1,
+        "use --vcpus between 1 and 64",
+    );
+    assert_error(
+        &["boot", "--kernel", k, "--vcpus", "65"],
+        1,
+        "use --vcpus between 1 and 64",
+    );
+}
+
+#[test]
+fn initrd_larger_than_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("k.elf");
+    std::fs::write(&elf, common::tiny_elf(&[0xf4], 0x10_0000)).unwrap();
+    let initrd = dir.path().join("big.cpio");
+    std::fs::File::create(&initrd)
+        .unwrap()
+        .set_len(100 << 20)
+        .unwrap();
+    assert_error(
+        &[
+            "boot",
+            "--allow-pvm",
+            "--mem",
+            "64",
+            "--kernel",
+            elf.to_str().unwrap(),
+            "--initrd",
+            initrd.to_str().unwrap(),
+        ],
+        1,
+        "does not fit in guest memory",
+    );
+}
+
+#[test]
+fn command_line_too_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("k.elf");
+    std::fs::write(&elf, common::tiny_elf(&[0xf4], 0x10_0000)).unwrap();
+    let long = "x".repeat(3000);
+    assert_error(
+        &[
+            "boot",
+            "--allow-pvm",
+            "--kernel",
+            elf.to_str().unwrap(),
+            "--cmdline",
+            &long,
+        ],
+        1,
+        "longer than 2048 bytes",
+    );
+}
+
+#[test]
+fn serial_file_options_must_agree() {
+    let k = "/nonexistent";
+    assert_error(
+        &["boot", "--kernel", k, "--serial", "file"],
+        1,
+        "--serial file needs --serial-file PATH",
+    );
+    assert_error(
+        &["boot", "--kernel", k, "--serial-file", "/tmp/x"],
+        1,
+        "--serial-file is only used with --serial file",
+    );
+    assert_error(
+        &[
+            "boot",
+            "--kernel",
+            k,
+            "--serial",
+            "file",
+            "--serial-file",
+            "/nonexistent/dir/log",
+        ],
+        1,
+        "Cannot create serial log",
+    );
+}
+
+#[test]
+fn bad_timeout_is_a_usage_error() {
+    assert_error(
+        &["boot", "--kernel", "k", "--timeout=-1"],
+        2,
+        "is not a positive number of seconds",
+    );
+    assert_error(
+        &["boot", "--kernel", "k", "--timeout", "soon"],
+        2,
+        "is not a positive number of seconds",
+    );
+}
+
+/// On a kvm_pvm host, a Linux boot is refused with a pointer to the testbed.
+#[test]
+fn kvm_pvm_host_points_to_the_testbed() {
+    let k = tempfile::NamedTempFile::new().unwrap();
+    let (code, stderr) = mcpvm(&["boot", "--kernel", k.path().to_str().unwrap()]);
+    if std::path::Path::new("/sys/module/kvm_pvm").exists() {
+        assert_eq!(code, 1);
+        assert!(
+            stderr.contains("kvm_pvm") && stderr.contains("testbed/run"),
+            "{stderr}"
+        );
+    } else {
+        assert!(!stderr.contains("kvm_pvm"), "{stderr}");
+    }
+}

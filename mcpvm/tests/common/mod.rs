@@ -1,0 +1,141 @@
+//! Shared helpers for tests that need built artifacts or real KVM.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `target/mcpvm/<rel>`, made by `scripts/build` (static binaries, kernel,
+/// initramfs). A missing artifact fails the test and names the fix.
+pub fn artifact(rel: &str) -> PathBuf {
+    let dir = std::env::var_os("MCPVM_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target/mcpvm"));
+    let p = dir.join(rel);
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/build first",
+        p.display()
+    );
+    p
+}
+
+/// One case's results from a testbed scenario.
+#[derive(Debug)]
+pub struct Case {
+    pub stdout: String,
+    pub stderr: String,
+    pub rc: i32,
+}
+
+impl Case {
+    /// The last JSON line of stdout (`mcpvm --json` output).
+    pub fn json(&self) -> serde_json::Value {
+        let line = self
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no JSON line in stdout:\n{}\nstderr:\n{}",
+                    self.stdout, self.stderr
+                )
+            });
+        serde_json::from_str(line).unwrap()
+    }
+
+    pub fn ms(&self, key: &str) -> Option<f64> {
+        self.json()["timings_ms"][key].as_f64()
+    }
+}
+
+/// Runs `scenario` on real KVM through `testbed/run` with `files`
+/// (`SRC:NAME`), and reads back every `<case>.out/.err/.rc` it left in
+/// `$MCPVM_OUT`, plus any other file it wrote there (by name).
+pub fn run_scenario(
+    scenario: &Path,
+    files: &[String],
+) -> (HashMap<String, Case>, HashMap<String, String>) {
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(workspace().join("testbed/run"));
+    for f in files {
+        cmd.arg("--file").arg(f);
+    }
+    cmd.arg("--file")
+        .arg(format!("{}:scenario.sh", scenario.display()));
+    cmd.args(["--timeout", "600", "--out"])
+        .arg(out.path())
+        .args(["--", "sh", "scenario.sh"]);
+    let result = cmd.output().expect("run testbed/run");
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    eprintln!("{stderr}");
+    assert!(
+        result.status.success(),
+        "testbed/run failed ({}):\n{stderr}",
+        result.status
+    );
+
+    let (mut cases, mut others) = (HashMap::new(), HashMap::new());
+    for entry in std::fs::read_dir(out.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("rc") => {
+                let case = Case {
+                    stdout: read(&path.with_extension("out")),
+                    stderr: read(&path.with_extension("err")),
+                    rc: read(&path).trim().parse().unwrap(),
+                };
+                cases.insert(
+                    path.file_stem().unwrap().to_string_lossy().to_string(),
+                    case,
+                );
+            }
+            Some("out" | "err") => {}
+            _ => {
+                others.insert(name, read(&path));
+            }
+        }
+    }
+    (cases, others)
+}
+
+/// A minimal x86_64 ELF executable whose one segment holds `code` at
+/// physical `addr`, entered there; no PVH note, so the VMM uses the
+/// 64-bit Linux entry.
+pub fn tiny_elf(code: &[u8], addr: u64) -> Vec<u8> {
+    const EHDR: usize = 64;
+    const PHDR: usize = 56;
+    let off = (EHDR + PHDR) as u64;
+    let mut e = Vec::new();
+    e.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    e.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    e.extend_from_slice(&0x3eu16.to_le_bytes()); // EM_X86_64
+    e.extend_from_slice(&1u32.to_le_bytes());
+    e.extend_from_slice(&addr.to_le_bytes()); // e_entry
+    e.extend_from_slice(&(EHDR as u64).to_le_bytes()); // e_phoff
+    e.extend_from_slice(&0u64.to_le_bytes()); // e_shoff
+    e.extend_from_slice(&0u32.to_le_bytes());
+    for v in [EHDR as u16, PHDR as u16, 1, 64, 0, 0] {
+        e.extend_from_slice(&v.to_le_bytes());
+    }
+    e.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    e.extend_from_slice(&5u32.to_le_bytes()); // R+X
+    e.extend_from_slice(&off.to_le_bytes());
+    e.extend_from_slice(&addr.to_le_bytes()); // vaddr
+    e.extend_from_slice(&addr.to_le_bytes()); // paddr
+    e.extend_from_slice(&(code.len() as u64).to_le_bytes());
+    e.extend_from_slice(&(code.len() as u64).to_le_bytes());
+    e.extend_from_slice(&0x1000u64.to_le_bytes());
+    e.extend_from_slice(code);
+    e
+}
