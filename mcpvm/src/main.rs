@@ -30,6 +30,9 @@ struct Cli {
 enum Command {
     /// Boot a Linux kernel in a microVM and wait for it to stop.
     Boot(commands::boot::BootArgs),
+    /// Benchmarks, side by side with a peer measured in the same run.
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
     logger::init(start, cli.verbose, cli.json);
     let result = match cli.command {
         Command::Boot(args) => commands::boot::run(args, start, cli.json),
+        Command::Bench(cmd) => commands::bench::run(cmd, cli.json),
     };
     match result {
         Ok(code) => ExitCode::from(code),

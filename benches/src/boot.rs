@@ -1,0 +1,304 @@
+//! Boot benchmark: our VMM against QEMU's `microvm` machine, same kernel,
+//! same initrd, same guest agent, same host, same run.
+//!
+//! Per run of our VMM we record the VMM's own phase times (process start
+//! to KVM ready, to kernel entry, to the boot-timer write from init, to
+//! exit) and, for both VMMs, two times measured from outside: spawn to the
+//! agent's "up" line on the console, and spawn to process exit. The
+//! outside measurements are the fair comparison; the ratio is ours/QEMU's.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::stats::{summarize, Summary};
+
+/// The line the guest agent prints once userspace is up.
+const UP_MARKER: &str = "mcpvm-agent: up";
+
+pub struct BootBench {
+    /// The `mcpvm` binary to run (`mcpvm boot`).
+    pub mcpvm: PathBuf,
+    /// The QEMU binary (or wrapper) to compare with; None skips QEMU.
+    pub qemu: Option<PathBuf>,
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    pub runs: usize,
+    pub mem_mib: u64,
+    pub vcpus: u8,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("Cannot start {what}")]
+    Spawn {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} run {run} failed: {detail}")]
+    Run {
+        what: String,
+        run: usize,
+        detail: String,
+    },
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct BootReport {
+    pub runs: usize,
+    /// Our VMM's phases, ms since its process started.
+    pub mcpvm_kvm_ready: Option<Summary>,
+    pub mcpvm_kernel_entry: Option<Summary>,
+    pub mcpvm_boot_timer: Option<Summary>,
+    pub mcpvm_exit: Option<Summary>,
+    /// Outside view, ms since spawn.
+    pub mcpvm_spawn_to_init: Option<Summary>,
+    pub mcpvm_spawn_to_exit: Option<Summary>,
+    pub qemu_spawn_to_init: Option<Summary>,
+    pub qemu_spawn_to_exit: Option<Summary>,
+    /// Median ratios, ours / QEMU microvm (below 1: we are faster).
+    pub ratio_init: Option<f64>,
+    pub ratio_exit: Option<f64>,
+}
+
+struct Timed {
+    to_init: Option<f64>,
+    to_exit: f64,
+    stdout: Vec<String>,
+    success: bool,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Spawns `cmd`, timestamps the agent's "up" line and the exit.
+fn timed(mut cmd: Command, what: &str, timeout: Duration) -> Result<Timed, BenchError> {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|source| BenchError::Spawn {
+        what: what.into(),
+        source,
+    })?;
+    let stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut to_init = None;
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if to_init.is_none() && line.contains(UP_MARKER) {
+                to_init = Some(ms(start.elapsed()));
+            }
+            lines.push(line);
+        }
+        (to_init, lines)
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|source| BenchError::Spawn {
+            what: what.into(),
+            source,
+        })? {
+            break Some(s);
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    let to_exit = ms(start.elapsed());
+    let (to_init, stdout) = reader.join().unwrap_or_default();
+    Ok(Timed {
+        to_init,
+        to_exit,
+        stdout,
+        success: status.is_some(),
+    })
+}
+
+impl BootBench {
+    fn mcpvm_cmd(&self) -> Command {
+        let mut c = Command::new(&self.mcpvm);
+        c.args(["boot", "--json", "--cmdline", "quiet", "--kernel"])
+            .arg(&self.kernel)
+            .arg("--initrd")
+            .arg(&self.initrd)
+            .args([
+                "--mem",
+                &self.mem_mib.to_string(),
+                "--vcpus",
+                &self.vcpus.to_string(),
+            ])
+            .args(["--timeout", &self.timeout.as_secs().to_string()]);
+        c
+    }
+
+    fn qemu_cmd(&self, qemu: &PathBuf) -> Command {
+        let mut c = Command::new(qemu);
+        // The same guest contract as ours: 8250 console, reset via i8042,
+        // the agent's power-off write to port 0x441 ends QEMU through
+        // isa-debug-exit. x-option-roms=off is what makes the PVH vmlinux
+        // entry work on microvm.
+        c.args([
+            "-M",
+            "microvm,x-option-roms=off",
+            "-accel",
+            "kvm",
+            "-cpu",
+            "host",
+        ])
+        .args([
+            "-m",
+            &self.mem_mib.to_string(),
+            "-smp",
+            &self.vcpus.to_string(),
+        ])
+        .args([
+            "-nodefaults",
+            "-no-user-config",
+            "-display",
+            "none",
+            "-no-reboot",
+        ])
+        .args([
+            "-serial",
+            "stdio",
+            "-device",
+            "isa-debug-exit,iobase=0x441,iosize=1",
+        ])
+        .arg("-kernel")
+        .arg(&self.kernel)
+        .arg("-initrd")
+        .arg(&self.initrd)
+        .args(["-append", "console=ttyS0 reboot=k panic=-1 quiet"]);
+        c
+    }
+
+    /// Runs our VMM and QEMU alternately, `runs` times each, so that drift
+    /// in the host's load affects both alike.
+    pub fn run(&self, mut progress: impl FnMut(&str)) -> Result<BootReport, BenchError> {
+        let mut phases: [Vec<f64>; 4] = Default::default();
+        let (mut ours_init, mut ours_exit, mut q_init, mut q_exit) =
+            (vec![], vec![], vec![], vec![]);
+        for run in 1..=self.runs {
+            progress(&format!("run {run}/{}: mcpvm", self.runs));
+            let t = timed(
+                self.mcpvm_cmd(),
+                "mcpvm",
+                self.timeout + Duration::from_secs(5),
+            )?;
+            let json = t
+                .stdout
+                .iter()
+                .rev()
+                .find(|l| l.starts_with('{'))
+                .cloned()
+                .unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+            if !t.success || v["exit"]["code"] != 0 || t.to_init.is_none() {
+                return Err(BenchError::Run {
+                    what: "mcpvm".into(),
+                    run,
+                    detail: t.stdout.join("\n"),
+                });
+            }
+            for (i, key) in ["kvm_ready", "kernel_entry", "boot_timer", "exit"]
+                .iter()
+                .enumerate()
+            {
+                if let Some(x) = v["timings_ms"][key].as_f64() {
+                    phases[i].push(x);
+                }
+            }
+            ours_init.extend(t.to_init);
+            ours_exit.push(t.to_exit);
+
+            if let Some(q) = &self.qemu {
+                progress(&format!("run {run}/{}: qemu microvm", self.runs));
+                let t = timed(self.qemu_cmd(q), "qemu", self.timeout)?;
+                if !t.success || t.to_init.is_none() {
+                    return Err(BenchError::Run {
+                        what: "qemu".into(),
+                        run,
+                        detail: t.stdout.join("\n"),
+                    });
+                }
+                q_init.extend(t.to_init);
+                q_exit.push(t.to_exit);
+            }
+        }
+        let [ready, entry, boot, exit] = phases;
+        let ratio = |a: &Option<Summary>, b: &Option<Summary>| match (a, b) {
+            (Some(a), Some(b)) if b.median > 0.0 => Some(a.median / b.median),
+            _ => None,
+        };
+        let mut r = BootReport {
+            runs: self.runs,
+            mcpvm_kvm_ready: summarize(&ready),
+            mcpvm_kernel_entry: summarize(&entry),
+            mcpvm_boot_timer: summarize(&boot),
+            mcpvm_exit: summarize(&exit),
+            mcpvm_spawn_to_init: summarize(&ours_init),
+            mcpvm_spawn_to_exit: summarize(&ours_exit),
+            qemu_spawn_to_init: summarize(&q_init),
+            qemu_spawn_to_exit: summarize(&q_exit),
+            ..Default::default()
+        };
+        r.ratio_init = ratio(&r.mcpvm_spawn_to_init, &r.qemu_spawn_to_init);
+        r.ratio_exit = ratio(&r.mcpvm_spawn_to_exit, &r.qemu_spawn_to_exit);
+        Ok(r)
+    }
+}
+
+impl BootReport {
+    /// A Markdown table for docs/benchmarks.md.
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "| measure ({} runs, ms) | min | median | p90 |\n|---|---:|---:|---:|\n",
+            self.runs
+        );
+        let rows = [
+            ("mcpvm: VMM start → KVM ready", &self.mcpvm_kvm_ready),
+            ("mcpvm: VMM start → kernel entry", &self.mcpvm_kernel_entry),
+            (
+                "mcpvm: VMM start → boot-timer write from init",
+                &self.mcpvm_boot_timer,
+            ),
+            ("mcpvm: VMM start → VM stopped", &self.mcpvm_exit),
+            (
+                "mcpvm: spawn → agent up (console)",
+                &self.mcpvm_spawn_to_init,
+            ),
+            ("mcpvm: spawn → process exit", &self.mcpvm_spawn_to_exit),
+            (
+                "QEMU microvm: spawn → agent up (console)",
+                &self.qemu_spawn_to_init,
+            ),
+            (
+                "QEMU microvm: spawn → process exit",
+                &self.qemu_spawn_to_exit,
+            ),
+        ];
+        for (name, sum) in rows {
+            if let Some(x) = sum {
+                s += &format!(
+                    "| {name} | {:.1} | {:.1} | {:.1} |\n",
+                    x.min, x.median, x.p90
+                );
+            }
+        }
+        if let (Some(i), Some(e)) = (self.ratio_init, self.ratio_exit) {
+            s += &format!(
+                "\nRatio mcpvm / QEMU microvm (medians): spawn → init **{i:.2}**, spawn → exit **{e:.2}** (below 1: mcpvm is faster).\n"
+            );
+        }
+        s
+    }
+}

@@ -1,0 +1,6 @@
+//! Benchmarks: figures, not assertions. Each compares mcpvm with a peer
+//! measured in the same run, since absolute times on shared or nested
+//! machines are noisy (see docs/benchmarks.md).
+
+pub mod boot;
+pub mod stats;
