@@ -6,6 +6,7 @@ pub mod boot_timer;
 pub mod bus;
 pub mod legacy;
 pub mod power;
+pub mod virtio;
 
 use std::sync::mpsc;
 use std::time::Duration;

@@ -1,0 +1,136 @@
+//! virtio devices over the MMIO transport (virtio 1.2, section 4.2).
+//!
+//! A device implements [`VirtioDevice`]: what it offers (type, features,
+//! queue sizes, config space) and what it does once the driver has set it
+//! up ([`VirtioDevice::activate`], which hands it the queues, their notify
+//! eventfds and the interrupt). [`mmio::MmioTransport`] owns the register
+//! state machine and calls into the device.
+
+pub mod mmio;
+pub mod vsock;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use virtio_queue::Queue;
+use vmm_sys_util::eventfd::EventFd;
+
+use crate::GuestMemoryMmap;
+
+/// Device IDs (virtio 1.2, section 5).
+pub const TYPE_BLOCK: u32 = 2;
+pub const TYPE_RNG: u32 = 4;
+pub const TYPE_VSOCK: u32 = 19;
+
+/// Feature bits every device offers (virtio 1.2, section 6).
+pub const VIRTIO_F_VERSION_1: u64 = 1 << 32;
+
+/// InterruptStatus bits (section 4.2.2).
+pub const INT_USED_RING: u32 = 1;
+pub const INT_CONFIG_CHANGE: u32 = 2;
+
+/// The device's interrupt line: the InterruptStatus register the driver
+/// reads and acknowledges, and the irqfd that raises the IRQ in KVM.
+pub struct Interrupt {
+    status: AtomicU32,
+    irq: EventFd,
+}
+
+impl Interrupt {
+    pub fn new(irq: EventFd) -> Self {
+        Self {
+            status: AtomicU32::new(0),
+            irq,
+        }
+    }
+
+    /// Tells the driver that used buffers are ready.
+    pub fn signal_used_queue(&self) {
+        self.signal(INT_USED_RING);
+    }
+
+    pub fn signal(&self, bits: u32) {
+        self.status.fetch_or(bits, Ordering::SeqCst);
+        // A full eventfd counter still raises the IRQ; nothing to do on error.
+        let _ = self.irq.write(1);
+    }
+
+    pub fn status(&self) -> u32 {
+        self.status.load(Ordering::SeqCst)
+    }
+
+    pub fn ack(&self, bits: u32) {
+        self.status.fetch_and(!bits, Ordering::SeqCst);
+    }
+}
+
+/// What a device gets when the driver sets DRIVER_OK.
+pub struct Activation {
+    pub mem: GuestMemoryMmap,
+    pub queues: Vec<Queue>,
+    /// One per queue; written when the driver notifies that queue.
+    pub queue_evts: Vec<EventFd>,
+    pub interrupt: std::sync::Arc<Interrupt>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActivateError {
+    #[error("Device expected {expected} queues, the transport has {got}")]
+    QueueCount { expected: usize, got: usize },
+    #[error("Cannot start the device worker")]
+    Worker(#[source] std::io::Error),
+}
+
+pub trait VirtioDevice: Send {
+    fn device_type(&self) -> u32;
+    /// Maximum size of each queue; its length is the number of queues.
+    fn queue_max_sizes(&self) -> &[u16];
+    /// Feature bits offered, VIRTIO_F_VERSION_1 included.
+    fn features(&self) -> u64;
+    /// The subset of [`Self::features`] the driver accepted.
+    fn ack_features(&mut self, features: u64);
+    /// Reads from the device-specific config space.
+    fn read_config(&self, offset: u64, data: &mut [u8]);
+    /// Writes to the config space; most devices ignore them.
+    fn write_config(&mut self, _offset: u64, _data: &[u8]) {}
+    /// Starts the device on its queues.
+    fn activate(&mut self, activation: Activation) -> Result<(), ActivateError>;
+    /// Stops the device (driver reset). Returns the device to its state
+    /// before activation.
+    fn reset(&mut self);
+}
+
+/// Copies `data.len()` bytes of `config` at `offset` (zeros past its end).
+pub fn read_config_bytes(config: &[u8], offset: u64, data: &mut [u8]) {
+    data.fill(0);
+    if let Ok(start) = usize::try_from(offset) {
+        if start < config.len() {
+            let n = data.len().min(config.len() - start);
+            data[..n].copy_from_slice(&config[start..start + n]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_reads_are_bounded() {
+        let cfg = [1u8, 2, 3, 4];
+        let mut d = [9u8; 4];
+        read_config_bytes(&cfg, 2, &mut d);
+        assert_eq!(d, [3, 4, 0, 0]);
+        read_config_bytes(&cfg, u64::MAX, &mut d);
+        assert_eq!(d, [0; 4]);
+    }
+
+    #[test]
+    fn interrupt_status_is_set_and_acked() {
+        let irq = Interrupt::new(EventFd::new(libc::EFD_NONBLOCK).unwrap());
+        irq.signal_used_queue();
+        assert_eq!(irq.status(), INT_USED_RING);
+        assert_eq!(irq.irq.read().unwrap(), 1);
+        irq.ack(INT_USED_RING);
+        assert_eq!(irq.status(), 0);
+    }
+}

@@ -1,0 +1,651 @@
+//! The virtio-vsock device and its worker thread.
+
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use virtio_queue::{Queue, QueueOwnedT, QueueT};
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+use vmm_sys_util::eventfd::EventFd;
+
+use super::connection::MAX_PAYLOAD;
+use super::muxer::{Muxer, Watch};
+use super::packet::{Header, HDR_LEN};
+use super::*;
+use crate::devices::virtio::{
+    read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, TYPE_VSOCK,
+    VIRTIO_F_VERSION_1,
+};
+use crate::GuestMemoryMmap;
+
+#[derive(Debug, thiserror::Error)]
+pub enum VsockError {
+    #[error("Guest CID {0} is reserved; use 3 or above")]
+    Cid(u64),
+    #[error("Cannot listen on vsock socket {path}")]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub struct Vsock {
+    cid: u64,
+    uds_path: PathBuf,
+    listener: Option<UnixListener>,
+    acked: u64,
+    worker: Option<(EventFd, JoinHandle<UnixListener>)>,
+}
+
+impl Vsock {
+    /// Binds the host listener at `uds_path` (replacing a stale socket
+    /// file) so that host programs can connect before the guest is up.
+    pub fn new(cid: u64, uds_path: &Path) -> Result<Self, VsockError> {
+        if cid < 3 || cid > u64::from(u32::MAX) {
+            return Err(VsockError::Cid(cid));
+        }
+        let listen_err = |source| VsockError::Listen {
+            path: uds_path.to_path_buf(),
+            source,
+        };
+        if uds_path.exists() {
+            std::fs::remove_file(uds_path).map_err(listen_err)?;
+        }
+        let listener = UnixListener::bind(uds_path).map_err(listen_err)?;
+        listener.set_nonblocking(true).map_err(listen_err)?;
+        Ok(Self {
+            cid,
+            uds_path: uds_path.to_path_buf(),
+            listener: Some(listener),
+            acked: 0,
+            worker: None,
+        })
+    }
+
+    fn stop_worker(&mut self) {
+        if let Some((kill, handle)) = self.worker.take() {
+            let _ = kill.write(1);
+            if let Ok(listener) = handle.join() {
+                self.listener = Some(listener);
+            }
+        }
+    }
+}
+
+impl Drop for Vsock {
+    fn drop(&mut self) {
+        self.stop_worker();
+        let _ = std::fs::remove_file(&self.uds_path);
+    }
+}
+
+impl VirtioDevice for Vsock {
+    fn device_type(&self) -> u32 {
+        TYPE_VSOCK
+    }
+
+    fn queue_max_sizes(&self) -> &[u16] {
+        &QUEUE_SIZES
+    }
+
+    fn features(&self) -> u64 {
+        VIRTIO_F_VERSION_1
+    }
+
+    fn ack_features(&mut self, features: u64) {
+        self.acked = features;
+    }
+
+    fn read_config(&self, offset: u64, data: &mut [u8]) {
+        // struct virtio_vsock_config { le64 guest_cid; }
+        read_config_bytes(&self.cid.to_le_bytes(), offset, data);
+    }
+
+    fn activate(&mut self, a: Activation) -> Result<(), ActivateError> {
+        if a.queues.len() != QUEUE_SIZES.len() || a.queue_evts.len() != QUEUE_SIZES.len() {
+            return Err(ActivateError::QueueCount {
+                expected: QUEUE_SIZES.len(),
+                got: a.queues.len(),
+            });
+        }
+        let listener = self
+            .listener
+            .take()
+            .expect("listener is home while the worker is stopped");
+        let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
+        let mut worker = Worker::new(
+            a,
+            Muxer::new(self.cid, self.uds_path.clone()),
+            listener,
+            kill.try_clone().map_err(ActivateError::Worker)?,
+        )
+        .map_err(ActivateError::Worker)?;
+        let handle = std::thread::Builder::new()
+            .name("vsock".into())
+            .spawn(move || {
+                worker.run();
+                worker.listener
+            })
+            .map_err(ActivateError::Worker)?;
+        self.worker = Some((kill, handle));
+        Ok(())
+    }
+
+    fn reset(&mut self) {
+        self.stop_worker();
+    }
+}
+
+/// The device side of the queues plus the muxer, driven by one epoll.
+pub struct Worker {
+    mem: GuestMemoryMmap,
+    rxq: Queue,
+    txq: Queue,
+    evts: Vec<EventFd>,
+    interrupt: Arc<Interrupt>,
+    muxer: Muxer,
+    listener: UnixListener,
+    kill: EventFd,
+    epoll: Epoll,
+}
+
+impl Worker {
+    pub fn new(
+        a: Activation,
+        muxer: Muxer,
+        listener: UnixListener,
+        kill: EventFd,
+    ) -> std::io::Result<Self> {
+        let mut queues = a.queues.into_iter();
+        let (rxq, txq) = (
+            queues.next().expect("3 queues"),
+            queues.next().expect("3 queues"),
+        );
+        let epoll = Epoll::new()?;
+        let add = |fd, token| {
+            epoll.ctl(
+                ControlOperation::Add,
+                fd,
+                EpollEvent::new(EventSet::IN, token),
+            )
+        };
+        add(a.queue_evts[0].as_raw_fd(), TOKEN_RX)?;
+        add(a.queue_evts[1].as_raw_fd(), TOKEN_TX)?;
+        add(a.queue_evts[2].as_raw_fd(), TOKEN_EVQ)?;
+        add(listener.as_raw_fd(), TOKEN_LISTENER)?;
+        add(kill.as_raw_fd(), TOKEN_KILL)?;
+        Ok(Self {
+            mem: a.mem,
+            rxq,
+            txq,
+            evts: a.queue_evts,
+            interrupt: a.interrupt,
+            muxer,
+            listener,
+            kill,
+            epoll,
+        })
+    }
+
+    fn run(&mut self) {
+        let mut events = vec![EpollEvent::default(); 64];
+        // Host connections that arrived before the guest driver was up.
+        self.muxer.accept(&self.listener);
+        self.apply_watch();
+        loop {
+            let n = match self.epoll.wait(-1, &mut events) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    log::error!("vsock worker: epoll failed: {e}");
+                    return;
+                }
+            };
+            for ev in &events[..n] {
+                match ev.data() {
+                    TOKEN_KILL => return,
+                    TOKEN_RX => drop(self.evts[0].read()),
+                    TOKEN_TX => drop(self.evts[1].read()),
+                    TOKEN_EVQ => drop(self.evts[2].read()),
+                    TOKEN_LISTENER => self.muxer.accept(&self.listener),
+                    token => {
+                        let set = ev.event_set();
+                        self.muxer.host_event(
+                            token,
+                            set.contains(EventSet::IN),
+                            set.contains(EventSet::OUT),
+                            set.intersects(
+                                EventSet::HANG_UP | EventSet::READ_HANG_UP | EventSet::ERROR,
+                            ),
+                        );
+                    }
+                }
+            }
+            self.process();
+        }
+    }
+
+    /// Moves packets both ways until neither side can make progress.
+    pub fn process(&mut self) {
+        loop {
+            let tx = self.process_tx();
+            let rx = self.process_rx();
+            self.apply_watch();
+            if !tx && !rx {
+                break;
+            }
+        }
+    }
+
+    fn apply_watch(&mut self) {
+        for w in self.muxer.take_watch() {
+            let r = match w {
+                Watch::Add(fd, token) => {
+                    let set = EventSet::IN
+                        | EventSet::OUT
+                        | EventSet::READ_HANG_UP
+                        | EventSet::EDGE_TRIGGERED;
+                    self.epoll
+                        .ctl(ControlOperation::Add, fd, EpollEvent::new(set, token))
+                }
+                Watch::Remove(fd) => {
+                    self.epoll
+                        .ctl(ControlOperation::Delete, fd, EpollEvent::default())
+                }
+            };
+            if let Err(e) = r {
+                log::debug!("vsock worker: epoll ctl: {e}");
+            }
+        }
+    }
+
+    /// Guest-to-host packets. Returns whether any chain was consumed.
+    fn process_tx(&mut self) -> bool {
+        let mut used = false;
+        while let Some(chain) = self.txq.pop_descriptor_chain(&self.mem) {
+            let head = chain.head_index();
+            match read_packet(&self.mem, chain) {
+                Some((h, payload)) => self.muxer.handle_guest_packet(&h, &payload),
+                None => log::debug!("vsock: malformed TX chain {head} dropped"),
+            }
+            let _ = self.txq.add_used(&self.mem, head, 0);
+            used = true;
+        }
+        if used {
+            self.notify(true);
+        }
+        used
+    }
+
+    /// Host-to-guest packets into RX buffers. Returns whether any was sent.
+    fn process_rx(&mut self) -> bool {
+        let mut used = false;
+        while self.muxer.has_work_for_guest() {
+            let Some(chain) = self.rxq.pop_descriptor_chain(&self.mem) else {
+                break;
+            };
+            let head = chain.head_index();
+            let Ok(mut writer) = chain.writer(&self.mem) else {
+                let _ = self.rxq.add_used(&self.mem, head, 0);
+                used = true;
+                continue;
+            };
+            let room = writer.available_bytes();
+            if room < HDR_LEN {
+                // Too small for even a header: hand it back empty.
+                let _ = self.rxq.add_used(&self.mem, head, 0);
+                used = true;
+                continue;
+            }
+            let Some((h, payload)) = self.muxer.next_for_guest((room - HDR_LEN).min(MAX_PAYLOAD))
+            else {
+                // Nothing after all (e.g. the host socket had no data yet).
+                self.rxq.go_to_previous_position();
+                break;
+            };
+            let ok = writer.write_all(&h.to_bytes()).is_ok() && writer.write_all(&payload).is_ok();
+            let len = if ok {
+                (HDR_LEN + payload.len()) as u32
+            } else {
+                0
+            };
+            let _ = self.rxq.add_used(&self.mem, head, len);
+            used = true;
+        }
+        if used {
+            self.notify(false);
+        }
+        used
+    }
+
+    fn notify(&mut self, tx: bool) {
+        let q = if tx { &mut self.txq } else { &mut self.rxq };
+        if q.needs_notification(&self.mem).unwrap_or(true) {
+            self.interrupt.signal_used_queue();
+        }
+    }
+
+    pub fn muxer(&self) -> &Muxer {
+        &self.muxer
+    }
+
+    pub fn kill_evt(&self) -> &EventFd {
+        &self.kill
+    }
+}
+
+/// Parses one TX chain: the header, then exactly `len` payload bytes.
+/// None for anything short, oversized or unreadable.
+fn read_packet(
+    mem: &GuestMemoryMmap,
+    chain: virtio_queue::DescriptorChain<&GuestMemoryMmap>,
+) -> Option<(Header, Vec<u8>)> {
+    let mut reader = chain.reader(mem).ok()?;
+    let mut hdr = [0u8; HDR_LEN];
+    reader.read_exact(&mut hdr).ok()?;
+    let h = Header::from_bytes(&hdr);
+    let len = h.len as usize;
+    if len > MAX_PAYLOAD || len > reader.available_bytes() {
+        return None;
+    }
+    let mut payload = vec![0u8; len];
+    reader.read_exact(&mut payload).ok()?;
+    Some((h, payload))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::virtio::vsock::connection::CONN_BUF;
+    use crate::devices::virtio::vsock::packet::*;
+    use std::os::unix::net::UnixStream;
+    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
+    use virtio_queue::mock::MockSplitQueue;
+    use vm_memory::{Address, Bytes, GuestAddress};
+
+    const CID: u64 = 3;
+    const F_WRITE: u16 = 2;
+
+    struct Rig<'a> {
+        mem: &'a GuestMemoryMmap,
+        rx: MockSplitQueue<'a, GuestMemoryMmap>,
+        tx: MockSplitQueue<'a, GuestMemoryMmap>,
+        worker: Worker,
+        rx_next: u16,
+        tx_next: u16,
+        buf: u64,
+        uds: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    fn mem() -> GuestMemoryMmap {
+        GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x100_0000)]).unwrap()
+    }
+
+    impl<'a> Rig<'a> {
+        fn new(mem: &'a GuestMemoryMmap) -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let uds = dir.path().join("v.sock");
+            let rx = MockSplitQueue::create(mem, GuestAddress(0), 64);
+            let tx = MockSplitQueue::create(mem, GuestAddress(0x10000), 64);
+            let ev = MockSplitQueue::create(mem, GuestAddress(0x20000), 16);
+            let evts: Vec<EventFd> = (0..3)
+                .map(|_| EventFd::new(libc::EFD_NONBLOCK).unwrap())
+                .collect();
+            let irq = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+            let a = Activation {
+                mem: mem.clone(),
+                queues: vec![
+                    rx.create_queue().unwrap(),
+                    tx.create_queue().unwrap(),
+                    ev.create_queue().unwrap(),
+                ],
+                queue_evts: evts,
+                interrupt: Arc::new(Interrupt::new(irq)),
+            };
+            let listener = UnixListener::bind(&uds).unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+            let worker = Worker::new(a, Muxer::new(CID, uds.clone()), listener, kill).unwrap();
+            Rig {
+                mem,
+                rx,
+                tx,
+                worker,
+                rx_next: 0,
+                tx_next: 0,
+                buf: 0x10_0000,
+                uds,
+                _dir: dir,
+            }
+        }
+
+        fn alloc(&mut self, len: u64) -> u64 {
+            let a = self.buf;
+            self.buf += len.max(1).next_multiple_of(0x1000);
+            a
+        }
+
+        /// Queues raw bytes as one TX chain (one descriptor).
+        fn tx_raw(&mut self, bytes: &[u8]) {
+            let addr = self.alloc(bytes.len() as u64);
+            self.mem.write_slice(bytes, GuestAddress(addr)).unwrap();
+            let d = RawDescriptor::from(SplitDescriptor::new(addr, bytes.len() as u32, 0, 0));
+            self.tx.add_desc_chains(&[d], self.tx_next).unwrap();
+            self.tx_next += 1;
+        }
+
+        fn send(
+            &mut self,
+            op: u16,
+            src_port: u32,
+            dst_port: u32,
+            payload: &[u8],
+            buf_alloc: u32,
+            fwd_cnt: u32,
+        ) {
+            let h = Header {
+                src_cid: CID,
+                dst_cid: HOST_CID,
+                src_port,
+                dst_port,
+                len: payload.len() as u32,
+                type_: TYPE_STREAM,
+                op,
+                flags: 0,
+                buf_alloc,
+                fwd_cnt,
+            };
+            let mut bytes = h.to_bytes().to_vec();
+            bytes.extend_from_slice(payload);
+            self.tx_raw(&bytes);
+        }
+
+        /// Offers `n` writable RX buffers of `len` bytes each.
+        fn rx_buffers(&mut self, n: usize, len: u32) {
+            for _ in 0..n {
+                let addr = self.alloc(u64::from(len));
+                let d = RawDescriptor::from(SplitDescriptor::new(addr, len, F_WRITE, 0));
+                self.rx.add_desc_chains(&[d], self.rx_next).unwrap();
+                self.rx_next += 1;
+            }
+        }
+
+        /// Used RX entries so far, as (header, payload).
+        fn received(&self) -> Vec<(Header, Vec<u8>)> {
+            let used = self.rx.used_addr();
+            let idx: u16 = self.mem.read_obj(used.unchecked_add(2)).unwrap();
+            (0..idx)
+                .map(|i| {
+                    let id: u32 = self
+                        .mem
+                        .read_obj(used.unchecked_add(4 + 8 * u64::from(i)))
+                        .unwrap();
+                    let len: u32 = self
+                        .mem
+                        .read_obj(used.unchecked_add(8 + 8 * u64::from(i)))
+                        .unwrap();
+                    let desc = self.rx.desc_table().load(id as u16).unwrap();
+                    let addr = SplitDescriptor::from(desc).addr();
+                    let mut bytes = vec![0u8; len as usize];
+                    self.mem.read_slice(&mut bytes, addr).unwrap();
+                    if bytes.len() < HDR_LEN {
+                        return (Header::default(), bytes);
+                    }
+                    let h = Header::from_bytes(bytes[..HDR_LEN].try_into().unwrap());
+                    (h, bytes[HDR_LEN..].to_vec())
+                })
+                .collect()
+        }
+
+        fn tx_used(&self) -> u16 {
+            self.mem
+                .read_obj(self.tx.used_addr().unchecked_add(2))
+                .unwrap()
+        }
+
+        fn listen(&self, port: u32) -> UnixListener {
+            UnixListener::bind(format!("{}_{port}", self.uds.display())).unwrap()
+        }
+    }
+
+    fn read_n(s: &mut UnixStream, n: usize) -> Vec<u8> {
+        let mut b = vec![0u8; n];
+        s.read_exact(&mut b).unwrap();
+        b
+    }
+
+    #[test]
+    fn guest_connects_and_data_flows_both_ways() {
+        let m = mem();
+        let mut r = Rig::new(&m);
+        let l = r.listen(1000);
+        r.rx_buffers(4, 4096);
+        r.send(OP_REQUEST, 5000, 1000, &[], CONN_BUF, 0);
+        r.worker.process();
+        let (mut host, _) = l.accept().unwrap();
+        let got = r.received();
+        assert_eq!(got[0].0.op, OP_RESPONSE);
+        assert_eq!(
+            (got[0].0.src_port, got[0].0.dst_port, got[0].0.dst_cid),
+            (1000, 5000, CID)
+        );
+
+        r.send(OP_RW, 5000, 1000, b"hello host", CONN_BUF, 0);
+        r.worker.process();
+        assert_eq!(read_n(&mut host, 10), b"hello host");
+        assert_eq!(r.tx_used(), 2);
+
+        host.write_all(b"hello guest").unwrap();
+        r.worker
+            .muxer
+            .host_event(FIRST_CONN_TOKEN, true, false, false);
+        r.worker.process();
+        let got = r.received();
+        assert_eq!(got[1].0.op, OP_RW);
+        assert_eq!(got[1].1, b"hello guest");
+        assert_eq!(
+            got[1].0.fwd_cnt, 10,
+            "our fwd_cnt counts bytes given to the host"
+        );
+    }
+
+    #[test]
+    fn connect_to_a_port_nobody_listens_on_is_reset() {
+        let m = mem();
+        let mut r = Rig::new(&m);
+        r.rx_buffers(1, 4096);
+        r.send(OP_REQUEST, 5000, 4242, &[], CONN_BUF, 0);
+        r.worker.process();
+        let got = r.received();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0.op, OP_RST);
+    }
+
+    #[test]
+    fn host_data_waits_for_guest_credit_then_resumes() {
+        let m = mem();
+        let mut r = Rig::new(&m);
+        let l = r.listen(1000);
+        r.rx_buffers(8, 4096);
+        r.send(OP_REQUEST, 5000, 1000, &[], 100, 0); // guest buffer: 100 bytes
+        r.worker.process();
+        let (mut host, _) = l.accept().unwrap();
+        host.write_all(&[7u8; 300]).unwrap();
+        r.worker
+            .muxer
+            .host_event(FIRST_CONN_TOKEN, true, false, false);
+        r.worker.process();
+        let data: usize = r
+            .received()
+            .iter()
+            .filter(|(h, _)| h.op == OP_RW)
+            .map(|(_, d)| d.len())
+            .sum();
+        assert_eq!(data, 100, "no more than the guest's credit");
+
+        r.send(OP_CREDIT_UPDATE, 5000, 1000, &[], 100, 100); // guest consumed 100
+        r.worker.process();
+        let data: usize = r
+            .received()
+            .iter()
+            .filter(|(h, _)| h.op == OP_RW)
+            .map(|(_, d)| d.len())
+            .sum();
+        assert_eq!(data, 200);
+    }
+
+    #[test]
+    fn malformed_chains_are_dropped_and_the_device_keeps_working() {
+        let m = mem();
+        let mut r = Rig::new(&m);
+        let l = r.listen(1000);
+        r.tx_raw(&[1, 2, 3]); // shorter than a header
+        let mut h = Header {
+            src_cid: CID,
+            dst_cid: HOST_CID,
+            type_: TYPE_STREAM,
+            op: OP_RW,
+            len: 1 << 30,
+            ..Default::default()
+        };
+        r.tx_raw(&h.to_bytes()); // claims a payload it does not carry
+        h.len = 0;
+        h.op = 0xffff;
+        r.tx_raw(&h.to_bytes()); // unknown op for an unknown connection
+        r.rx_buffers(1, 10); // too small for a header
+        r.rx_buffers(4, 4096);
+        r.worker.process();
+        assert_eq!(r.tx_used(), 3, "every chain returned");
+
+        r.send(OP_REQUEST, 5000, 1000, &[], CONN_BUF, 0);
+        r.worker.process();
+        assert!(l.accept().is_ok());
+        let got = r.received();
+        assert_eq!(got[0].1.len(), 0, "small buffer returned empty");
+        assert!(got.iter().any(|(h, _)| h.op == OP_RESPONSE));
+    }
+
+    #[test]
+    fn guest_that_overruns_its_credit_is_reset() {
+        let m = mem();
+        let mut r = Rig::new(&m);
+        let l = r.listen(1000);
+        r.rx_buffers(64, 4096);
+        r.send(OP_REQUEST, 5000, 1000, &[], CONN_BUF, 0);
+        r.worker.process();
+        let (_host, _) = l.accept().unwrap(); // never reads
+        let chunk = vec![1u8; 60 * 1024];
+        for _ in 0..20 {
+            r.send(OP_RW, 5000, 1000, &chunk, CONN_BUF, 0);
+            r.worker.process();
+            r.tx_next %= 64;
+        }
+        assert!(r.received().iter().any(|(h, _)| h.op == OP_RST));
+        assert_eq!(r.worker.muxer().connection_count(), 0);
+    }
+}
