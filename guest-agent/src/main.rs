@@ -7,7 +7,9 @@
 //! signal, as a shell reports it). With no command it powers off with 0.
 
 mod ports;
+mod run;
 mod system;
+mod vsock;
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
@@ -33,6 +35,22 @@ fn run() -> u8 {
         system::cpus_online().map_or("?".into(), |n| n.to_string()),
         system::memory_mib().map_or("?".into(), |n| n.to_string()),
     );
+    // `mcpvm.channel=vsock` on the kernel command line: the host drives the
+    // run over vsock (`mcpvm run`). The kernel does not pass dotted
+    // parameters to init, so read them from /proc.
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if cmdline
+        .split_whitespace()
+        .any(|p| p == "mcpvm.channel=vsock")
+    {
+        return match run::run_over_vsock() {
+            Ok(status) => status,
+            Err(e) => {
+                eprintln!("mcpvm-agent: {e}");
+                126
+            }
+        };
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((program, rest)) = args.split_first() else {
         return 0;

@@ -3,6 +3,7 @@
 
 mod commands;
 mod logger;
+mod rundir;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -28,6 +29,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a command (an MCP server) in its own microVM as a stdio server.
+    Run(commands::run::RunArgs),
     /// Boot a Linux kernel in a microVM and wait for it to stop.
     Boot(commands::boot::BootArgs),
     /// Benchmarks, side by side with a peer measured in the same run.
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     logger::init(start, cli.verbose, cli.json);
     let result = match cli.command {
+        Command::Run(args) => commands::run::run(args, start, cli.json),
         Command::Boot(args) => commands::boot::run(args, start, cli.json),
         Command::Bench(cmd) => commands::bench::run(cmd, cli.json),
     };

@@ -34,11 +34,15 @@ use crate::devices::bus::{Bus, BusError};
 use crate::devices::legacy::i8042::I8042;
 use crate::devices::legacy::serial::{ConsoleOut, SerialDevice};
 use crate::devices::power::PowerPort;
+use crate::devices::virtio::mmio::{self, MmioTransport};
+use crate::devices::virtio::vsock::device::{Vsock, VsockError};
+use crate::devices::virtio::VirtioDevice;
 use crate::devices::{EventSender, VmEvent};
 use crate::kvm::vcpu::{Vcpu, VcpuError};
 use crate::kvm::vm::{Vm, VmError};
 use crate::kvm::{self, HostError};
 use crate::VmConfig;
+use kvm_ioctls::IoEventAddress;
 
 /// Command-line options the VMM itself depends on: `reboot=k` makes a guest
 /// reboot reach our i8042 reset line, `panic=-1` turns a panic into that
@@ -108,6 +112,8 @@ pub enum BootError {
     },
     #[error("Device layout conflict")]
     Bus(#[from] BusError),
+    #[error(transparent)]
+    Vsock(#[from] VsockError),
     #[error("Cannot read the CPUID KVM supports")]
     Cpuid(#[source] kvm_ioctls::Error),
 }
@@ -198,7 +204,20 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
         u64::from(POWER_PORT),
         1,
     )?;
-    let mmio = Bus::new();
+    let mut mmio = Bus::new();
+    let mut virtio: Vec<Box<dyn VirtioDevice>> = Vec::new();
+    if let Some(v) = &config.vsock {
+        virtio.push(Box::new(Vsock::new(v.guest_cid, &v.uds_path)?));
+    }
+    for (i, device) in virtio.into_iter().enumerate() {
+        let (base, irq) = (
+            MMIO_DEVICES_START + i as u64 * MMIO_DEVICE_WINDOW,
+            VIRTIO_IRQ_START + i as u32,
+        );
+        attach_virtio(&vm, &mut mmio, device, base, irq)?;
+        // Declared to the guest here: there is no bus to discover it on.
+        cmdline.push_str(&format!(" virtio_mmio.device=4K@{base:#x}:{irq}"));
+    }
 
     // 4. Kernel.
     let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &config.kernel)?;
@@ -334,6 +353,43 @@ fn load_kernel(
         r.kernel_end,
         Some(header),
     ))
+}
+
+/// Puts `device` behind an MMIO transport at `base`: the transport on the
+/// MMIO bus, its interrupt on `irq` through an irqfd, and every queue's
+/// notify register as an ioeventfd so that notifications do not exit to
+/// userspace.
+fn attach_virtio(
+    vm: &Vm,
+    mmio: &mut Bus,
+    device: Box<dyn VirtioDevice>,
+    base: u64,
+    irq: u32,
+) -> Result<(), BootError> {
+    let io = |what| move |e: std::io::Error| BootError::Device { what, source: e };
+    let kvm_io = |what| {
+        move |e: kvm_ioctls::Error| BootError::Device {
+            what,
+            source: std::io::Error::from_raw_os_error(e.errno()),
+        }
+    };
+    let irq_evt = EventFd::new(libc::EFD_NONBLOCK).map_err(io("virtio IRQ"))?;
+    vm.fd
+        .register_irqfd(&irq_evt, irq)
+        .map_err(kvm_io("virtio IRQ"))?;
+    let transport =
+        MmioTransport::new(device, vm.mem.clone(), irq_evt).map_err(|e| BootError::Device {
+            what: "virtio transport",
+            source: std::io::Error::other(e),
+        })?;
+    for (i, evt) in transport.queue_evts().iter().enumerate() {
+        let addr = IoEventAddress::Mmio(base + mmio::REG_QUEUE_NOTIFY);
+        vm.fd
+            .register_ioevent(evt, &addr, i as u32)
+            .map_err(kvm_io("virtio queue notification"))?;
+    }
+    mmio.insert(Arc::new(Mutex::new(transport)), base, MMIO_DEVICE_WINDOW)?;
+    Ok(())
 }
 
 fn has_bzimage_magic(file: &mut File) -> std::io::Result<bool> {

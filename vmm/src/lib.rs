@@ -49,6 +49,17 @@ pub struct VmConfig {
     pub allow_pvm: bool,
     /// When the VMM process started: every timing is measured from here.
     pub start: Instant,
+    /// A virtio-vsock device bridged to host Unix sockets.
+    pub vsock: Option<VsockConfig>,
+}
+
+/// The guest's vsock address and the host socket that stands for it
+/// (`uds_path` for host-initiated streams, `<uds_path>_<port>` for
+/// guest-initiated ones; see `devices::virtio::vsock`).
+#[derive(Clone, Debug)]
+pub struct VsockConfig {
+    pub guest_cid: u64,
+    pub uds_path: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]

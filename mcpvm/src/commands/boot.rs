@@ -99,6 +99,7 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
         timeout: args.timeout,
         allow_pvm: args.allow_pvm,
         start,
+        vsock: None,
     };
     log::debug!(
         "booting {} with {} MiB, {} vCPUs",

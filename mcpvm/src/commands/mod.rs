@@ -1,2 +1,3 @@
 pub mod bench;
 pub mod boot;
+pub mod run;

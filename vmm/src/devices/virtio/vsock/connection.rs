@@ -59,6 +59,8 @@ pub struct Connection {
     pub host_readable: bool,
     /// The host closed its write side; SHUTDOWN(SEND) went to the guest.
     pub host_eof: bool,
+    /// The guest said it will send no more (SHUTDOWN with SEND).
+    pub guest_send_done: bool,
 }
 
 impl Connection {
@@ -79,6 +81,7 @@ impl Connection {
             stash: Vec::new(),
             host_readable: true,
             host_eof: false,
+            guest_send_done: false,
         }
     }
 
@@ -146,6 +149,7 @@ impl Connection {
     /// The guest will send no more: close the host socket's write side
     /// once everything buffered is written.
     pub fn guest_done_sending(&mut self) {
+        self.guest_send_done = true;
         self.shutdown_write_pending = true;
         let _ = self.flush();
     }

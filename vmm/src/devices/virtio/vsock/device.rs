@@ -252,7 +252,12 @@ impl Worker {
                     self.epoll
                         .ctl(ControlOperation::Add, fd, EpollEvent::new(set, token))
                 }
-                Watch::Remove(fd) => {
+                Watch::Remove(stream) => self.epoll.ctl(
+                    ControlOperation::Delete,
+                    stream.as_raw_fd(),
+                    EpollEvent::default(),
+                ),
+                Watch::Forget(fd) => {
                     self.epoll
                         .ctl(ControlOperation::Delete, fd, EpollEvent::default())
                 }

@@ -34,10 +34,14 @@ const FIRST_LOCAL_PORT: u32 = 1 << 30;
 type Key = (u32, u32); // (local_port, peer_port)
 
 /// What the device's epoll must do after a muxer call.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Watch {
     Add(RawFd, u64),
-    Remove(RawFd),
+    /// The socket is closed only after the device removed it from epoll,
+    /// so its fd number cannot be reused in between.
+    Remove(UnixStream),
+    /// Stop watching an fd that lives on elsewhere.
+    Forget(RawFd),
 }
 
 struct Handshake {
@@ -116,7 +120,8 @@ impl Muxer {
 
     fn remove_conn(&mut self, key: Key) {
         if let Some(conn) = self.conns.remove(&key) {
-            self.watch.push(Watch::Remove(conn.stream.as_raw_fd()));
+            let _ = conn.stream.shutdown(std::net::Shutdown::Both);
+            self.watch.push(Watch::Remove(conn.stream));
         }
         if let Some(t) = self.token_of.remove(&key) {
             self.key_of.remove(&t);
@@ -179,7 +184,9 @@ impl Muxer {
                 if h.flags & SHUTDOWN_SEND != 0 {
                     conn.guest_done_sending();
                 }
-                if h.flags & (SHUTDOWN_SEND | SHUTDOWN_RCV) == (SHUTDOWN_SEND | SHUTDOWN_RCV) {
+                let both =
+                    h.flags & (SHUTDOWN_SEND | SHUTDOWN_RCV) == (SHUTDOWN_SEND | SHUTDOWN_RCV);
+                if both || (conn.guest_send_done && conn.host_eof) {
                     // Both directions closed: the connection ends with our RST
                     // (section 5.10.6.6); flush what is left to the host first.
                     let _ = conn.flush();
@@ -285,11 +292,13 @@ impl Muxer {
             }
         };
         let hs = self.handshakes.remove(&token).expect("present");
-        self.watch.push(Watch::Remove(hs.stream.as_raw_fd()));
-        let Some(port) = port else { return };
-        if self.conns.len() >= MAX_CONNECTIONS {
+        let (Some(port), true) = (port, self.conns.len() < MAX_CONNECTIONS) else {
+            let _ = hs.stream.shutdown(std::net::Shutdown::Both);
+            self.watch.push(Watch::Remove(hs.stream));
             return;
-        }
+        };
+        // Re-registered below under the connection's own token.
+        self.watch.push(Watch::Forget(hs.stream.as_raw_fd()));
         let local = self.next_local_port;
         self.next_local_port = self
             .next_local_port
@@ -361,11 +370,18 @@ impl Muxer {
                 }
                 Ok(None) => {}
                 Err(ConnError::HostClosed) | Err(ConnError::CreditExceeded { .. }) => {
-                    // The host will send no more. Tell the guest; it answers
-                    // with its own SHUTDOWN or RST when done.
+                    // The host will send no more, but may still read: a
+                    // half-close, like stdin EOF with stdout still flowing.
+                    // Once both directions are done the connection ends.
+                    if conn.guest_send_done {
+                        let _ = conn.flush();
+                        self.remove_conn(key);
+                        let h = self.header(key.0, key.1, OP_RST);
+                        return Some((h, Vec::new()));
+                    }
                     let (buf_alloc, fwd_cnt) = conn.credit();
                     let mut h = self.header(key.0, key.1, OP_SHUTDOWN);
-                    h.flags = SHUTDOWN_SEND | SHUTDOWN_RCV;
+                    h.flags = SHUTDOWN_SEND;
                     h.buf_alloc = buf_alloc;
                     h.fwd_cnt = fwd_cnt;
                     return Some((h, Vec::new()));
@@ -455,6 +471,33 @@ mod tests {
         assert_eq!(m.next_for_guest(4096).unwrap().0.op, OP_RST);
         assert_eq!(m.connection_count(), 0);
         assert_eq!(host.read(&mut buf).unwrap(), 0, "host sees EOF");
+    }
+
+    #[test]
+    fn host_half_close_keeps_the_guest_to_host_direction_open() {
+        let (_d, uds, mut m) = setup();
+        let listener = UnixListener::bind(format!("{}_1000", uds.display())).unwrap();
+        m.handle_guest_packet(&guest(OP_REQUEST, 5000, 1000), &[]);
+        m.next_for_guest(4096).unwrap();
+        let (mut host, _) = listener.accept().unwrap();
+        host.shutdown(std::net::Shutdown::Write).unwrap(); // like stdin EOF
+        let (h, _) = m.next_for_guest(4096).unwrap();
+        assert_eq!(
+            (h.op, h.flags),
+            (OP_SHUTDOWN, SHUTDOWN_SEND),
+            "host sends no more, still receives"
+        );
+        m.handle_guest_packet(&guest(OP_RW, 5000, 1000), b"still flowing");
+        let mut buf = [0u8; 13];
+        host.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"still flowing");
+        // The guest finishes too: the connection ends with RST, host sees EOF.
+        let mut sd = guest(OP_SHUTDOWN, 5000, 1000);
+        sd.flags = SHUTDOWN_SEND;
+        m.handle_guest_packet(&sd, &[]);
+        assert_eq!(m.next_for_guest(4096).unwrap().0.op, OP_RST);
+        assert_eq!(m.connection_count(), 0);
+        assert_eq!(host.read(&mut buf).unwrap(), 0);
     }
 
     #[test]

@@ -1,0 +1,52 @@
+//! The vsock ports between agent and host, and what flows on them. The
+//! agent connects to the host (CID 2); the VMM turns each port P into a
+//! connection to `<uds_path>_P` on the host.
+//!
+//! - CONTROL: the host sends one JSON line, the run spec; the agent sends
+//!   JSON-line events back (see [`Event`]).
+//! - STDIO: the server's stdin (host to guest) and stdout (guest to host).
+//! - STDERR: the server's stderr.
+//!
+//! Closing: when the server's stdout and stderr end, the agent shuts its
+//! side of each stream and waits for the host to close its side, so the
+//! host has every byte before the VM powers off.
+
+use serde::{Deserialize, Serialize};
+
+pub const HOST_CID: u32 = 2;
+pub const CONTROL_PORT: u32 = 1024;
+pub const STDIO_PORT: u32 = 1025;
+pub const STDERR_PORT: u32 = 1026;
+
+/// What to run, and how.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunSpec {
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// Agent to host, one JSON object per line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The agent is up and connected (guest uptime, ms).
+    AgentStart {
+        uptime_ms: u64,
+    },
+    Spawned {
+        pid: u32,
+    },
+    FirstStdoutByte,
+    /// The server could not be started.
+    SpawnFailed {
+        error: String,
+    },
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+        status: u8,
+    },
+}

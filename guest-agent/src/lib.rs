@@ -1,0 +1,4 @@
+//! The guest agent's protocol with the host, shared with the host side
+//! (`mcpvm run`) so both speak from one definition.
+
+pub mod channels;

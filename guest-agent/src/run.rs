@@ -1,0 +1,226 @@
+//! Run mode: take the run spec from the host over vsock, spawn the server,
+//! relay its stdio, report events, and return its exit status.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::vsock;
+use guest_agent::channels::*;
+
+/// The longest run spec we accept (one JSON line).
+const MAX_SPEC: u64 = 1 << 20;
+/// How long draining a stream may take once the server has exited (its
+/// grandchildren may hold a pipe open forever).
+const DRAIN: Duration = Duration::from_secs(3);
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+
+type Events = Arc<Mutex<File>>;
+
+fn send(events: &Events, e: &Event) {
+    let mut line = serde_json::to_string(e).expect("events serialize");
+    line.push('\n');
+    let _ = events
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .write_all(line.as_bytes());
+}
+
+fn uptime_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the struct we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+/// Copies `from` to `to` until EOF; `on_first` runs at the first byte.
+fn pump(mut from: impl Read, mut to: impl Write, mut on_first: impl FnMut()) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut first = true;
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if first {
+                    first = false;
+                    on_first();
+                }
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+                let _ = to.flush();
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Runs `f` on a thread; returns a receiver that fires when it is done.
+fn spawn_done(f: impl FnOnce() + Send + 'static) -> mpsc::Receiver<()> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    rx
+}
+
+/// Waits for any child until `pid` exits, reaping orphans on the way
+/// (we are PID 1). Returns the raw wait status.
+fn wait_for(pid: libc::pid_t) -> i32 {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status we pass.
+        let got = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if got == pid {
+            return status;
+        }
+        if got < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+            return 0;
+        }
+    }
+}
+
+pub fn run_over_vsock() -> io::Result<u8> {
+    let control = vsock::connect(HOST_CID, CONTROL_PORT)?;
+    let events: Events = Arc::new(Mutex::new(control.try_clone()?));
+    send(
+        &events,
+        &Event::AgentStart {
+            uptime_ms: uptime_ms(),
+        },
+    );
+
+    let mut line = String::new();
+    BufReader::new(control.try_clone()?.take(MAX_SPEC)).read_line(&mut line)?;
+    let spec: RunSpec = serde_json::from_str(&line)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad run spec: {e}")))?;
+    let Some((program, args)) = spec.argv.split_first() else {
+        send(
+            &events,
+            &Event::SpawnFailed {
+                error: "empty argv".into(),
+            },
+        );
+        return Ok(127);
+    };
+
+    let stdio = vsock::connect(HOST_CID, STDIO_PORT)?;
+    let stderr_ch = vsock::connect(HOST_CID, STDERR_PORT)?;
+
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", DEFAULT_PATH)
+        .env("HOME", "/root");
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = format!("cannot run {program}: {e}\n");
+            let _ = (&stderr_ch).write_all(msg.as_bytes());
+            send(
+                &events,
+                &Event::SpawnFailed {
+                    error: msg.trim_end().into(),
+                },
+            );
+            return Ok(finish(
+                &events, &control, &stdio, &stderr_ch, 127, None, None,
+            ));
+        }
+    };
+    send(&events, &Event::Spawned { pid: child.id() });
+
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let (from_host, to_host) = (stdio.try_clone()?, stdio.try_clone()?);
+    // Host -> server stdin; EOF from the host closes the server's stdin.
+    let stdin_done = spawn_done(move || {
+        if let Some(stdin) = stdin {
+            pump(from_host, stdin, || {});
+        }
+    });
+    let ev = events.clone();
+    let stdout_done = spawn_done(move || {
+        if let Some(out) = stdout {
+            pump(out, to_host, || send(&ev, &Event::FirstStdoutByte));
+        }
+    });
+    let err_to_host = stderr_ch.try_clone()?;
+    let stderr_done = spawn_done(move || {
+        if let Some(err) = stderr {
+            pump(err, err_to_host, || {});
+        }
+    });
+
+    let status = wait_for(child.id() as libc::pid_t);
+    let _ = stdout_done.recv_timeout(DRAIN);
+    let _ = stderr_done.recv_timeout(DRAIN);
+    let (code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, None)
+    };
+    let byte = match (code, signal) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => 128u8.wrapping_add(s as u8),
+        _ => 255,
+    };
+    let _ = stdin_done; // the host closes stdio after our EOF; finish waits for it
+    Ok(finish(
+        &events, &control, &stdio, &stderr_ch, byte, code, signal,
+    ))
+}
+
+/// Ends every stream so that the host has all bytes: shut our write
+/// sides, wait (bounded) for the host to close its own, report the exit.
+fn finish(
+    events: &Events,
+    control: &File,
+    stdio: &File,
+    stderr_ch: &File,
+    status: u8,
+    code: Option<i32>,
+    signal: Option<i32>,
+) -> u8 {
+    vsock::shutdown_write(stdio);
+    vsock::shutdown_write(stderr_ch);
+    for s in [stdio, stderr_ch] {
+        if let Ok(s) = s.try_clone() {
+            let _ = spawn_done(move || drain(s)).recv_timeout(DRAIN);
+        }
+    }
+    send(
+        events,
+        &Event::Exited {
+            code,
+            signal,
+            status,
+        },
+    );
+    vsock::shutdown_write(control);
+    if let Ok(c) = control.try_clone() {
+        let _ = spawn_done(move || drain(c)).recv_timeout(DRAIN);
+    }
+    status
+}
+
+fn drain(mut s: File) {
+    let mut buf = [0u8; 4096];
+    while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+}

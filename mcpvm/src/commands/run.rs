@@ -1,0 +1,229 @@
+//! `mcpvm run -- <command> [args…]`: a drop-in stdio MCP server that runs
+//! the command in its own microVM. Our stdin goes to the server's stdin,
+//! its stdout to our stdout, byte for byte; its stderr to our stderr; its
+//! exit status becomes ours.
+//!
+//! The guest agent connects to three vsock ports (see
+//! `guest_agent::channels`); the VMM turns them into connections to Unix
+//! sockets in a per-run directory, where this command listens.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use guest_agent::channels::{Event, RunSpec, CONTROL_PORT, STDERR_PORT, STDIO_PORT};
+use vmm::{VmConfig, VsockConfig};
+
+use crate::rundir::RunDir;
+
+const GUEST_CID: u64 = 3;
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Guest kernel (default: the one `scripts/build` made, next to this binary).
+    #[arg(long, env = "MCPVM_KERNEL")]
+    kernel: Option<PathBuf>,
+    /// Guest initramfs holding the agent and the server.
+    #[arg(long, env = "MCPVM_INITRD")]
+    initrd: Option<PathBuf>,
+    #[arg(long, default_value_t = 256)]
+    mem: u64,
+    #[arg(long, default_value_t = 1)]
+    vcpus: u8,
+    /// Working directory of the server inside the guest.
+    #[arg(long)]
+    cwd: Option<String>,
+    /// Environment for the server, KEY=VALUE (repeatable).
+    #[arg(long = "env", value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Write the guest console (kernel and agent messages) to this file.
+    #[arg(long)]
+    console: Option<PathBuf>,
+    /// Stop the VM after this many seconds.
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// Accept a kvm_pvm-backed /dev/kvm.
+    #[arg(long)]
+    allow_pvm: bool,
+    /// The server command and its arguments, as seen inside the guest.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("'{s}' is not KEY=VALUE")),
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("No guest {what} given and none found at {path}; pass --{what} or run scripts/build")]
+    NoArtifact { what: &'static str, path: PathBuf },
+    #[error("Cannot create the run directory")]
+    RunDir(#[source] io::Error),
+    #[error("Cannot listen on {path}")]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Cannot create console log {path}")]
+    Console {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Vmm(#[from] vmm::VmmError),
+}
+
+/// `<dir of this binary>/../<rel>`: where scripts/build puts artifacts.
+fn default_artifact(
+    what: &'static str,
+    given: Option<PathBuf>,
+    rel: &str,
+) -> Result<PathBuf, RunError> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join(rel))
+        .unwrap_or_default();
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(RunError::NoArtifact { what, path })
+    }
+}
+
+fn listen(dir: &Path, port: u32) -> Result<UnixListener, RunError> {
+    let path = dir.join(format!("vsock.sock_{port}"));
+    UnixListener::bind(&path).map_err(|source| RunError::Listen { path, source })
+}
+
+fn copy(mut from: impl Read, mut to: impl Write) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n) = from.read(&mut buf) {
+        if n == 0 || to.write_all(&buf[..n]).is_err() || to.flush().is_err() {
+            break;
+        }
+    }
+}
+
+pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let kernel = default_artifact("kernel", args.kernel, "kernel/vmlinux")?;
+    let initrd = default_artifact("initrd", args.initrd, "initramfs-test.cpio")?;
+    let dir = RunDir::create().map_err(RunError::RunDir)?;
+    let control = listen(dir.path(), CONTROL_PORT)?;
+    let stdio = listen(dir.path(), STDIO_PORT)?;
+    let stderr = listen(dir.path(), STDERR_PORT)?;
+    let console: Box<dyn Write + Send> = match &args.console {
+        Some(path) => Box::new(File::create(path).map_err(|source| RunError::Console {
+            path: path.clone(),
+            source,
+        })?),
+        None => Box::new(io::sink()),
+    };
+    let spec = RunSpec {
+        argv: args.command,
+        env: args.env,
+        cwd: args.cwd,
+    };
+
+    // The host side of each channel, on its own thread: accept blocks until
+    // the agent connects, and the VM may end before it does.
+    let spec_line = serde_json::to_string(&spec)? + "\n";
+    std::thread::spawn(move || control_channel(control, spec_line, start));
+    let stdout_done = {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let Ok((s, _)) = stdio.accept() {
+                let to_guest = s.try_clone().expect("clone stdio socket");
+                // Our stdin → server stdin; EOF closes the server's stdin.
+                std::thread::spawn(move || {
+                    copy(io::stdin().lock(), &to_guest);
+                    let _ = to_guest.shutdown(std::net::Shutdown::Write);
+                });
+                copy(&s, io::stdout().lock());
+                // Every byte is here: let the agent finish.
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            let _ = tx.send(());
+        });
+        rx
+    };
+    let stderr_done = {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let Ok((s, _)) = stderr.accept() {
+                copy(&s, io::stderr().lock());
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            let _ = tx.send(());
+        });
+        rx
+    };
+
+    let config = VmConfig {
+        kernel,
+        initrd: Some(initrd),
+        cmdline: "quiet mcpvm.channel=vsock".into(),
+        mem_mib: args.mem,
+        vcpus: args.vcpus,
+        console: Some(console),
+        timeout: args.timeout.map(Duration::from_secs),
+        allow_pvm: args.allow_pvm,
+        start,
+        vsock: Some(VsockConfig {
+            guest_cid: GUEST_CID,
+            uds_path: dir.path().join("vsock.sock"),
+        }),
+    };
+    let outcome = vmm::run(config)?;
+    // The VM is gone and its sockets closed: the relays see EOF.
+    let _ = stdout_done.recv_timeout(Duration::from_secs(2));
+    let _ = stderr_done.recv_timeout(Duration::from_secs(2));
+    log::debug!(
+        "{} (exit code {})",
+        outcome.reason,
+        outcome.reason.exit_code()
+    );
+    if json {
+        eprintln!(
+            "{}",
+            serde_json::json!({"exit": outcome.reason.kind(), "code": outcome.reason.exit_code()})
+        );
+    }
+    if !matches!(outcome.reason, vmm::ExitReason::PowerOff(_)) {
+        eprintln!("mcpvm: {}", outcome.reason);
+    }
+    Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
+}
+
+/// Sends the run spec, then logs the agent's events as they arrive.
+fn control_channel(listener: UnixListener, spec_line: String, start: Instant) {
+    let Ok((mut s, _)) = listener.accept() else {
+        return;
+    };
+    if s.write_all(spec_line.as_bytes()).is_err() {
+        return;
+    }
+    let reader = BufReader::new(s.try_clone().expect("clone control socket"));
+    for line in reader.lines().map_while(Result::ok) {
+        let t = start.elapsed().as_secs_f64() * 1000.0;
+        match serde_json::from_str::<Event>(&line) {
+            Ok(e) => log::debug!("agent event at {t:.3} ms: {e:?}"),
+            Err(_) => log::warn!("agent sent an unreadable event: {line}"),
+        }
+    }
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    drop::<UnixStream>(s);
+}
