@@ -5,14 +5,16 @@
 #   --busybox      add Debian's static busybox and its applet links, so a
 #                  command given after `--` on the kernel command line has a
 #                  shell and tools to run
+#   --file SRC:DEST  add a file at DEST inside the image (repeatable)
 #   --out FILE     written atomically (temp file, then rename)
 set -euo pipefail
-agent= busybox=0 out=
+agent= busybox=0 out= extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --agent) agent=$2; shift 2 ;;
     --busybox) busybox=1; shift ;;
     --out) out=$2; shift 2 ;;
+    --file) extra+=("$2"); shift 2 ;;
     *) echo "initramfs: unknown option $1 (use --agent PATH [--busybox] --out FILE)" >&2; exit 2 ;;
   esac
 done
@@ -31,6 +33,12 @@ if [ "$busybox" = 1 ]; then
     [ "$applet" = busybox ] || ln -sf busybox "$root/bin/$applet"
   done
 fi
+for f in "${extra[@]}"; do
+  src=${f%%:*}; dest=${f#*:}
+  [ -f "$src" ] || { echo "initramfs: $src does not exist" >&2; exit 1; }
+  mkdir -p "$root/$(dirname "$dest")"
+  install -m 0755 "$src" "$root/$dest"
+done
 # Fixed mtimes and sorted names: the same inputs give the same bytes.
 find "$root" -exec touch -h -d @0 {} +
 (cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0 --reproducible) > "$out.tmp"

@@ -31,6 +31,8 @@ struct Cli {
 enum Command {
     /// Run a command (an MCP server) in its own microVM as a stdio server.
     Run(commands::run::RunArgs),
+    /// Talk to an MCP server as a client would and report every step.
+    Probe(commands::probe::ProbeArgs),
     /// Boot a Linux kernel in a microVM and wait for it to stop.
     Boot(commands::boot::BootArgs),
     /// Benchmarks, side by side with a peer measured in the same run.
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
     logger::init(start, cli.verbose, cli.json);
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args, start, cli.json),
+        Command::Probe(args) => commands::probe::run(args, cli.json),
         Command::Boot(args) => commands::boot::run(args, start, cli.json),
         Command::Bench(cmd) => commands::bench::run(cmd, cli.json),
     };

@@ -1,3 +1,4 @@
 pub mod bench;
 pub mod boot;
+pub mod probe;
 pub mod run;

@@ -1,0 +1,34 @@
+# `mcpvm run` scenarios on real KVM (testbed/run). Each case leaves
+# $MCPVM_OUT/<case>.out/.err/.rc. Payload: bin/mcpvm, kernel/vmlinux,
+# initramfs-test.cpio (agent, busybox, /bin/mcp-fixture).
+set -u
+case_() {
+  name=$1; shift
+  "$@" > "$MCPVM_OUT/$name.out" 2> "$MCPVM_OUT/$name.err"
+  echo $? > "$MCPVM_OUT/$name.rc"
+}
+
+# A real MCP client (rmcp, in mcpvm probe) against the fixture in a VM.
+case_ probe_fixture mcpvm probe --json --call 'add={"a":2,"b":40}' --call 'echo={"text":"through vsock"}' \
+  --call 'write={"bytes":100000}' -- mcpvm run -- /bin/mcp-fixture
+
+# 16 MiB each way, hashes compared, with a reader that starts late so the
+# writer must stall on credit and socket buffers.
+head -c 16777216 /dev/urandom > big
+sha256sum < big | cut -d' ' -f1 > "$MCPVM_OUT/big.sha"
+case_ to_guest sh -c 'mcpvm run --timeout 600 -- /bin/sh -c "sleep 2; sha256sum" < big'
+case_ from_guest sh -c 'mcpvm run --timeout 600 -- /bin/sh -c "head -c 16777216 /dev/urandom | tee /tmp/b | sha256sum >&2; cat /tmp/b" | (sleep 2; sha256sum)'
+
+# The server exits in the middle of a request: the client sees EOF and
+# the VMM exits with the server's status.
+case_ crash sh -c 'printf "%s\n" \
+  "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}" \
+  "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}" \
+  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"exit\",\"arguments\":{\"code\":7}}}" \
+  | mcpvm run --timeout 120 -- /bin/mcp-fixture'
+
+# The host reader goes away mid-stream: the server is cut off, nothing hangs.
+case_ host_disconnect sh -c 'mcpvm run --timeout 120 -- /bin/sh -c "yes mcpvm" | head -c 1000 | wc -c'
+
+# No socket files are left behind.
+ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
