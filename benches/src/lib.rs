@@ -3,4 +3,6 @@
 //! machines are noisy (see docs/benchmarks.md).
 
 pub mod boot;
+pub mod first_response;
+pub mod relay;
 pub mod stats;

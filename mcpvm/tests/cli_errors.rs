@@ -206,3 +206,55 @@ fn kvm_pvm_host_points_to_the_testbed() {
         assert!(!stderr.contains("kvm_pvm"), "{stderr}");
     }
 }
+
+#[test]
+fn run_without_a_kernel_says_where_it_looked() {
+    let (code, stderr) = mcpvm(&[
+        "run",
+        "--kernel",
+        "/nonexistent/vmlinux",
+        "--initrd",
+        "/nonexistent.cpio",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("Cannot open kernel image /nonexistent/vmlinux"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_usage_errors() {
+    assert_error(
+        &["run", "--env", "NOEQUALS", "--", "/bin/true"],
+        2,
+        "is not KEY=VALUE",
+    );
+    let (code, _) = mcpvm(&["run"]);
+    assert_eq!(code, 2, "a command is required");
+}
+
+#[test]
+fn run_leaves_no_run_directory_behind_on_error() {
+    let runtime = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .args([
+            "run",
+            "--kernel",
+            "/nonexistent",
+            "--initrd",
+            "/nonexistent",
+            "--",
+            "/bin/true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let left: Vec<_> = std::fs::read_dir(runtime.path().join("mcpvm"))
+        .unwrap()
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

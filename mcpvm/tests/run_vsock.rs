@@ -114,6 +114,25 @@ fn host_disconnect_mid_stream_does_not_hang() {
 }
 
 #[test]
+fn ctrl_c_stops_the_vm_with_130() {
+    let c = case("sigint");
+    assert_eq!(c.rc, 130, "{c:?}");
+}
+
+#[test]
+fn a_killed_run_is_cleaned_up_by_the_next() {
+    let after = results()
+        .files
+        .get("after_kill9.txt")
+        .map(String::as_str)
+        .unwrap_or("");
+    assert!(
+        !after.trim().is_empty(),
+        "kill -9 should leave its run directory for the next run to clean"
+    );
+}
+
+#[test]
 fn no_sockets_are_left_behind() {
     let left = results()
         .files
@@ -121,4 +140,27 @@ fn no_sockets_are_left_behind() {
         .map(String::as_str)
         .unwrap_or("");
     assert_eq!(left.trim(), "", "left in the run directory base: {left}");
+}
+
+#[test]
+fn timings_file_holds_the_phases_in_order() {
+    let c = case("timings");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert_eq!(c.stdout, "hi\n");
+    let t: serde_json::Value = serde_json::from_str(&results().files["timings.json"]).unwrap();
+    let order = [
+        "kvm_ready",
+        "kernel_entry",
+        "boot_timer",
+        "agent_start",
+        "spawned",
+        "first_stdout_byte",
+        "exited",
+        "exit",
+    ];
+    let values: Vec<f64> = order
+        .iter()
+        .map(|k| t[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {t}")))
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] <= w[1]), "{t}");
 }

@@ -41,6 +41,45 @@ pub enum ProbeError {
     Runtime(#[source] std::io::Error),
 }
 
+/// How long a server may take to exit after its stdin closes.
+const EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// Owns the end of the server process: waits for it, or SIGKILLs it.
+struct KillGuard(Option<u32>);
+
+impl KillGuard {
+    fn pid(&self) -> Option<i32> {
+        self.0.and_then(|p| i32::try_from(p).ok())
+    }
+
+    /// Waits up to `grace` for the server to exit, reaping it.
+    fn reap_within(&mut self, grace: Duration) {
+        let Some(pid) = self.pid() else { return };
+        let until = Instant::now() + grace;
+        while Instant::now() < until {
+            // SAFETY: waitpid on our own child's pid, no status wanted.
+            let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+            if r == pid || r < 0 {
+                self.0 = None;
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for KillGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.pid() {
+            // SAFETY: kill and waitpid on our own child's pid, not yet reaped.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+                libc::waitpid(pid, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
@@ -62,6 +101,10 @@ pub fn probe_process(command: &[String], opts: &ProbeOptions) -> Result<ProbeRes
         };
         let start = Instant::now();
         let transport = TokioChildProcess::new(cmd).map_err(spawn_err)?;
+        // rmcp kills the child on drop from a task on this runtime, which
+        // is gone by then when we return early: kill it ourselves, so a hung
+        // or half-started server never outlives the probe.
+        let mut guard = KillGuard(transport.id());
         let mut result = ProbeResult {
             schema: SCHEMA_VERSION,
             command: command.to_vec(),
@@ -164,7 +207,10 @@ pub fn probe_process(command: &[String], opts: &ProbeOptions) -> Result<ProbeRes
             };
             result.steps.push(s);
         }
-        let _ = tokio::time::timeout(Duration::from_secs(5), client.cancel()).await;
+        // Graceful: close stdin and give the server time to exit by itself
+        // (a VM powers off and writes its reports); only then kill it.
+        let _ = tokio::time::timeout(EXIT_GRACE, client.cancel()).await;
+        guard.reap_within(EXIT_GRACE);
         Ok(result)
     })
 }

@@ -21,7 +21,7 @@ use linux_loader::configurator::linux::LinuxBootConfigurator;
 use linux_loader::configurator::pvh::PvhBootConfigurator;
 use linux_loader::configurator::{BootConfigurator, BootParams};
 use linux_loader::loader::elf::PvhBootCapability;
-use linux_loader::loader::{self, load_cmdline, BzImage, Cmdline, Elf, KernelLoader};
+use linux_loader::loader::{self, load_cmdline, BzImage, Elf, KernelLoader};
 use vm_memory::{Bytes, GuestAddress};
 use vmm_sys_util::eventfd::EventFd;
 
@@ -44,10 +44,6 @@ use crate::kvm::{self, HostError};
 use crate::VmConfig;
 use kvm_ioctls::IoEventAddress;
 
-/// Command-line options the VMM itself depends on: `reboot=k` makes a guest
-/// reboot reach our i8042 reset line, `panic=-1` turns a panic into that
-/// reboot at once instead of a hang until the timeout.
-const BASE_CMDLINE: &str = "reboot=k panic=-1";
 /// The 64-bit entry point of a bzImage's protected-mode kernel
 /// (Documentation/arch/x86/boot.rst, "64-bit boot protocol").
 const BZIMAGE_64BIT_ENTRY_OFFSET: u64 = 0x200;
@@ -162,7 +158,6 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     let (events, event_rx) = mpsc::channel();
     let panicked = Arc::new(AtomicBool::new(false));
     let mut pio = Bus::new();
-    let mut cmdline = String::from(BASE_CMDLINE);
     let serial = match config.console {
         Some(out) => {
             let irq = EventFd::new(libc::EFD_NONBLOCK).map_err(|source| BootError::Device {
@@ -184,7 +179,6 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
                 u64::from(SERIAL_PORT),
                 u64::from(SERIAL_PORT_LEN),
             )?;
-            cmdline.push_str(" console=ttyS0");
             Some(dev)
         }
         None => None,
@@ -209,14 +203,14 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     if let Some(v) = &config.vsock {
         virtio.push(Box::new(Vsock::new(v.guest_cid, &v.uds_path)?));
     }
+    let mut windows = Vec::new();
     for (i, device) in virtio.into_iter().enumerate() {
         let (base, irq) = (
             MMIO_DEVICES_START + i as u64 * MMIO_DEVICE_WINDOW,
             VIRTIO_IRQ_START + i as u32,
         );
         attach_virtio(&vm, &mut mmio, device, base, irq)?;
-        // Declared to the guest here: there is no bus to discover it on.
-        cmdline.push_str(&format!(" virtio_mmio.device=4K@{base:#x}:{irq}"));
+        windows.push((base, irq));
     }
 
     // 4. Kernel.
@@ -232,12 +226,13 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
         }
         _ => None,
     };
-    if !config.cmdline.trim().is_empty() {
-        cmdline.push(' ');
-        cmdline.push_str(config.cmdline.trim());
-    }
-    let mut cl = Cmdline::new(CMDLINE_MAX_SIZE).map_err(BootError::Cmdline)?;
-    cl.insert_str(&cmdline).map_err(BootError::Cmdline)?;
+    let cl = crate::cmdline::compose(serial.is_some(), &windows, &config.cmdline)
+        .map_err(BootError::Cmdline)?;
+    let cmdline = cl
+        .as_cstring()
+        .map_err(BootError::Cmdline)?
+        .into_string()
+        .unwrap_or_default();
     load_cmdline(&vm.mem, GuestAddress(CMDLINE_START), &cl).map_err(|e| match e {
         loader::Error::CommandLineOverflow => {
             BootError::Cmdline(linux_loader::cmdline::Error::TooLarge)

@@ -7,6 +7,7 @@
 
 pub mod arch;
 pub mod builder;
+pub mod cmdline;
 pub mod devices;
 pub mod kvm;
 pub mod outcome;

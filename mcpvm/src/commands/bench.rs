@@ -5,11 +5,40 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use mcpvm_benches::boot::BootBench;
+use mcpvm_benches::first_response::FirstResponseBench;
+use mcpvm_benches::relay;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Boot phases of our VMM beside QEMU microvm, same kernel and initrd.
     Boot(BootArgs),
+    /// Spawn → initialize / tools/list: a server in a VM beside the bare process.
+    FirstResponse(FirstResponseArgs),
+    /// Round trips and throughput of the stdio relay: cat in a VM beside bare cat.
+    Relay(RelayArgs),
+}
+
+#[derive(Args)]
+pub struct RelayArgs {
+    #[arg(long, default_value_t = 1000)]
+    round_trips: usize,
+    #[arg(long, default_value_t = 64)]
+    bulk_mib: usize,
+    /// The echoing command inside the guest.
+    #[arg(long, default_value = "/bin/cat")]
+    guest_cat: String,
+}
+
+#[derive(Args)]
+pub struct FirstResponseArgs {
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    runs: u64,
+    /// The server as a host command (the bare-process peer).
+    #[arg(long, num_args = 1.., required = true)]
+    host: Vec<String>,
+    /// The server command inside the guest.
+    #[arg(last = true, required = true)]
+    guest: Vec<String>,
 }
 
 #[derive(Args)]
@@ -35,6 +64,44 @@ pub struct BootArgs {
 
 pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
+        BenchCommand::Relay(a) => {
+            let exe = std::env::current_exe()?.display().to_string();
+            eprintln!("bench relay: VM");
+            let vm = relay::measure(
+                &[exe, "run".into(), "--".into(), a.guest_cat],
+                a.round_trips,
+                a.bulk_mib,
+            )?;
+            eprintln!("bench relay: bare process");
+            let bare = relay::measure(&["cat".into()], a.round_trips, a.bulk_mib)?;
+            let report = relay::RelayReport {
+                round_trips: a.round_trips,
+                bulk_mib: a.bulk_mib,
+                vm,
+                bare,
+            };
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.markdown());
+            }
+            Ok(0)
+        }
+        BenchCommand::FirstResponse(a) => {
+            let bench = FirstResponseBench {
+                mcpvm: std::env::current_exe()?,
+                guest_command: a.guest,
+                host_command: a.host,
+                runs: a.runs as usize,
+            };
+            let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                print!("{}", report.markdown());
+            }
+            Ok(0)
+        }
         BenchCommand::Boot(a) => {
             let bench = BootBench {
                 mcpvm: std::env::current_exe()?,

@@ -48,6 +48,9 @@ pub struct RunArgs {
     /// Accept a kvm_pvm-backed /dev/kvm.
     #[arg(long)]
     allow_pvm: bool,
+    /// Write the run's phase times (ms since start) to this JSON file.
+    #[arg(long)]
+    timings: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -72,8 +75,8 @@ pub enum RunError {
         #[source]
         source: io::Error,
     },
-    #[error("Cannot create console log {path}")]
-    Console {
+    #[error("Cannot write {path}")]
+    File {
         path: PathBuf,
         #[source]
         source: io::Error,
@@ -126,7 +129,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     let stdio = listen(dir.path(), STDIO_PORT)?;
     let stderr = listen(dir.path(), STDERR_PORT)?;
     let console: Box<dyn Write + Send> = match &args.console {
-        Some(path) => Box::new(File::create(path).map_err(|source| RunError::Console {
+        Some(path) => Box::new(File::create(path).map_err(|source| RunError::File {
             path: path.clone(),
             source,
         })?),
@@ -141,7 +144,9 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     // The host side of each channel, on its own thread: accept blocks until
     // the agent connects, and the VM may end before it does.
     let spec_line = serde_json::to_string(&spec)? + "\n";
-    std::thread::spawn(move || control_channel(control, spec_line, start));
+    let agent_times = std::sync::Arc::new(std::sync::Mutex::new(serde_json::Map::new()));
+    let times = agent_times.clone();
+    std::thread::spawn(move || control_channel(control, spec_line, start, times));
     let stdout_done = {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -196,6 +201,28 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         outcome.reason,
         outcome.reason.exit_code()
     );
+    if let Some(path) = &args.timings {
+        let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
+        let t = &outcome.timings;
+        let mut all = agent_times
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for (k, v) in [
+            ("kvm_ready", t.kvm_ready),
+            ("kernel_entry", t.kernel_entry),
+            ("boot_timer", t.boot_timer),
+            ("exit", t.exit),
+        ] {
+            all.insert(k.into(), serde_json::json!(ms(v)));
+        }
+        std::fs::write(path, serde_json::Value::Object(all).to_string()).map_err(|source| {
+            RunError::File {
+                path: path.clone(),
+                source,
+            }
+        })?;
+    }
     if json {
         eprintln!(
             "{}",
@@ -208,8 +235,14 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
 }
 
-/// Sends the run spec, then logs the agent's events as they arrive.
-fn control_channel(listener: UnixListener, spec_line: String, start: Instant) {
+/// Sends the run spec, then logs the agent's events as they arrive and
+/// notes when each kind first arrived (ms since start).
+fn control_channel(
+    listener: UnixListener,
+    spec_line: String,
+    start: Instant,
+    times: std::sync::Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
+) {
     let Ok((mut s, _)) = listener.accept() else {
         return;
     };
@@ -220,7 +253,19 @@ fn control_channel(listener: UnixListener, spec_line: String, start: Instant) {
     for line in reader.lines().map_while(Result::ok) {
         let t = start.elapsed().as_secs_f64() * 1000.0;
         match serde_json::from_str::<Event>(&line) {
-            Ok(e) => log::debug!("agent event at {t:.3} ms: {e:?}"),
+            Ok(e) => {
+                log::debug!("agent event at {t:.3} ms: {e:?}");
+                let kind = serde_json::to_value(&e)
+                    .ok()
+                    .and_then(|v| v["event"].as_str().map(str::to_string));
+                if let Some(kind) = kind {
+                    times
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .entry(kind)
+                        .or_insert(serde_json::json!(t));
+                }
+            }
             Err(_) => log::warn!("agent sent an unreadable event: {line}"),
         }
     }

@@ -1,0 +1,186 @@
+//! First response: from starting a server to its `initialize` and
+//! `tools/list` answers, for the server inside a microVM (`mcpvm run`)
+//! and for the same server as a bare host process, alternating runs.
+//! The VM runs are broken into phases from `mcpvm run --timings`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use probes::{probe_process, ProbeOptions};
+use serde::Serialize;
+
+use crate::stats::{summarize, Summary};
+
+pub struct FirstResponseBench {
+    pub mcpvm: PathBuf,
+    /// The server command as the guest sees it (e.g. /bin/mcp-fixture).
+    pub guest_command: Vec<String>,
+    /// The same server on the host.
+    pub host_command: Vec<String>,
+    pub runs: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FirstResponseError {
+    #[error("Probe failed")]
+    Probe(#[from] probes::run::ProbeError),
+    #[error("{what} run {run} did not answer: {detail}")]
+    Failed {
+        what: &'static str,
+        run: usize,
+        detail: String,
+    },
+    #[error("Cannot create a temporary file")]
+    Temp(#[source] std::io::Error),
+}
+
+/// Phases, ms since the VMM process started.
+pub const PHASES: [&str; 7] = [
+    "kvm_ready",
+    "kernel_entry",
+    "boot_timer",
+    "agent_start",
+    "spawned",
+    "first_stdout_byte",
+    "exit",
+];
+
+#[derive(Debug, Default, Serialize)]
+pub struct FirstResponseReport {
+    pub runs: usize,
+    pub vm_initialize: Option<Summary>,
+    pub vm_tools_list: Option<Summary>,
+    pub bare_initialize: Option<Summary>,
+    pub bare_tools_list: Option<Summary>,
+    pub vm_phases: Vec<(String, Option<Summary>)>,
+    /// Median VM minus median bare, ms.
+    pub vm_overhead_initialize: Option<f64>,
+}
+
+fn step_ms(r: &probes::ProbeResult, step: &str) -> Option<f64> {
+    r.steps
+        .iter()
+        .find(|s| s.step == step && s.outcome == probes::result::Outcome::Ok)
+        .map(|s| s.at_ms)
+}
+
+impl FirstResponseBench {
+    pub fn run(
+        &self,
+        mut progress: impl FnMut(&str),
+    ) -> Result<FirstResponseReport, FirstResponseError> {
+        let opts = ProbeOptions {
+            init_timeout: Duration::from_secs(300),
+            step_timeout: Duration::from_secs(60),
+            calls: vec![],
+        };
+        let dir = std::env::temp_dir().join(format!("mcpvm-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(FirstResponseError::Temp)?;
+        let timings = dir.join("timings.json");
+        let (mut vi, mut vl, mut bi, mut bl) = (vec![], vec![], vec![], vec![]);
+        let mut phases: Vec<Vec<f64>> = vec![Vec::new(); PHASES.len()];
+        for run in 1..=self.runs {
+            progress(&format!("run {run}/{}: VM", self.runs));
+            let mut cmd = vec![
+                self.mcpvm.display().to_string(),
+                "run".into(),
+                "--timings".into(),
+                timings.display().to_string(),
+                "--".into(),
+            ];
+            cmd.extend(self.guest_command.iter().cloned());
+            let r = probe_process(&cmd, &opts)?;
+            let (Some(i), Some(l)) = (step_ms(&r, "initialize"), step_ms(&r, "tools/list")) else {
+                return Err(FirstResponseError::Failed {
+                    what: "VM",
+                    run,
+                    detail: r.summary(),
+                });
+            };
+            vi.push(i);
+            vl.push(l);
+            // The probe ends the VM on return; its timings file is written at exit.
+            for _ in 0..100 {
+                if timings.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Ok(text) = std::fs::read_to_string(&timings) {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                for (i, p) in PHASES.iter().enumerate() {
+                    if let Some(x) = v[p].as_f64() {
+                        phases[i].push(x);
+                    }
+                }
+                let _ = std::fs::remove_file(&timings);
+            }
+
+            progress(&format!("run {run}/{}: bare process", self.runs));
+            let r = probe_process(&self.host_command, &opts)?;
+            let (Some(i), Some(l)) = (step_ms(&r, "initialize"), step_ms(&r, "tools/list")) else {
+                return Err(FirstResponseError::Failed {
+                    what: "bare",
+                    run,
+                    detail: r.summary(),
+                });
+            };
+            bi.push(i);
+            bl.push(l);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut rep = FirstResponseReport {
+            runs: self.runs,
+            vm_initialize: summarize(&vi),
+            vm_tools_list: summarize(&vl),
+            bare_initialize: summarize(&bi),
+            bare_tools_list: summarize(&bl),
+            vm_phases: PHASES
+                .iter()
+                .zip(&phases)
+                .map(|(p, v)| (p.to_string(), summarize(v)))
+                .collect(),
+            ..Default::default()
+        };
+        if let (Some(v), Some(b)) = (&rep.vm_initialize, &rep.bare_initialize) {
+            rep.vm_overhead_initialize = Some(v.median - b.median);
+        }
+        Ok(rep)
+    }
+}
+
+impl FirstResponseReport {
+    pub fn markdown(&self) -> String {
+        let mut s = format!(
+            "| measure ({} runs, ms) | min | median | p90 |\n|---|---:|---:|---:|\n",
+            self.runs
+        );
+        let mut row = |name: &str, x: &Option<Summary>| {
+            if let Some(x) = x {
+                s += &format!(
+                    "| {name} | {:.1} | {:.1} | {:.1} |\n",
+                    x.min, x.median, x.p90
+                );
+            }
+        };
+        row("VM: spawn → initialize response", &self.vm_initialize);
+        row("VM: spawn → tools/list response", &self.vm_tools_list);
+        row(
+            "bare process: spawn → initialize response",
+            &self.bare_initialize,
+        );
+        row(
+            "bare process: spawn → tools/list response",
+            &self.bare_tools_list,
+        );
+        for (p, x) in &self.vm_phases {
+            row(&format!("VM phase: VMM start → {p}"), x);
+        }
+        if let Some(o) = self.vm_overhead_initialize {
+            s += &format!(
+                "\nVM overhead on the first response (median VM − median bare): **{o:.1} ms**.\n"
+            );
+        }
+        s
+    }
+}
