@@ -8,7 +8,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${MCPVM_CACHE:-$HOME/.cache/mcpvm}
+cache=${MCPVM_CACHE:-${HOME:-/root}/.cache/mcpvm}
 tarball=/usr/src/linux-source-6.12.tar.xz
 
 log() { echo "kernel: $*" >&2; }

@@ -5,15 +5,9 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use common::{artifact, run_scenario, tiny_elf, Case};
-
-struct Results {
-    cases: HashMap<String, Case>,
-    files: HashMap<String, String>,
-}
+use common::{artifact, run_scenario, tiny_elf, Case, Results};
 
 fn results() -> &'static Results {
     static R: OnceLock<Results> = OnceLock::new();
@@ -32,16 +26,12 @@ fn results() -> &'static Results {
             format!("{}:triple-fault.elf", elf.display()),
         ];
         let scenario = common::workspace().join("mcpvm/tests/scenarios/boot.sh");
-        let (cases, files) = run_scenario(&scenario, &files);
-        Results { cases, files }
+        run_scenario(&scenario, &files)
     })
 }
 
 fn case(name: &str) -> &'static Case {
-    results()
-        .cases
-        .get(name)
-        .unwrap_or_else(|| panic!("scenario left no case {name}"))
+    results().case(name)
 }
 
 fn assert_timeline(c: &Case) {

@@ -4,15 +4,9 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use common::{artifact, run_scenario, Case};
-
-struct Results {
-    cases: HashMap<String, Case>,
-    files: HashMap<String, String>,
-}
+use common::{artifact, run_scenario, Case, Results};
 
 fn results() -> &'static Results {
     static R: OnceLock<Results> = OnceLock::new();
@@ -25,19 +19,15 @@ fn results() -> &'static Results {
                 artifact("initramfs-test.cpio").display()
             ),
         ];
-        let (cases, files) = run_scenario(
+        run_scenario(
             &common::workspace().join("mcpvm/tests/scenarios/run.sh"),
             &files,
-        );
-        Results { cases, files }
+        )
     })
 }
 
 fn case(name: &str) -> &'static Case {
-    results()
-        .cases
-        .get(name)
-        .unwrap_or_else(|| panic!("scenario left no case {name}"))
+    results().case(name)
 }
 
 #[test]
@@ -71,7 +61,7 @@ fn rmcp_client_talks_to_the_fixture_inside_a_vm() {
 fn sixteen_mib_to_the_guest_arrives_intact() {
     let c = case("to_guest");
     assert_eq!(c.rc, 0, "{c:?}");
-    let want = results().files["big.sha"].trim();
+    let want = results().file("big.sha").trim();
     assert_eq!(c.stdout.split_whitespace().next(), Some(want), "{c:?}");
 }
 
@@ -147,7 +137,7 @@ fn timings_file_holds_the_phases_in_order() {
     let c = case("timings");
     assert_eq!(c.rc, 0, "{c:?}");
     assert_eq!(c.stdout, "hi\n");
-    let t: serde_json::Value = serde_json::from_str(&results().files["timings.json"]).unwrap();
+    let t: serde_json::Value = serde_json::from_str(results().file("timings.json")).unwrap();
     let order = [
         "kvm_ready",
         "kernel_entry",

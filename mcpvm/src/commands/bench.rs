@@ -62,6 +62,20 @@ pub struct BootArgs {
     timeout: u64,
 }
 
+/// Prints a report as JSON or as its Markdown table.
+fn emit(
+    report: &impl serde::Serialize,
+    markdown: String,
+    json: bool,
+) -> Result<u8, Box<dyn std::error::Error>> {
+    if json {
+        println!("{}", serde_json::to_string(report)?);
+    } else {
+        print!("{markdown}");
+    }
+    Ok(0)
+}
+
 pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
         BenchCommand::Relay(a) => {
@@ -80,12 +94,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 vm,
                 bare,
             };
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                print!("{}", report.markdown());
-            }
-            Ok(0)
+            emit(&report, report.markdown(), json)
         }
         BenchCommand::FirstResponse(a) => {
             let bench = FirstResponseBench {
@@ -95,12 +104,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 runs: a.runs as usize,
             };
             let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                print!("{}", report.markdown());
-            }
-            Ok(0)
+            emit(&report, report.markdown(), json)
         }
         BenchCommand::Boot(a) => {
             let bench = BootBench {
@@ -114,12 +118,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 timeout: Duration::from_secs(a.timeout),
             };
             let report = bench.run(|msg| eprintln!("bench boot: {msg}"))?;
-            if json {
-                println!("{}", serde_json::to_string(&report)?);
-            } else {
-                print!("{}", report.markdown());
-            }
-            Ok(0)
+            emit(&report, report.markdown(), json)
         }
     }
 }

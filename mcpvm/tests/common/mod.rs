@@ -57,13 +57,31 @@ impl Case {
     }
 }
 
+/// What a scenario left: its cases and any other file (by name).
+pub struct Results {
+    pub cases: HashMap<String, Case>,
+    pub files: HashMap<String, String>,
+}
+
+impl Results {
+    pub fn case(&self, name: &str) -> &Case {
+        self.cases
+            .get(name)
+            .unwrap_or_else(|| panic!("scenario left no case {name}"))
+    }
+
+    pub fn file(&self, name: &str) -> &str {
+        self.files
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("scenario left no file {name}"))
+    }
+}
+
 /// Runs `scenario` on real KVM through `testbed/run` with `files`
 /// (`SRC:NAME`), and reads back every `<case>.out/.err/.rc` it left in
 /// `$MCPVM_OUT`, plus any other file it wrote there (by name).
-pub fn run_scenario(
-    scenario: &Path,
-    files: &[String],
-) -> (HashMap<String, Case>, HashMap<String, String>) {
+pub fn run_scenario(scenario: &Path, files: &[String]) -> Results {
     let out = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(workspace().join("testbed/run"));
     for f in files {
@@ -106,7 +124,10 @@ pub fn run_scenario(
             }
         }
     }
-    (cases, others)
+    Results {
+        cases,
+        files: others,
+    }
 }
 
 /// A minimal x86_64 ELF executable whose one segment holds `code` at
