@@ -77,6 +77,16 @@ fn main() {
         std::process::exit(2);
     }
     let status = run();
+    // Console writes return once the bytes are in the tty buffer; the UART
+    // sends them later, on interrupts. Powering off before that loses the
+    // last lines (seen in the boot tests), so wait for the transmitter.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // SAFETY: tcdrain on our own stdout/stderr fds; fails harmlessly if
+    // they are not terminals.
+    unsafe {
+        libc::tcdrain(1);
+        libc::tcdrain(2);
+    }
     let err = ports::power_off(status);
     eprintln!("mcpvm-agent: cannot power off: {err}");
     // PID 1 must not exit (the kernel would panic); wait for the VMM.

@@ -45,6 +45,7 @@ fn fixture_answers_every_step() {
     ]);
     assert_eq!(rc, 0, "{r} {err}");
     assert_eq!(r["schema"], 1);
+    assert_eq!(r["server_name"], "mcp-fixture");
     assert_eq!(
         r["tools"],
         serde_json::json!(["add", "echo", "exit", "sleep", "write"])

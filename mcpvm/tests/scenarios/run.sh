@@ -30,22 +30,22 @@ case_ crash sh -c 'printf "%s\n" \
 # The host reader goes away mid-stream: the server is cut off, nothing hangs.
 case_ host_disconnect sh -c 'mcpvm run --timeout 120 -- /bin/sh -c "yes mcpvm" | head -c 1000 | wc -c'
 
-# Ctrl-C stops the VM cleanly (130).
-sleep 600 | mcpvm run -- /bin/sleep 600 > "$MCPVM_OUT/sigint.out" 2> "$MCPVM_OUT/sigint.err" &
+# Ctrl-C stops the VM cleanly (130). (Not a pipeline: ash's `wait PID`
+# waits for the whole job.)
+mcpvm run -- /bin/sleep 600 < /dev/null > "$MCPVM_OUT/sigint.out" 2> "$MCPVM_OUT/sigint.err" &
+pid=$!
 sleep 4
-kill -INT $(pidof mcpvm)
-wait $!
+kill -INT $pid
+wait $pid
 echo $? > "$MCPVM_OUT/sigint.rc"
-pkill sleep
 
 # kill -9 leaves a run directory; the next run removes it.
-sleep 600 | mcpvm run -- /bin/sleep 600 > /dev/null 2>&1 &
+mcpvm run -- /bin/sleep 600 < /dev/null > /dev/null 2>&1 &
+pid=$!
 sleep 4
-pid=$(pidof mcpvm)
 kill -9 $pid
-sleep 0.5
+wait $pid 2>/dev/null
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/after_kill9.txt"
-pkill sleep
 echo | mcpvm run -- /bin/true > /dev/null 2>&1
 
 # No socket files are left behind.
