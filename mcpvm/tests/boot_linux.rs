@@ -17,6 +17,7 @@ fn results() -> &'static Results {
         std::fs::write(&elf, tiny_elf(&[0x0f, 0x0b], 0x10_0000)).unwrap(); // ud2, no IDT
         let files = vec![
             format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
+            format!("{}:bin/vsock-load", artifact("bin/vsock-load").display()),
             format!("{}:vmlinux", artifact("kernel/vmlinux").display()),
             format!("{}:bzImage", artifact("kernel/bzImage").display()),
             format!(
@@ -154,4 +155,18 @@ fn serial_file_receives_the_console() {
         .expect("serial log brought back");
     assert!(log.contains("mcpvm-agent: up"), "{log}");
     assert!(!c.stdout.contains("mcpvm-agent"), "{}", c.stdout);
+}
+
+#[test]
+fn sixty_four_concurrent_guest_vsock_streams_echo_intact() {
+    let c = case("vsock64");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(c.stdout.contains("vsock-load: ok"), "{}", c.stdout);
+    assert!(
+        results()
+            .files
+            .get("vsock_socket_left.txt")
+            .is_none_or(|s| s.trim().is_empty()),
+        "the VMM removes its socket"
+    );
 }

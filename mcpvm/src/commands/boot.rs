@@ -48,6 +48,11 @@ pub struct BootArgs {
     /// Run even where /dev/kvm is kvm_pvm (Linux boots there take ~30 s).
     #[arg(long)]
     allow_pvm: bool,
+    /// Attach a virtio-vsock device (guest CID 3) bridged to this Unix
+    /// socket path: host connects with `CONNECT <port>`, guest connects
+    /// reach `<path>_<port>`.
+    #[arg(long)]
+    vsock_uds: Option<PathBuf>,
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -99,7 +104,10 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
         timeout: args.timeout,
         allow_pvm: args.allow_pvm,
         start,
-        vsock: None,
+        vsock: args.vsock_uds.map(|uds_path| vmm::VsockConfig {
+            guest_cid: 3,
+            uds_path,
+        }),
     };
     log::debug!(
         "booting {} with {} MiB, {} vCPUs",
