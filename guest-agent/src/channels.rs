@@ -44,6 +44,8 @@ pub enum Event {
     SpawnFailed {
         error: String,
     },
+    /// The guest kernel's OOM killer ended a process while the server ran.
+    OomKilled,
     Exited {
         code: Option<i32>,
         signal: Option<i32>,

@@ -29,6 +29,49 @@ fn send(events: &Events, e: &Event) {
         .write_all(line.as_bytes());
 }
 
+/// A read position in the kernel log (/dev/kmsg), to see what the kernel
+/// said while the server ran. (Our kernel has no VM event counters, so
+/// /proc/vmstat has no oom_kill count; the log has the OOM killer's record.)
+struct KernelLog(Option<File>);
+
+impl KernelLog {
+    /// Opens the log positioned at its end.
+    fn from_now() -> Self {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/kmsg")
+            .ok();
+        if let Some(f) = &f {
+            // SAFETY: lseek on an fd we own; SEEK_END on kmsg skips old records.
+            unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_END) };
+        }
+        KernelLog(f)
+    }
+
+    /// True when the OOM killer acted since `from_now`.
+    fn oom_killed(&mut self) -> bool {
+        let Some(f) = &mut self.0 else { return false };
+        let mut record = vec![0u8; 8192];
+        let mut seen = false;
+        loop {
+            // Each read returns one record; EAGAIN at the end, EPIPE when a
+            // record was overwritten (keep reading).
+            match f.read(&mut record) {
+                Ok(0) => return seen,
+                Ok(n) => {
+                    seen |= String::from_utf8_lossy(&record[..n])
+                        .contains("Out of memory: Killed process")
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+                Err(_) => return seen,
+            }
+        }
+    }
+}
+
 fn uptime_ms() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -143,6 +186,7 @@ pub fn run_over_vsock() -> io::Result<u8> {
             ));
         }
     };
+    let mut kernel_log = KernelLog::from_now();
     send(&events, &Event::Spawned { pid: child.id() });
 
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
@@ -167,6 +211,9 @@ pub fn run_over_vsock() -> io::Result<u8> {
     });
 
     let status = wait_for(child.id() as libc::pid_t);
+    if kernel_log.oom_killed() {
+        send(&events, &Event::OomKilled);
+    }
     let _ = stdout_done.recv_timeout(DRAIN);
     let _ = stderr_done.recv_timeout(DRAIN);
     let (code, signal) = if libc::WIFEXITED(status) {

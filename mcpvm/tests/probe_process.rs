@@ -48,7 +48,7 @@ fn fixture_answers_every_step() {
     assert_eq!(r["server_name"], "mcp-fixture");
     assert_eq!(
         r["tools"],
-        serde_json::json!(["add", "echo", "exit", "sleep", "write"])
+        serde_json::json!(["add", "alloc", "echo", "exit", "sleep", "write"])
     );
     assert!(
         r["protocol_version"]

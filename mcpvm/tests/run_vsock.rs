@@ -37,7 +37,7 @@ fn rmcp_client_talks_to_the_fixture_inside_a_vm() {
     let r = c.json();
     assert_eq!(
         r["tools"],
-        serde_json::json!(["add", "echo", "exit", "sleep", "write"]),
+        serde_json::json!(["add", "alloc", "echo", "exit", "sleep", "write"]),
         "{r}"
     );
     let steps = r["steps"].as_array().unwrap();
@@ -153,4 +153,11 @@ fn timings_file_holds_the_phases_in_order() {
         .map(|k| t[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {t}")))
         .collect();
     assert!(values.windows(2).all(|w| w[0] <= w[1]), "{t}");
+}
+
+#[test]
+fn an_oom_killed_server_is_reported() {
+    let c = case("oom");
+    assert_eq!(c.rc, 3, "the alloc call fails: {c:?}");
+    assert!(c.stderr.contains("OOM killer"), "{}", c.stderr);
 }

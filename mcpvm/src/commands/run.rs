@@ -255,6 +255,9 @@ fn control_channel(
         match serde_json::from_str::<Event>(&line) {
             Ok(e) => {
                 log::debug!("agent event at {t:.3} ms: {e:?}");
+                if e == Event::OomKilled {
+                    eprintln!("mcpvm: the guest kernel's OOM killer ended a server process; give the VM more memory (--mem)");
+                }
                 let kind = serde_json::to_value(&e)
                     .ok()
                     .and_then(|v| v["event"].as_str().map(str::to_string));

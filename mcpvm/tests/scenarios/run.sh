@@ -51,5 +51,8 @@ echo | mcpvm run -- /bin/true > /dev/null 2>&1
 # No socket files are left behind.
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
 
+# The server outgrows a small VM: the OOM killer ends it and the user is told.
+case_ oom mcpvm probe --json --step-timeout 120 --call 'alloc={"mib":512}' -- mcpvm run --mem 96 -- /bin/mcp-fixture
+
 # Phase times of one run.
 case_ timings sh -c 'echo hi | mcpvm run --timings "$MCPVM_OUT/timings.json" -- /bin/cat'
