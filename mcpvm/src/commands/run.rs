@@ -9,7 +9,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -273,5 +273,4 @@ fn control_channel(
         }
     }
     let _ = s.shutdown(std::net::Shutdown::Both);
-    drop::<UnixStream>(s);
 }

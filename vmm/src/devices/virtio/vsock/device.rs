@@ -149,7 +149,8 @@ pub struct Worker {
     interrupt: Arc<Interrupt>,
     muxer: Muxer,
     listener: UnixListener,
-    kill: EventFd,
+    /// Kept open while the worker runs: it is registered in `epoll`.
+    _kill: EventFd,
     epoll: Epoll,
 }
 
@@ -186,7 +187,7 @@ impl Worker {
             interrupt: a.interrupt,
             muxer,
             listener,
-            kill,
+            _kill: kill,
             epoll,
         })
     }
@@ -336,10 +337,6 @@ impl Worker {
 
     pub fn muxer(&self) -> &Muxer {
         &self.muxer
-    }
-
-    pub fn kill_evt(&self) -> &EventFd {
-        &self.kill
     }
 }
 
@@ -513,6 +510,16 @@ mod tests {
                 .unwrap()
         }
 
+        /// Guest connects to host `port` (listening), advertising
+        /// `buf_alloc`; returns the host end once the device has answered.
+        fn connect(&mut self, port: u32, buf_alloc: u32) -> UnixStream {
+            let l = self.listen(port);
+            self.rx_buffers(4, 4096);
+            self.send(OP_REQUEST, 5000, port, &[], buf_alloc, 0);
+            self.worker.process();
+            l.accept().unwrap().0
+        }
+
         fn listen(&self, port: u32) -> UnixListener {
             UnixListener::bind(format!("{}_{port}", self.uds.display())).unwrap()
         }
@@ -528,11 +535,7 @@ mod tests {
     fn guest_connects_and_data_flows_both_ways() {
         let m = mem();
         let mut r = Rig::new(&m);
-        let l = r.listen(1000);
-        r.rx_buffers(4, 4096);
-        r.send(OP_REQUEST, 5000, 1000, &[], CONN_BUF, 0);
-        r.worker.process();
-        let (mut host, _) = l.accept().unwrap();
+        let mut host = r.connect(1000, CONN_BUF);
         let got = r.received();
         assert_eq!(got[0].0.op, OP_RESPONSE);
         assert_eq!(
@@ -575,11 +578,8 @@ mod tests {
     fn host_data_waits_for_guest_credit_then_resumes() {
         let m = mem();
         let mut r = Rig::new(&m);
-        let l = r.listen(1000);
-        r.rx_buffers(8, 4096);
-        r.send(OP_REQUEST, 5000, 1000, &[], 100, 0); // guest buffer: 100 bytes
-        r.worker.process();
-        let (mut host, _) = l.accept().unwrap();
+        let mut host = r.connect(1000, 100); // guest buffer: 100 bytes
+        r.rx_buffers(4, 4096);
         host.write_all(&[7u8; 300]).unwrap();
         r.worker
             .muxer
@@ -639,11 +639,8 @@ mod tests {
     fn guest_that_overruns_its_credit_is_reset() {
         let m = mem();
         let mut r = Rig::new(&m);
-        let l = r.listen(1000);
-        r.rx_buffers(64, 4096);
-        r.send(OP_REQUEST, 5000, 1000, &[], CONN_BUF, 0);
-        r.worker.process();
-        let (_host, _) = l.accept().unwrap(); // never reads
+        let _host = r.connect(1000, CONN_BUF); // never reads
+        r.rx_buffers(60, 4096);
         let chunk = vec![1u8; 60 * 1024];
         for _ in 0..20 {
             r.send(OP_RW, 5000, 1000, &chunk, CONN_BUF, 0);
