@@ -99,13 +99,8 @@ impl FirstResponseBench {
             };
             vi.push(i);
             vl.push(l);
-            // The probe ends the VM on return; its timings file is written at exit.
-            for _ in 0..100 {
-                if timings.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            // The probe returns once `mcpvm run` has exited, so its timings
+            // file is complete.
             if let Ok(text) = std::fs::read_to_string(&timings) {
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
                 for (i, p) in PHASES.iter().enumerate() {

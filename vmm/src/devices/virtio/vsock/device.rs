@@ -504,6 +504,15 @@ mod tests {
                 .collect()
         }
 
+        /// Payload bytes delivered to the guest so far (RW packets).
+        fn data_received(&self) -> usize {
+            self.received()
+                .iter()
+                .filter(|(h, _)| h.op == OP_RW)
+                .map(|(_, d)| d.len())
+                .sum()
+        }
+
         fn tx_used(&self) -> u16 {
             self.mem
                 .read_obj(self.tx.used_addr().unchecked_add(2))
@@ -585,22 +594,12 @@ mod tests {
             .muxer
             .host_event(FIRST_CONN_TOKEN, true, false, false);
         r.worker.process();
-        let data: usize = r
-            .received()
-            .iter()
-            .filter(|(h, _)| h.op == OP_RW)
-            .map(|(_, d)| d.len())
-            .sum();
+        let data = r.data_received();
         assert_eq!(data, 100, "no more than the guest's credit");
 
         r.send(OP_CREDIT_UPDATE, 5000, 1000, &[], 100, 100); // guest consumed 100
         r.worker.process();
-        let data: usize = r
-            .received()
-            .iter()
-            .filter(|(h, _)| h.op == OP_RW)
-            .map(|(_, d)| d.len())
-            .sum();
+        let data = r.data_received();
         assert_eq!(data, 200);
     }
 
