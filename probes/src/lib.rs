@@ -1,13 +1,26 @@
-//! Probes: how mcpvm sees an MCP server, as a real MCP client would.
+//! Probes: how mcpvm sees an MCP server, as a real MCP client would and as
+//! a hostile one might.
 //!
-//! A probe run starts the server through a transport (today: a child
-//! process speaking stdio, which is also how a microVM is reached, since
-//! `mcpvm run` is a stdio server), performs the MCP steps in order, and
-//! records for each its outcome and the time since the server was started.
-//! A hung server never hangs the probe: every step has a timeout.
+//! A probe run starts the server as a child process speaking stdio (which
+//! is also how a microVM is reached, since `mcpvm run` is a stdio server)
+//! and records every line on the [`wire`]. Then:
+//! 1. [`conformance`]: rmcp's client performs the handshake in the
+//!    server's lifecycle (`initialize`, or the stateless 2026-07-28
+//!    `server/discover`), discovery, a call of each tool with the user's
+//!    or schema-generated [`arguments`], ping and cancellation;
+//! 2. [`robustness`] (on request): raw, partly malformed input, each
+//!    classified handled / ignored / hung / crashed.
+//!
+//! Every step has a timeout; a hung server never hangs the probe, and the
+//! server's whole process group ends with the run.
 
+pub mod arguments;
+pub mod conformance;
+pub mod exchange;
 pub mod result;
+pub mod robustness;
 pub mod run;
+pub mod wire;
 
 pub use result::{ProbeResult, StepResult};
-pub use run::{probe_process, ProbeOptions, ToolCall};
+pub use run::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};

@@ -2,28 +2,126 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+use crate::exchange::Entry;
+use crate::wire::{ExitSummary, Stderr};
+
+pub const SCHEMA_VERSION: u32 = 2;
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Ok,
-    /// The server answered with a JSON-RPC error or a tool error.
+    /// The tool answered with `isError: true`: a proper answer.
+    ToolError,
+    /// The server answered with a JSON-RPC error.
     Error,
     Timeout,
     /// The transport closed (the server exited or crashed).
     Closed,
+    /// Not attempted: see the step's detail.
+    Skipped,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct StepResult {
-    /// `initialize`, `tools/list`, `tools/call:<name>`.
+    /// `server/discover`, `initialize`, `tools/list`, `prompts/list`,
+    /// `resources/list`, `resources/templates/list`, `tools/call:<name>`,
+    /// `ping`, `cancel`.
     pub step: String,
     pub outcome: Outcome,
     /// Time since the server process was spawned, at the answer.
     pub at_ms: f64,
     /// Duration of this step alone.
     pub took_ms: f64,
-    /// Step details: server info, tool names, call result text.
+    /// Step details: server info, names, call results, errors.
     pub detail: serde_json::Value,
+    /// `notifications/progress` received during the step.
+    pub progress_notifications: usize,
+    /// The raw JSON-RPC lines of this step.
+    pub exchange: Vec<Entry>,
+}
+
+impl StepResult {
+    /// A real client would call this a failure: no answer, or an error
+    /// where the protocol requires an answer. Tool calls may answer with
+    /// errors (generated arguments are often not what a tool wants).
+    pub fn failed(&self) -> bool {
+        match self.outcome {
+            Outcome::Timeout | Outcome::Closed => true,
+            Outcome::Error => {
+                !self.step.starts_with("tools/call:") && self.step != "server/discover"
+            }
+            Outcome::Ok | Outcome::ToolError | Outcome::Skipped => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifecycle {
+    /// `initialize` / `notifications/initialized` (up to 2025-11-25).
+    Initialize,
+    /// No handshake; `server/discover` and per-request `_meta` (2026-07-28).
+    Stateless,
+}
+
+/// The class of a robustness probe's result.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The server answered (a JSON-RPC error, or a proper result).
+    Handled,
+    /// No answer, but the server still answers the next request.
+    Ignored,
+    /// No answer, and no answer to the next request either.
+    Hung,
+    /// The server exited or closed its stdout.
+    Crashed,
+    /// Not attempted (no tool to aim at, or the server could not restart).
+    NotRun,
+}
+
+/// What a robustness probe sends: input no correct client produces, or
+/// input a real (if careless) client may send. Crashes on the first kind
+/// are reported apart from breakage with real clients.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Input {
+    Malformed,
+    Valid,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RobustnessResult {
+    pub probe: String,
+    pub input: Input,
+    pub class: Class,
+    pub took_ms: f64,
+    pub detail: serde_json::Value,
+    pub exchange: Vec<Entry>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Timings {
+    /// Spawn to the first byte on the server's stdout.
+    pub first_stdout_byte_ms: Option<f64>,
+    /// Spawn to the handshake's answer (`initialize` or `server/discover`).
+    pub handshake_ms: Option<f64>,
+    pub tools_list_ms: Option<f64>,
+    /// The microVM's own phase times (ms since `mcpvm run` started), when
+    /// the server ran in one.
+    pub vm: Option<serde_json::Value>,
+}
+
+/// Findings, kept apart by what caused them.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Verdict {
+    /// Steps a real client would fail on.
+    pub real_client_failures: Vec<String>,
+    /// Robustness probes with valid input that crashed or hung the server.
+    pub valid_input_breakage: Vec<String>,
+    /// Robustness probes with malformed input that crashed or hung it.
+    pub malformed_input_breakage: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -31,35 +129,169 @@ pub struct ProbeResult {
     /// Result format version.
     pub schema: u32,
     pub command: Vec<String>,
+    /// `process` (a bare host process) or `vm` (through `mcpvm run`).
+    pub transport: String,
+    pub lifecycle: Option<Lifecycle>,
     pub protocol_version: Option<String>,
     pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub capabilities: serde_json::Value,
     pub tools: Vec<String>,
+    pub prompts: Vec<String>,
+    pub resources: Vec<String>,
+    pub resource_templates: Vec<String>,
+    pub timings: Timings,
     pub steps: Vec<StepResult>,
+    /// Absent unless robustness probes were asked for.
+    pub robustness: Option<Vec<RobustnessResult>>,
+    /// Lines on the server's stdout that were not JSON.
+    pub stdout_garbage_lines: usize,
+    pub stderr: Stderr,
+    /// How the (last) server process ended.
+    pub exit: Option<ExitSummary>,
+    pub verdict: Verdict,
 }
 
 impl ProbeResult {
-    /// True when every step succeeded.
+    pub fn new(command: &[String], transport: &str) -> Self {
+        ProbeResult {
+            schema: SCHEMA_VERSION,
+            command: command.to_vec(),
+            transport: transport.to_string(),
+            lifecycle: None,
+            protocol_version: None,
+            server_name: None,
+            server_version: None,
+            capabilities: serde_json::Value::Null,
+            tools: Vec::new(),
+            prompts: Vec::new(),
+            resources: Vec::new(),
+            resource_templates: Vec::new(),
+            timings: Timings::default(),
+            steps: Vec::new(),
+            robustness: None,
+            stdout_garbage_lines: 0,
+            stderr: Stderr::default(),
+            exit: None,
+            verdict: Verdict::default(),
+        }
+    }
+
+    pub fn step(&self, name: &str) -> Option<&StepResult> {
+        self.steps.iter().find(|s| s.step == name)
+    }
+
+    /// Fills the verdict and the derived timings from the steps.
+    pub fn conclude(&mut self) {
+        let answered = |s: &&StepResult| matches!(s.outcome, Outcome::Ok);
+        self.timings.handshake_ms = self
+            .steps
+            .iter()
+            .filter(|s| s.step == "initialize" || s.step == "server/discover")
+            .filter(answered)
+            .map(|s| s.at_ms)
+            .next_back();
+        self.timings.tools_list_ms = self.step("tools/list").filter(answered).map(|s| s.at_ms);
+        self.verdict.real_client_failures = self
+            .steps
+            .iter()
+            .filter(|s| s.failed())
+            .map(|s| s.step.clone())
+            .collect();
+        let broken = |input| {
+            self.robustness
+                .iter()
+                .flatten()
+                .filter(|r| r.input == input && matches!(r.class, Class::Crashed | Class::Hung))
+                .map(|r| r.probe.clone())
+                .collect()
+        };
+        self.verdict.valid_input_breakage = broken(Input::Valid);
+        self.verdict.malformed_input_breakage = broken(Input::Malformed);
+    }
+
+    /// True when a real client would have no complaint.
     pub fn ok(&self) -> bool {
-        self.steps.iter().all(|s| s.outcome == Outcome::Ok)
+        self.verdict.real_client_failures.is_empty()
+    }
+
+    /// True when some robustness probe crashed or hung the server.
+    pub fn broken_by_hostile_input(&self) -> bool {
+        !self.verdict.valid_input_breakage.is_empty()
+            || !self.verdict.malformed_input_breakage.is_empty()
     }
 
     /// A short human summary.
     pub fn summary(&self) -> String {
+        let lifecycle = match self.lifecycle {
+            Some(Lifecycle::Initialize) => "initialize handshake",
+            Some(Lifecycle::Stateless) => "stateless",
+            None => "no handshake completed",
+        };
         let mut s = format!(
-            "server {} (protocol {}), {} tools\n",
+            "server {} {} (protocol {}, {lifecycle}): {} tools, {} prompts, {} resources, {} templates\n",
             self.server_name.as_deref().unwrap_or("?"),
+            self.server_version.as_deref().unwrap_or(""),
             self.protocol_version.as_deref().unwrap_or("?"),
-            self.tools.len()
+            self.tools.len(),
+            self.prompts.len(),
+            self.resources.len(),
+            self.resource_templates.len(),
         );
         for st in &self.steps {
             s += &format!(
-                "  {:<28} {:<8} at {:>9.1} ms (took {:.1} ms)\n",
+                "  {:<34} {:<10} at {:>9.1} ms (took {:.1} ms){}\n",
                 st.step,
-                format!("{:?}", st.outcome).to_lowercase(),
+                label(&st.outcome),
                 st.at_ms,
-                st.took_ms
+                st.took_ms,
+                if st.progress_notifications > 0 {
+                    format!(", {} progress", st.progress_notifications)
+                } else {
+                    String::new()
+                }
             );
         }
+        if let Some(rs) = &self.robustness {
+            s += "robustness:\n";
+            for r in rs {
+                s += &format!(
+                    "  {:<34} {:<10} {} input\n",
+                    r.probe,
+                    label(&r.class),
+                    label(&r.input)
+                );
+            }
+        }
+        if self.stdout_garbage_lines > 0 {
+            s += &format!("stdout: {} non-JSON lines\n", self.stdout_garbage_lines);
+        }
+        s += &format!("stderr: {} bytes\n", self.stderr.bytes);
+        let v = &self.verdict;
+        s += &format!(
+            "verdict: {} real-client failures{}; {} broken by valid input{}; {} broken by malformed input{}\n",
+            v.real_client_failures.len(),
+            list(&v.real_client_failures),
+            v.valid_input_breakage.len(),
+            list(&v.valid_input_breakage),
+            v.malformed_input_breakage.len(),
+            list(&v.malformed_input_breakage),
+        );
         s
+    }
+}
+
+fn label(v: &impl Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", names.join(", "))
     }
 }

@@ -1,20 +1,32 @@
-//! A probe run against a server started as a child process.
+//! A probe run: start the server, speak to it as a real client, then (if
+//! asked) as a hostile one, and end it. The server never outlives the run.
 
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
-use rmcp::model::CallToolRequestParams;
-use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt;
-use tokio::process::Command;
+use serde_json::{Map, Value};
 
-use crate::result::{Outcome, ProbeResult, StepResult};
+use crate::conformance::{self, Handshake};
+use crate::result::{Lifecycle, Outcome, ProbeResult};
+use crate::robustness::{self, Context, Envelope, Target};
+use crate::wire::{Wire, WireError};
 
-pub const SCHEMA_VERSION: u32 = 1;
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LifecycleChoice {
+    /// Try `server/discover` (2026-07-28); on an error or no answer within
+    /// the discover timeout, use `initialize`.
+    Auto,
+    Initialize,
+    Stateless,
+}
 
+/// What the user said about one tool.
 #[derive(Debug, Clone)]
-pub struct ToolCall {
-    pub name: String,
-    pub arguments: serde_json::Map<String, serde_json::Value>,
+pub enum ToolArgs {
+    Given(Map<String, Value>),
+    /// Never call it.
+    Dangerous,
 }
 
 #[derive(Debug, Clone)]
@@ -24,193 +36,144 @@ pub struct ProbeOptions {
     pub init_timeout: Duration,
     /// Limit for every later step.
     pub step_timeout: Duration,
-    pub calls: Vec<ToolCall>,
+    /// In auto mode, how long an unanswered `server/discover` waits before
+    /// `initialize` is tried.
+    pub discover_timeout: Duration,
+    pub lifecycle: LifecycleChoice,
+    pub calls: BTreeMap<String, ToolArgs>,
+    /// Call only the tools in `calls`.
+    pub only_given: bool,
+    /// Also call tools annotated `destructiveHint: true`.
+    pub allow_destructive: bool,
+    pub robustness: bool,
+    /// How long a robustness probe waits for an answer.
+    pub answer_timeout: Duration,
+    /// How long a server may take to exit after its stdin closes (a VM
+    /// powers off and writes its reports).
+    pub exit_grace: Duration,
+    /// The command is `mcpvm run --timings FILE …`: read the VM's phases.
+    pub vm_timings: Option<PathBuf>,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            init_timeout: Duration::from_secs(120),
+            step_timeout: Duration::from_secs(30),
+            discover_timeout: Duration::from_secs(10),
+            lifecycle: LifecycleChoice::Auto,
+            calls: BTreeMap::new(),
+            only_given: false,
+            allow_destructive: false,
+            robustness: false,
+            answer_timeout: Duration::from_secs(5),
+            exit_grace: Duration::from_secs(10),
+            vm_timings: None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error("No command to probe")]
-    NoCommand,
-    #[error("Cannot start {command}")]
-    Spawn {
-        command: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Wire(#[from] WireError),
     #[error("Cannot start the probe's runtime")]
     Runtime(#[source] std::io::Error),
 }
 
-/// How long a server may take to exit after its stdin closes.
-const EXIT_GRACE: Duration = Duration::from_secs(10);
-
-/// Owns the end of the server process: waits for it, or SIGKILLs it.
-struct KillGuard(Option<u32>);
-
-impl KillGuard {
-    fn pid(&self) -> Option<i32> {
-        self.0.and_then(|p| i32::try_from(p).ok())
-    }
-
-    /// Waits up to `grace` for the server to exit, reaping it.
-    fn reap_within(&mut self, grace: Duration) {
-        let Some(pid) = self.pid() else { return };
-        let until = Instant::now() + grace;
-        while Instant::now() < until {
-            // SAFETY: waitpid on our own child's pid, no status wanted.
-            let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
-            if r == pid || r < 0 {
-                self.0 = None;
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for KillGuard {
-    fn drop(&mut self) {
-        if let Some(pid) = self.pid() {
-            // SAFETY: kill and waitpid on our own child's pid, not yet reaped.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
-        }
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
-
-/// Starts `command`, then: initialize, tools/list, each requested call.
-/// Steps after a failed handshake are not attempted.
+/// Probes the server that `command` starts, as a host process speaking
+/// stdio (which is also how a microVM is reached: `mcpvm run` is one).
 pub fn probe_process(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, ProbeError> {
-    let (program, args) = command.split_first().ok_or(ProbeError::NoCommand)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(ProbeError::Runtime)?;
-    rt.block_on(async {
-        let mut cmd = Command::new(program);
-        cmd.args(args);
-        let spawn_err = |source| ProbeError::Spawn {
-            command: program.clone(),
-            source,
-        };
-        let start = Instant::now();
-        let transport = TokioChildProcess::new(cmd).map_err(spawn_err)?;
-        // rmcp kills the child on drop from a task on this runtime, which
-        // is gone by then when we return early: kill it ourselves, so a hung
-        // or half-started server never outlives the probe.
-        let mut guard = KillGuard(transport.id());
-        let mut result = ProbeResult {
-            schema: SCHEMA_VERSION,
-            command: command.to_vec(),
-            protocol_version: None,
-            server_name: None,
-            tools: Vec::new(),
-            steps: Vec::new(),
-        };
-        let step = |name: &str, outcome, t0: Instant, detail| StepResult {
-            step: name.to_string(),
-            outcome,
-            at_ms: ms(start.elapsed()),
-            took_ms: ms(t0.elapsed()),
-            detail,
-        };
+    rt.block_on(probe(command, opts))
+}
 
-        let t0 = Instant::now();
-        let client = match tokio::time::timeout(opts.init_timeout, ().serve(transport)).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                result.steps.push(step(
-                    "initialize",
-                    Outcome::Closed,
-                    t0,
-                    serde_json::json!(e.to_string()),
-                ));
-                return Ok(result);
-            }
-            Err(_) => {
-                result.steps.push(step(
-                    "initialize",
-                    Outcome::Timeout,
-                    t0,
-                    serde_json::Value::Null,
-                ));
-                return Ok(result);
-            }
-        };
-        let info = client
-            .peer_info()
-            .map(|i| serde_json::to_value(&*i).unwrap_or_default())
-            .unwrap_or_default();
-        result.protocol_version = info["protocolVersion"].as_str().map(str::to_string);
-        result.server_name = info["serverInfo"]["name"].as_str().map(str::to_string);
-        result.steps.push(step("initialize", Outcome::Ok, t0, info));
-
-        let t0 = Instant::now();
-        match tokio::time::timeout(opts.step_timeout, client.list_all_tools()).await {
-            Ok(Ok(tools)) => {
-                result.tools = tools.iter().map(|t| t.name.to_string()).collect();
-                result.steps.push(step(
-                    "tools/list",
-                    Outcome::Ok,
-                    t0,
-                    serde_json::json!(result.tools),
-                ));
-            }
-            Ok(Err(e)) => result.steps.push(step(
-                "tools/list",
-                Outcome::Error,
-                t0,
-                serde_json::json!(e.to_string()),
-            )),
-            Err(_) => result.steps.push(step(
-                "tools/list",
-                Outcome::Timeout,
-                t0,
-                serde_json::Value::Null,
-            )),
-        }
-
-        for call in &opts.calls {
-            let name = format!("tools/call:{}", call.name);
-            let t0 = Instant::now();
-            let params = CallToolRequestParams::new(call.name.clone())
-                .with_arguments(call.arguments.clone());
-            let s = match tokio::time::timeout(opts.step_timeout, client.call_tool(params)).await {
-                Ok(Ok(r)) => {
-                    let text: Vec<String> = r
-                        .content
-                        .iter()
-                        .filter_map(|c| c.as_text().map(|t| t.text.to_string()))
-                        .collect();
-                    let outcome = if r.is_error == Some(true) {
-                        Outcome::Error
-                    } else {
-                        Outcome::Ok
-                    };
-                    step(&name, outcome, t0, serde_json::json!(text.join("")))
-                }
-                Ok(Err(e)) => {
-                    let outcome = if client.is_closed() {
-                        Outcome::Closed
-                    } else {
-                        Outcome::Error
-                    };
-                    step(&name, outcome, t0, serde_json::json!(e.to_string()))
-                }
-                Err(_) => step(&name, Outcome::Timeout, t0, serde_json::Value::Null),
+async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, ProbeError> {
+    let transport = if opts.vm_timings.is_some() {
+        "vm"
+    } else {
+        "process"
+    };
+    let mut result = ProbeResult::new(command, transport);
+    let mut wire = Wire::spawn(command)?;
+    let mut hs = conformance::handshake(&mut wire, opts, opts.lifecycle, &mut result.steps).await;
+    if matches!(hs, Handshake::RetryWithInitialize) {
+        wire.shutdown(opts.exit_grace).await;
+        wire = wire.respawn(command)?;
+        hs = conformance::handshake(
+            &mut wire,
+            opts,
+            LifecycleChoice::Initialize,
+            &mut result.steps,
+        )
+        .await;
+    }
+    result.timings.first_stdout_byte_ms = wire.first_stdout_byte_ms();
+    if let Handshake::Done(client, lifecycle) = hs {
+        result.lifecycle = Some(lifecycle);
+        let tools = conformance::exercise(&client, &wire, opts, &mut result).await;
+        // Ends rmcp's client only; the wire stays open for the raw probes.
+        let _ = tokio::time::timeout(opts.exit_grace, client.cancel()).await;
+        if opts.robustness && !wire.exited() {
+            let cx = Context {
+                command,
+                envelope: Envelope {
+                    lifecycle,
+                    protocol_version: result.protocol_version.clone().unwrap_or_else(|| {
+                        match lifecycle {
+                            Lifecycle::Stateless => "2026-07-28",
+                            Lifecycle::Initialize => "2025-11-25",
+                        }
+                        .into()
+                    }),
+                },
+                target: target(&result, &tools),
+                answer_timeout: opts.answer_timeout,
+                slow_timeout: opts.step_timeout,
+                start_timeout: opts.init_timeout,
+                exit_grace: opts.exit_grace,
             };
-            result.steps.push(s);
+            result.robustness = Some(robustness::run(&mut wire, &cx).await);
         }
-        // Graceful: close stdin and give the server time to exit by itself
-        // (a VM powers off and writes its reports); only then kill it.
-        let _ = tokio::time::timeout(EXIT_GRACE, client.cancel()).await;
-        guard.reap_within(EXIT_GRACE);
-        Ok(result)
-    })
+    }
+    result.exit = Some(wire.shutdown(opts.exit_grace).await);
+    result.stderr = wire.stderr();
+    result.stdout_garbage_lines = wire.exchange.garbage_lines();
+    if let Some(path) = &opts.vm_timings {
+        result.timings.vm = std::fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+    }
+    result.conclude();
+    Ok(result)
+}
+
+/// The tool the argument probes aim at: one that answered a call,
+/// preferably one with a string property to oversize.
+fn target(result: &ProbeResult, tools: &[rmcp::model::Tool]) -> Option<Target> {
+    let answered: Vec<Target> = tools
+        .iter()
+        .filter_map(|t| {
+            let step = result.step(&format!("tools/call:{}", t.name))?;
+            if !matches!(step.outcome, Outcome::Ok | Outcome::ToolError) {
+                return None;
+            }
+            Some(Target {
+                name: t.name.to_string(),
+                schema: (*t.input_schema).clone(),
+                arguments: step.detail["arguments"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+        })
+        .collect();
+    answered
+        .iter()
+        .find(|t| crate::arguments::first_string_property(&t.schema).is_some())
+        .or(answered.first())
+        .cloned()
 }

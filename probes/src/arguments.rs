@@ -1,0 +1,359 @@
+//! Tool arguments generated from a tool's input schema (JSON Schema), for
+//! calling tools the user gave no arguments for, and wrong-typed arguments
+//! for the robustness probe.
+//!
+//! Only required properties are filled, and lists get one item (an empty
+//! list is often a no-op): a small call that still exercises the tool. A value is, in order of preference: `const`, the first `enum`
+//! member, `default`, the first of `examples`, else one made from the type
+//! and its constraints (formats, bounds, lengths, item counts). `$ref`s
+//! into `$defs`/`definitions` (as pydantic writes them) are followed, and
+//! `anyOf`/`oneOf` take their first non-null branch.
+
+use serde_json::{json, Map, Value};
+
+/// Nesting deeper than this gets `null`: a recursive schema must not
+/// recurse forever.
+const MAX_DEPTH: usize = 16;
+
+/// Arguments for a call with only the required properties.
+pub fn generate(schema: &Map<String, Value>) -> Map<String, Value> {
+    let root = Value::Object(schema.clone());
+    match value_for(&root, &root, 0) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Arguments where every required property has the wrong type.
+pub fn wrong_types(schema: &Map<String, Value>) -> Map<String, Value> {
+    let root = Value::Object(schema.clone());
+    let mut out = Map::new();
+    for name in required(&root) {
+        let prop = resolve(&root, &root["properties"][&name], 0);
+        let wrong = match primary_type(prop).as_deref() {
+            Some("string") => json!(12345),
+            Some("number" | "integer") => json!("not a number"),
+            Some("boolean") => json!("not a boolean"),
+            Some("array") => json!({"not": "an array"}),
+            Some("object") => json!("not an object"),
+            _ => json!([["unexpected"]]),
+        };
+        out.insert(name, wrong);
+    }
+    if out.is_empty() {
+        // Nothing required: the arguments object itself has the wrong shape
+        // only in JSON-RPC terms, so give an unexpected property instead.
+        out.insert("mcpvm_unexpected".into(), json!([1, "two", null]));
+    }
+    out
+}
+
+/// The first string property, required ones first: where the robustness
+/// probe puts its oversized argument.
+pub fn first_string_property(schema: &Map<String, Value>) -> Option<String> {
+    let root = Value::Object(schema.clone());
+    let props = root["properties"].as_object()?;
+    let is_string = |n: &String| {
+        primary_type(resolve(&root, &props[n.as_str()], 0)).as_deref() == Some("string")
+    };
+    let req = required(&root);
+    req.iter()
+        .find(|n| props.contains_key(n.as_str()) && is_string(n))
+        .or_else(|| props.keys().find(|n| is_string(n)))
+        .cloned()
+}
+
+fn required(schema: &Value) -> Vec<String> {
+    schema["required"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Follows a local `$ref` (`#/$defs/X`, `#/definitions/X`).
+fn resolve<'a>(root: &'a Value, schema: &'a Value, depth: usize) -> &'a Value {
+    match schema["$ref"].as_str() {
+        Some(r) if depth < MAX_DEPTH => {
+            let target = r
+                .strip_prefix('#')
+                .and_then(|p| root.pointer(p))
+                .unwrap_or(&Value::Null);
+            resolve(root, target, depth + 1)
+        }
+        _ => schema,
+    }
+}
+
+/// The schema's type; for a list of types, the first that is not null.
+fn primary_type(schema: &Value) -> Option<String> {
+    match &schema["type"] {
+        Value::String(t) => Some(t.clone()),
+        Value::Array(ts) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| *t != "null")
+            .map(str::to_string),
+        _ if schema.get("properties").is_some() => Some("object".into()),
+        _ if schema.get("items").is_some() => Some("array".into()),
+        _ => None,
+    }
+}
+
+fn value_for(root: &Value, schema: &Value, depth: usize) -> Value {
+    if depth > MAX_DEPTH {
+        return Value::Null;
+    }
+    let schema = resolve(root, schema, depth);
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    if let Some(d) = schema.get("default") {
+        return d.clone();
+    }
+    if let Some(e) = schema["examples"].as_array().and_then(|e| e.first()) {
+        return e.clone();
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(branches) = schema[key].as_array() {
+            let branch = branches
+                .iter()
+                .find(|b| resolve(root, b, depth)["type"] != "null")
+                .or(branches.first());
+            if let Some(b) = branch {
+                return value_for(root, b, depth + 1);
+            }
+        }
+    }
+    match primary_type(schema).as_deref() {
+        Some("string") => string_for(schema),
+        Some("integer") => json!(number_for(schema).round() as i64),
+        Some("number") => json!(number_for(schema)),
+        Some("boolean") => json!(false),
+        Some("null") => Value::Null,
+        Some("array") => {
+            // One item where allowed: an empty list is often a no-op, and
+            // the point is to exercise the tool.
+            let max = schema["maxItems"].as_u64().unwrap_or(u64::MAX);
+            let n = schema["minItems"]
+                .as_u64()
+                .unwrap_or(1)
+                .max(1)
+                .min(max)
+                .min(64);
+            let item = &schema["items"];
+            Value::Array((0..n).map(|_| value_for(root, item, depth + 1)).collect())
+        }
+        Some("object") => {
+            let mut m = Map::new();
+            for name in required(schema) {
+                let prop = &schema["properties"][&name];
+                m.insert(name, value_for(root, prop, depth + 1));
+            }
+            Value::Object(m)
+        }
+        _ => json!("mcpvm-probe"),
+    }
+}
+
+/// 1 where the bounds allow it (0 often means "none" to a tool),
+/// otherwise the nearest bound.
+fn number_for(schema: &Value) -> f64 {
+    let mut n = 1.0;
+    if let Some(min) = schema["minimum"].as_f64() {
+        n = f64::max(n, min);
+    }
+    if let Some(min) = schema["exclusiveMinimum"].as_f64() {
+        if n <= min {
+            n = min + 1.0;
+        }
+    }
+    if let Some(max) = schema["maximum"].as_f64() {
+        n = f64::min(n, max);
+    }
+    if let Some(max) = schema["exclusiveMaximum"].as_f64() {
+        if n >= max {
+            n = max - 1.0;
+        }
+    }
+    n
+}
+
+fn string_for(schema: &Value) -> Value {
+    let by_format = match schema["format"].as_str() {
+        Some("date-time") => "2026-01-01T00:00:00Z",
+        Some("date") => "2026-01-01",
+        Some("time") => "00:00:00",
+        Some("email") => "probe@example.com",
+        Some("uri" | "url" | "iri") => "https://example.com/",
+        Some("uri-reference") => "/",
+        Some("uuid") => "00000000-0000-4000-8000-000000000000",
+        Some("hostname") => "example.com",
+        Some("ipv4") => "127.0.0.1",
+        Some("ipv6") => "::1",
+        _ => "mcpvm-probe",
+    };
+    let mut s = by_format.to_string();
+    if let Some(min) = schema["minLength"].as_u64() {
+        while (s.chars().count() as u64) < min.min(1 << 16) {
+            s.push('x');
+        }
+    }
+    if let Some(max) = schema["maxLength"].as_u64() {
+        s = s.chars().take(max as usize).collect();
+    }
+    Value::String(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn only_required_properties_with_typed_values() {
+        let s = obj(json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "count": {"type": "integer", "minimum": 5},
+                "ratio": {"type": "number", "maximum": 0.5},
+                "flag": {"type": "boolean"},
+                "optional": {"type": "string"}
+            },
+            "required": ["name", "count", "ratio", "flag"]
+        }));
+        assert_eq!(
+            Value::Object(generate(&s)),
+            json!({"name": "mcpvm-probe", "count": 5, "ratio": 0.5, "flag": false})
+        );
+    }
+
+    #[test]
+    fn const_enum_default_and_examples_win_in_that_order() {
+        let s = obj(json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "const": "c", "enum": ["e"]},
+                "b": {"type": "string", "enum": ["e1", "e2"], "default": "d"},
+                "c": {"type": "integer", "default": 7, "examples": [9]},
+                "d": {"type": "string", "examples": ["UTC"]}
+            },
+            "required": ["a", "b", "c", "d"]
+        }));
+        assert_eq!(
+            Value::Object(generate(&s)),
+            json!({"a": "c", "b": "e1", "c": 7, "d": "UTC"})
+        );
+    }
+
+    #[test]
+    fn formats_lengths_and_arrays() {
+        let s = obj(json!({
+            "type": "object",
+            "properties": {
+                "when": {"type": "string", "format": "date-time"},
+                "site": {"type": "string", "format": "uri"},
+                "id": {"type": "string", "format": "uuid"},
+                "code": {"type": "string", "minLength": 15},
+                "short": {"type": "string", "maxLength": 3},
+                "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+                "one": {"type": "array", "items": {"type": "integer"}},
+                "none": {"type": "array", "items": {"type": "integer"}, "maxItems": 0}
+            },
+            "required": ["when", "site", "id", "code", "short", "tags", "one", "none"]
+        }));
+        let g = Value::Object(generate(&s));
+        assert_eq!(g["when"], "2026-01-01T00:00:00Z");
+        assert_eq!(g["site"], "https://example.com/");
+        assert_eq!(g["id"], "00000000-0000-4000-8000-000000000000");
+        assert_eq!(g["code"], "mcpvm-probexxxx");
+        assert_eq!(g["short"], "mcp");
+        assert_eq!(g["tags"], json!(["mcpvm-probe", "mcpvm-probe"]));
+        assert_eq!(g["one"], json!([1]));
+        assert_eq!(g["none"], json!([]));
+    }
+
+    #[test]
+    fn refs_nullable_unions_and_nested_objects() {
+        // The shape pydantic (Python MCP servers) emits.
+        let s = obj(json!({
+            "type": "object",
+            "$defs": {
+                "Entity": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string"},
+                        "observations": {"type": "array", "items": {"type": "string"}, "minItems": 1}
+                    },
+                    "required": ["name", "observations"]
+                }
+            },
+            "properties": {
+                "entity": {"$ref": "#/$defs/Entity"},
+                "limit": {"anyOf": [{"type": "null"}, {"type": "integer"}]},
+                "mode": {"type": ["null", "string"]}
+            },
+            "required": ["entity", "limit", "mode"]
+        }));
+        assert_eq!(
+            Value::Object(generate(&s)),
+            json!({
+                "entity": {"name": "mcpvm-probe", "observations": ["mcpvm-probe"]},
+                "limit": 1,
+                "mode": "mcpvm-probe"
+            })
+        );
+    }
+
+    #[test]
+    fn recursive_and_broken_refs_end() {
+        let s = obj(json!({
+            "type": "object",
+            "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}, "required": ["next"]}},
+            "properties": {"root": {"$ref": "#/$defs/Node"}, "gone": {"$ref": "#/$defs/Missing"}},
+            "required": ["root", "gone"]
+        }));
+        let g = Value::Object(generate(&s));
+        assert!(g["root"]["next"]["next"].is_object());
+        assert_eq!(g["gone"], "mcpvm-probe");
+        assert!(generate(&obj(json!({}))).is_empty());
+    }
+
+    #[test]
+    fn wrong_types_flip_every_required_property() {
+        let s = obj(json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "number"}, "b": {"type": "string"},
+                "c": {"type": "boolean"}, "d": {"type": "array"}, "e": {"type": "object"}
+            },
+            "required": ["a", "b", "c", "d", "e"]
+        }));
+        let w = Value::Object(wrong_types(&s));
+        assert!(w["a"].is_string() && w["b"].is_number() && w["c"].is_string());
+        assert!(w["d"].is_object() && w["e"].is_string());
+        assert!(wrong_types(&obj(json!({"type": "object"}))).contains_key("mcpvm_unexpected"));
+    }
+
+    #[test]
+    fn first_string_property_prefers_required() {
+        let s = obj(json!({
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "n": {"type": "integer"}, "z": {"type": "string"}},
+            "required": ["n", "z"]
+        }));
+        assert_eq!(first_string_property(&s).as_deref(), Some("z"));
+        let none = obj(json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
+        assert_eq!(first_string_property(&none), None);
+    }
+}

@@ -1,0 +1,434 @@
+//! The real-client steps, spoken by rmcp's client: the handshake in the
+//! server's lifecycle, discovery (tools, prompts, resources, templates,
+//! every page), tool calls, ping and cancellation.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ClientRequest, Implementation,
+    PingRequest, ProtocolVersion,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RoleClient, RunningService,
+    ServiceError,
+};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::arguments;
+use crate::exchange::{ms_since, Direction};
+use crate::result::{Lifecycle, Outcome, ProbeResult, StepResult};
+use crate::run::{LifecycleChoice, ProbeOptions, ToolArgs};
+use crate::wire::Wire;
+
+pub const CLIENT_NAME: &str = "mcpvm-probe";
+
+/// Our client's identity; it asks for no client capabilities, so a server
+/// has no reason to send it requests (sampling, roots, elicitation).
+#[derive(Clone)]
+pub struct ProbeClient;
+
+impl ClientHandler for ProbeClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+pub type Client = RunningService<RoleClient, ProbeClient>;
+
+/// One step being timed: its name, start and place in the exchange.
+pub struct Started {
+    name: String,
+    t0: Instant,
+    mark: usize,
+}
+
+pub fn begin(wire: &Wire, name: &str) -> Started {
+    Started {
+        name: name.to_string(),
+        t0: Instant::now(),
+        mark: wire.exchange.mark(),
+    }
+}
+
+impl Started {
+    pub fn end(self, wire: &Wire, outcome: Outcome, detail: Value) -> StepResult {
+        let exchange = wire.exchange.since(self.mark);
+        let progress_notifications = exchange
+            .iter()
+            .filter(|e| {
+                e.dir == Direction::Received && e.method() == Some("notifications/progress")
+            })
+            .count();
+        StepResult {
+            step: self.name,
+            outcome,
+            at_ms: ms_since(wire.start()),
+            took_ms: (self.t0.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+            detail,
+            progress_notifications,
+            exchange,
+        }
+    }
+}
+
+pub enum Handshake {
+    Done(Box<Client>, Lifecycle),
+    /// The server closed the wire on `server/discover`: start it again and
+    /// use `initialize`.
+    RetryWithInitialize,
+    Failed,
+}
+
+fn error_outcome(e: &ServiceError) -> Outcome {
+    match e {
+        ServiceError::McpError(_) => Outcome::Error,
+        ServiceError::Timeout { .. } => Outcome::Timeout,
+        _ => Outcome::Closed,
+    }
+}
+
+/// Runs the handshake the options ask for, recording each attempt.
+pub async fn handshake(
+    wire: &mut Wire,
+    opts: &ProbeOptions,
+    choice: LifecycleChoice,
+    steps: &mut Vec<StepResult>,
+) -> Handshake {
+    if choice != LifecycleChoice::Initialize {
+        let wait = match choice {
+            LifecycleChoice::Auto => opts.discover_timeout.min(opts.init_timeout),
+            _ => opts.init_timeout,
+        };
+        let s = begin(wire, "server/discover");
+        let mode = ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        };
+        let attempt = ProbeClient.serve_with_lifecycle(wire.transport(), mode);
+        match tokio::time::timeout(wait, attempt).await {
+            Ok(Ok(client)) => {
+                let info = peer_info(&client);
+                steps.push(s.end(wire, Outcome::Ok, info));
+                return Handshake::Done(Box::new(client), Lifecycle::Stateless);
+            }
+            Ok(Err(e)) => {
+                let closed = wire.exited();
+                let outcome = if closed {
+                    Outcome::Closed
+                } else {
+                    Outcome::Error
+                };
+                steps.push(s.end(wire, outcome, json!(e.to_string())));
+                if choice == LifecycleChoice::Stateless {
+                    return Handshake::Failed;
+                }
+                if closed {
+                    return Handshake::RetryWithInitialize;
+                }
+            }
+            Err(_) => {
+                steps.push(s.end(wire, Outcome::Timeout, Value::Null));
+                if choice == LifecycleChoice::Stateless || wire.exited() {
+                    return Handshake::Failed;
+                }
+            }
+        }
+    }
+    let s = begin(wire, "initialize");
+    let remaining = opts.init_timeout.saturating_sub(wire.start().elapsed());
+    match tokio::time::timeout(remaining, ProbeClient.serve(wire.transport())).await {
+        Ok(Ok(client)) => {
+            let info = peer_info(&client);
+            steps.push(s.end(wire, Outcome::Ok, info));
+            Handshake::Done(Box::new(client), Lifecycle::Initialize)
+        }
+        Ok(Err(e)) => {
+            let outcome = if wire.exited() {
+                Outcome::Closed
+            } else {
+                Outcome::Error
+            };
+            steps.push(s.end(wire, outcome, json!(e.to_string())));
+            Handshake::Failed
+        }
+        Err(_) => {
+            steps.push(s.end(wire, Outcome::Timeout, Value::Null));
+            Handshake::Failed
+        }
+    }
+}
+
+fn peer_info(client: &Client) -> Value {
+    client
+        .peer_info()
+        .and_then(|i| serde_json::to_value(&*i).ok())
+        .unwrap_or_default()
+}
+
+/// Everything after the handshake, in order: discovery, calls, ping,
+/// cancellation.
+pub async fn exercise(
+    client: &Client,
+    wire: &Wire,
+    opts: &ProbeOptions,
+    result: &mut ProbeResult,
+) -> Vec<rmcp::model::Tool> {
+    let info = peer_info(client);
+    result.protocol_version = info["protocolVersion"].as_str().map(str::to_string);
+    result.server_name = info["serverInfo"]["name"].as_str().map(str::to_string);
+    result.server_version = info["serverInfo"]["version"].as_str().map(str::to_string);
+    result.capabilities = info["capabilities"].clone();
+    let caps = result.capabilities.clone();
+    let t = opts.step_timeout;
+
+    let s = begin(wire, "tools/list");
+    let tools = match tokio::time::timeout(t, client.list_all_tools()).await {
+        Ok(Ok(tools)) => {
+            result.tools = tools.iter().map(|t| t.name.to_string()).collect();
+            result
+                .steps
+                .push(s.end(wire, Outcome::Ok, json!(result.tools)));
+            tools
+        }
+        Ok(Err(e)) => {
+            result
+                .steps
+                .push(s.end(wire, error_outcome(&e), json!(e.to_string())));
+            Vec::new()
+        }
+        Err(_) => {
+            result
+                .steps
+                .push(s.end(wire, Outcome::Timeout, Value::Null));
+            Vec::new()
+        }
+    };
+
+    let declared = |cap: &str| !caps[cap].is_null();
+    let s = begin(wire, "prompts/list");
+    let step = if declared("prompts") {
+        match tokio::time::timeout(t, client.list_all_prompts()).await {
+            Ok(Ok(p)) => {
+                result.prompts = p.iter().map(|p| p.name.clone()).collect();
+                s.end(wire, Outcome::Ok, json!(result.prompts))
+            }
+            Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
+            Err(_) => s.end(wire, Outcome::Timeout, Value::Null),
+        }
+    } else {
+        s.end(
+            wire,
+            Outcome::Skipped,
+            json!("the server declares no prompts capability"),
+        )
+    };
+    result.steps.push(step);
+
+    for (name, templates) in [
+        ("resources/list", false),
+        ("resources/templates/list", true),
+    ] {
+        let s = begin(wire, name);
+        let step = if !declared("resources") {
+            s.end(
+                wire,
+                Outcome::Skipped,
+                json!("the server declares no resources capability"),
+            )
+        } else if templates {
+            match tokio::time::timeout(t, client.list_all_resource_templates()).await {
+                Ok(Ok(r)) => {
+                    result.resource_templates = r.iter().map(|r| r.uri_template.clone()).collect();
+                    s.end(wire, Outcome::Ok, json!(result.resource_templates))
+                }
+                Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
+                Err(_) => s.end(wire, Outcome::Timeout, Value::Null),
+            }
+        } else {
+            match tokio::time::timeout(t, client.list_all_resources()).await {
+                Ok(Ok(r)) => {
+                    result.resources = r.iter().map(|r| r.uri.clone()).collect();
+                    s.end(wire, Outcome::Ok, json!(result.resources))
+                }
+                Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
+                Err(_) => s.end(wire, Outcome::Timeout, Value::Null),
+            }
+        };
+        result.steps.push(step);
+    }
+
+    let mut slowest: Option<(f64, String, serde_json::Map<String, Value>)> = None;
+    for call in plan_calls(&tools, opts) {
+        let s = begin(wire, &format!("tools/call:{}", call.name));
+        let args = match call.args {
+            Planned::Skip(why) => {
+                result.steps.push(s.end(wire, Outcome::Skipped, json!(why)));
+                continue;
+            }
+            Planned::Call(args) => args,
+        };
+        let params = CallToolRequestParams::new(call.name.clone()).with_arguments(args.clone());
+        let step = match tokio::time::timeout(t, client.call_tool(params)).await {
+            Ok(Ok(r)) => {
+                let text: String = r
+                    .content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.to_string()))
+                    .collect();
+                let outcome = if r.is_error == Some(true) {
+                    Outcome::ToolError
+                } else {
+                    Outcome::Ok
+                };
+                s.end(wire, outcome, json!({"arguments": args, "text": text}))
+            }
+            Ok(Err(e)) => {
+                let outcome = if wire_closed(client) {
+                    Outcome::Closed
+                } else {
+                    error_outcome(&e)
+                };
+                s.end(
+                    wire,
+                    outcome,
+                    json!({"arguments": args, "error": e.to_string()}),
+                )
+            }
+            Err(_) => s.end(wire, Outcome::Timeout, json!({"arguments": args})),
+        };
+        if step.outcome == Outcome::Ok && slowest.as_ref().is_none_or(|x| step.took_ms > x.0) {
+            slowest = Some((step.took_ms, call.name.clone(), args));
+        }
+        let closed = step.outcome == Outcome::Closed;
+        result.steps.push(step);
+        if closed {
+            return tools;
+        }
+    }
+
+    if result.lifecycle == Some(Lifecycle::Initialize) {
+        let s = begin(wire, "ping");
+        let step = match tokio::time::timeout(t, client.send_request(ping())).await {
+            Ok(Ok(_)) => s.end(wire, Outcome::Ok, Value::Null),
+            Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
+            Err(_) => s.end(wire, Outcome::Timeout, Value::Null),
+        };
+        result.steps.push(step);
+    }
+
+    result.steps.push(cancel(client, wire, t, slowest).await);
+    tools
+}
+
+fn ping() -> ClientRequest {
+    ClientRequest::PingRequest(PingRequest::default())
+}
+
+fn wire_closed(client: &Client) -> bool {
+    client.is_closed()
+}
+
+/// Cancels a request right after sending it (the slowest successful tool
+/// call, so it is most likely still running; else `tools/list`), then
+/// checks that the server still answers. Whether the server suppressed
+/// its answer to the cancelled request is in the detail.
+async fn cancel(
+    client: &Client,
+    wire: &Wire,
+    t: Duration,
+    slowest: Option<(f64, String, serde_json::Map<String, Value>)>,
+) -> StepResult {
+    let s = begin(wire, "cancel");
+    let (what, request) = match slowest {
+        Some((_, name, args)) => (
+            format!("tools/call:{name}"),
+            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                CallToolRequestParams::new(name).with_arguments(args),
+            )),
+        ),
+        None => (
+            "tools/list".to_string(),
+            ClientRequest::ListToolsRequest(Default::default()),
+        ),
+    };
+    let handle = match client
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+    {
+        Ok(h) => h,
+        Err(e) => return s.end(wire, error_outcome(&e), json!(e.to_string())),
+    };
+    let id = serde_json::to_value(&handle.id).unwrap_or_default();
+    let _ = handle
+        .cancel(Some("mcpvm probe: cancellation check".into()))
+        .await;
+    // Any answer proves the server still listens; in the 2026-07-28
+    // lifecycle `ping` is gone, and a "method not found" is an answer too.
+    let alive = tokio::time::timeout(t, client.send_request(ping())).await;
+    let answered_cancelled = wire.exchange.since(s.mark).iter().any(|e| {
+        e.dir == Direction::Received
+            && e.message
+                .as_ref()
+                .is_some_and(|m| m["id"] == id && m.get("method").is_none())
+    });
+    let detail = json!({"cancelled": what, "answered_anyway": answered_cancelled});
+    match alive {
+        Ok(Ok(_)) | Ok(Err(ServiceError::McpError(_))) => s.end(wire, Outcome::Ok, detail),
+        Ok(Err(e)) => s.end(
+            wire,
+            error_outcome(&e),
+            json!({"cancelled": what, "error": e.to_string()}),
+        ),
+        Err(_) => s.end(wire, Outcome::Timeout, detail),
+    }
+}
+
+enum Planned {
+    Call(serde_json::Map<String, Value>),
+    Skip(String),
+}
+
+struct PlannedCall {
+    name: String,
+    args: Planned,
+}
+
+/// Which tools to call and with what: the user's arguments, else ones
+/// generated from the schema; tools the user marked dangerous or that
+/// declare themselves destructive are not called.
+fn plan_calls(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<PlannedCall> {
+    let mut plan = Vec::new();
+    for tool in tools {
+        let name = tool.name.to_string();
+        let args = match opts.calls.get(&name) {
+            Some(ToolArgs::Dangerous) => Planned::Skip("marked dangerous by the user".into()),
+            Some(ToolArgs::Given(a)) => Planned::Call(a.clone()),
+            None if opts.only_given => continue,
+            None if !opts.allow_destructive
+                && tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true) =>
+            {
+                Planned::Skip(
+                    "annotated destructive (destructiveHint); --allow-destructive calls it".into(),
+                )
+            }
+            None => Planned::Call(arguments::generate(&tool.input_schema)),
+        };
+        plan.push(PlannedCall { name, args });
+    }
+    // A tool the user named that the server does not list is still called:
+    // the user asked, and the server's answer is the finding.
+    for (name, args) in &opts.calls {
+        if let ToolArgs::Given(a) = args {
+            if !tools.iter().any(|t| t.name == name.as_str()) {
+                plan.push(PlannedCall {
+                    name: name.clone(),
+                    args: Planned::Call(a.clone()),
+                });
+            }
+        }
+    }
+    plan
+}

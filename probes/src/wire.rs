@@ -1,0 +1,475 @@
+//! The wire to one server process: its stdin, stdout and stderr, with
+//! every line recorded in the [`Exchange`].
+//!
+//! The wire outlives any one client on it: rmcp's client speaks through a
+//! [`WireTransport`] for the real-client steps, then the robustness probes
+//! write raw (sometimes malformed) lines on the same wire. Reading stdout
+//! and stderr never stops, so a server that floods either cannot stall on
+//! a full pipe, and memory stays bounded (long lines are cut, stderr keeps
+//! a tail).
+
+use std::collections::VecDeque;
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use crate::exchange::{ms_since, Direction, Exchange};
+
+/// A stdout line longer than this is garbage: it is dropped up to its
+/// newline, so a server cannot exhaust the probe's memory.
+const MAX_LINE: usize = 64 << 20;
+/// How much of the server's stderr a report keeps.
+const STDERR_TAIL: usize = 8192;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("No command to probe")]
+    NoCommand,
+    #[error("Cannot start {command}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+enum Out {
+    Line(Vec<u8>),
+    Close,
+}
+
+/// What the server wrote to stderr: the byte count and the last bytes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stderr {
+    pub bytes: u64,
+    pub tail: String,
+}
+
+/// How the server process ended.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExitSummary {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    /// It exited by itself within the grace time after its stdin closed
+    /// (or had exited before).
+    pub exited_by_itself: bool,
+}
+
+impl ExitSummary {
+    fn from_status(s: ExitStatus, exited_by_itself: bool) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        ExitSummary {
+            code: s.code(),
+            signal: s.signal(),
+            exited_by_itself,
+        }
+    }
+}
+
+/// What one wait for a message gave.
+#[derive(Debug)]
+pub enum Recv {
+    Message(serde_json::Value),
+    /// Stdout closed: the server exited or closed it.
+    Closed,
+    Timeout,
+}
+
+/// Writes lines to the server and records them.
+#[derive(Clone)]
+struct Outbox {
+    tx: mpsc::UnboundedSender<Out>,
+    exchange: Exchange,
+}
+
+impl Outbox {
+    fn send(&self, mut line: Vec<u8>) -> io::Result<()> {
+        let parsed = serde_json::from_slice::<serde_json::Value>(&line).ok();
+        self.exchange
+            .record(Direction::Sent, &line, parsed.as_ref());
+        line.push(b'\n');
+        self.tx
+            .send(Out::Line(line))
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+}
+
+type Incoming = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<serde_json::Value>>>;
+
+pub struct Wire {
+    child: Child,
+    pid: i32,
+    outbox: Outbox,
+    incoming: Incoming,
+    pub exchange: Exchange,
+    stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
+    first_stdout_byte: Arc<OnceLock<f64>>,
+    ended: Option<ExitSummary>,
+}
+
+impl Wire {
+    /// Spawns `command` in its own process group (so that a server that
+    /// forks, like `npx` starting node, is ended whole).
+    pub fn spawn(command: &[String]) -> Result<Wire, WireError> {
+        Self::spawn_recording(command, Exchange::new(Instant::now()), Arc::default())
+    }
+
+    /// Starts `command` again as a new server process whose lines and
+    /// stderr join this one's record (one timeline for a whole probe run).
+    pub fn respawn(&self, command: &[String]) -> Result<Wire, WireError> {
+        Self::spawn_recording(command, self.exchange.clone(), self.stderr.clone())
+    }
+
+    fn spawn_recording(
+        command: &[String],
+        exchange: Exchange,
+        stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
+    ) -> Result<Wire, WireError> {
+        let (program, args) = command.split_first().ok_or(WireError::NoCommand)?;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| WireError::Spawn {
+            command: program.clone(),
+            source,
+        })?;
+        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let first_stdout_byte = Arc::new(OnceLock::new());
+        if let Some(stdin) = child.stdin.take() {
+            tokio::spawn(write_stdin(stdin, out_rx));
+        }
+        if let Some(stdout) = child.stdout.take() {
+            tokio::spawn(read_stdout(
+                stdout,
+                in_tx,
+                exchange.clone(),
+                first_stdout_byte.clone(),
+            ));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(read_stderr(err, stderr.clone()));
+        }
+        Ok(Wire {
+            child,
+            pid,
+            outbox: Outbox {
+                tx: out_tx,
+                exchange: exchange.clone(),
+            },
+            incoming: Arc::new(tokio::sync::Mutex::new(in_rx)),
+            exchange,
+            stderr,
+            first_stdout_byte,
+            ended: None,
+        })
+    }
+
+    pub fn start(&self) -> Instant {
+        self.exchange.start()
+    }
+
+    /// A transport for rmcp's client over this wire. The wire stays open
+    /// when the client is done with it.
+    pub fn transport(&self) -> WireTransport {
+        WireTransport {
+            outbox: self.outbox.clone(),
+            incoming: self.incoming.clone(),
+        }
+    }
+
+    /// Writes one line (a newline is added) as is, valid JSON or not.
+    pub fn send_line(&self, line: Vec<u8>) -> io::Result<()> {
+        self.outbox.send(line)
+    }
+
+    pub fn send_json(&self, v: &serde_json::Value) -> io::Result<()> {
+        self.outbox.send(v.to_string().into_bytes())
+    }
+
+    /// The next JSON message from the server, waiting until `deadline`.
+    pub async fn recv(&self, deadline: Instant) -> Recv {
+        let mut rx = self.incoming.lock().await;
+        match tokio::time::timeout_at(deadline.into(), rx.recv()).await {
+            Ok(Some(v)) => Recv::Message(v),
+            Ok(None) => Recv::Closed,
+            Err(_) => Recv::Timeout,
+        }
+    }
+
+    /// ms from the first spawn to this process's first byte on stdout.
+    pub fn first_stdout_byte_ms(&self) -> Option<f64> {
+        self.first_stdout_byte.get().copied()
+    }
+
+    /// True once the server process has exited.
+    pub fn exited(&mut self) -> bool {
+        self.ended.is_some() || matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    pub fn stderr(&self) -> Stderr {
+        let s = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        let tail: Vec<u8> = s.1.iter().copied().collect();
+        Stderr {
+            bytes: s.0,
+            tail: String::from_utf8_lossy(&tail).into_owned(),
+        }
+    }
+
+    /// Closes the server's stdin and gives it `grace` to exit by itself
+    /// (a microVM powers off and writes its reports); then kills its
+    /// process group. Idempotent.
+    pub async fn shutdown(&mut self, grace: Duration) -> ExitSummary {
+        if let Some(e) = &self.ended {
+            return e.clone();
+        }
+        let _ = self.outbox.tx.send(Out::Close);
+        let summary = match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(Ok(status)) => ExitSummary::from_status(status, true),
+            _ => {
+                self.kill_group();
+                match self.child.wait().await {
+                    Ok(status) => ExitSummary::from_status(status, false),
+                    Err(_) => ExitSummary::default(),
+                }
+            }
+        };
+        // Whatever the server left running in its group goes with it.
+        self.kill_group();
+        self.ended = Some(summary.clone());
+        summary
+    }
+
+    fn kill_group(&self) {
+        if self.pid > 0 {
+            // SAFETY: signals the process group we created for the server.
+            unsafe { libc::kill(-self.pid, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for Wire {
+    fn drop(&mut self) {
+        if self.ended.is_none() {
+            self.kill_group();
+            // Reap now: the runtime that would reap it may be gone.
+            if self.pid > 0 {
+                // SAFETY: waits for our own, just killed, child.
+                unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+            }
+        }
+    }
+}
+
+async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>) {
+    while let Some(Out::Line(line)) = rx.recv().await {
+        if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+            break;
+        }
+    }
+    // Dropping stdin is the server's end of input.
+}
+
+/// Splits stdout into lines, records each, forwards the JSON ones.
+async fn read_stdout(
+    mut out: impl AsyncRead + Unpin,
+    tx: mpsc::UnboundedSender<serde_json::Value>,
+    exchange: Exchange,
+    first_byte: Arc<OnceLock<f64>>,
+) {
+    let start = exchange.start();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut line = Vec::new();
+    let mut oversized = false;
+    loop {
+        let n = match out.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        first_byte.get_or_init(|| ms_since(start));
+        let mut rest = &chunk[..n];
+        while !rest.is_empty() {
+            let (part, newline) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], true),
+                None => (rest, false),
+            };
+            rest = &rest[part.len() + usize::from(newline)..];
+            if !oversized {
+                line.extend_from_slice(part);
+                if line.len() > MAX_LINE {
+                    exchange.record(Direction::Received, &line, None);
+                    line = Vec::new();
+                    oversized = true;
+                }
+            }
+            if newline {
+                if !oversized {
+                    deliver(&mut line, &tx, &exchange);
+                }
+                line.clear();
+                oversized = false;
+            }
+        }
+    }
+    if !oversized {
+        deliver(&mut line, &tx, &exchange);
+    }
+}
+
+fn deliver(line: &mut Vec<u8>, tx: &mpsc::UnboundedSender<serde_json::Value>, x: &Exchange) {
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    match serde_json::from_slice::<serde_json::Value>(line) {
+        Ok(v) => {
+            x.record(Direction::Received, line, Some(&v));
+            let _ = tx.send(v);
+        }
+        Err(_) => x.record(Direction::Received, line, None),
+    }
+}
+
+async fn read_stderr(mut err: impl AsyncRead + Unpin, sink: Arc<Mutex<(u64, VecDeque<u8>)>>) {
+    let mut chunk = vec![0u8; 64 * 1024];
+    while let Ok(n) = err.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
+        s.0 += n as u64;
+        let keep = &chunk[n.saturating_sub(STDERR_TAIL)..n];
+        s.1.extend(keep);
+        let excess = s.1.len().saturating_sub(STDERR_TAIL);
+        s.1.drain(..excess);
+    }
+}
+
+/// rmcp's view of a [`Wire`].
+pub struct WireTransport {
+    outbox: Outbox,
+    incoming: Incoming,
+}
+
+impl Transport<RoleClient> for WireTransport {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), io::Error>> + Send + 'static {
+        let sent = serde_json::to_vec(&item)
+            .map_err(io::Error::other)
+            .and_then(|line| self.outbox.send(line));
+        std::future::ready(sent)
+    }
+
+    fn receive(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        let incoming = self.incoming.clone();
+        async move {
+            let mut rx = incoming.lock().await;
+            loop {
+                let v = rx.recv().await?;
+                // JSON that is no MCP message stays in the exchange only.
+                if let Ok(m) = serde_json::from_value(v) {
+                    return Some(m);
+                }
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), io::Error>> + Send {
+        std::future::ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn sh(script: &str) -> Vec<String> {
+        vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    #[test]
+    fn lines_split_across_reads_and_garbage_are_recorded() {
+        rt().block_on(async {
+            let script = r#"printf '{"a":'; sleep 0.1; printf '1}\nnot json\r\n\n{"b":2}'"#;
+            let mut w = Wire::spawn(&sh(script)).unwrap();
+            let until = Instant::now() + Duration::from_secs(5);
+            assert!(matches!(w.recv(until).await, Recv::Message(v) if v["a"] == 1));
+            assert!(matches!(w.recv(until).await, Recv::Message(v) if v["b"] == 2));
+            assert!(matches!(w.recv(until).await, Recv::Closed));
+            assert_eq!(w.exchange.garbage_lines(), 1);
+            assert!(w.first_stdout_byte_ms().is_some());
+            let e = w.shutdown(Duration::from_secs(5)).await;
+            assert_eq!(e.code, Some(0));
+        });
+    }
+
+    #[test]
+    fn stdin_round_trip_and_close() {
+        rt().block_on(async {
+            let mut w = Wire::spawn(&sh("cat")).unwrap();
+            w.send_json(&serde_json::json!({"x": 1})).unwrap();
+            let until = Instant::now() + Duration::from_secs(5);
+            assert!(matches!(w.recv(until).await, Recv::Message(v) if v["x"] == 1));
+            let e = w.shutdown(Duration::from_secs(5)).await;
+            assert!(e.exited_by_itself);
+            assert_eq!(e.code, Some(0));
+        });
+    }
+
+    #[test]
+    fn stderr_flood_keeps_a_bounded_tail_and_a_hung_server_is_killed() {
+        rt().block_on(async {
+            let script = "head -c 3000000 /dev/zero | tr '\\0' x >&2; echo END >&2; \
+                          trap '' TERM; exec sleep 600";
+            let mut w = Wire::spawn(&sh(script)).unwrap();
+            let until = Instant::now() + Duration::from_secs(10);
+            while w.stderr().bytes < 3_000_004 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let s = w.stderr();
+            assert_eq!(s.bytes, 3_000_004);
+            assert_eq!(s.tail.len(), STDERR_TAIL);
+            assert!(s.tail.ends_with("END\n"));
+            let t0 = Instant::now();
+            let e = w.shutdown(Duration::from_millis(200)).await;
+            assert!(!e.exited_by_itself);
+            assert_eq!(e.signal, Some(libc::SIGKILL));
+            assert!(t0.elapsed() < Duration::from_secs(5));
+        });
+    }
+
+    #[test]
+    fn spawn_failure_names_the_command() {
+        let r = rt().block_on(async { Wire::spawn(&["/nonexistent/srv".to_string()]).err() });
+        let e = r.unwrap();
+        assert!(e.to_string().contains("/nonexistent/srv"), "{e}");
+    }
+}
