@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use probes::{probe_process, ProbeOptions};
+use probes::{probe_process, LifecycleChoice, ProbeOptions};
 use serde::Serialize;
 
 use crate::stats::{summarize, Summary};
@@ -69,10 +69,13 @@ impl FirstResponseBench {
         &self,
         mut progress: impl FnMut(&str),
     ) -> Result<FirstResponseReport, FirstResponseError> {
-        let opts = ProbeOptions {
+        // The handshake and tools/list only: the first-response path.
+        let bare_opts = ProbeOptions {
             init_timeout: Duration::from_secs(300),
             step_timeout: Duration::from_secs(60),
-            calls: vec![],
+            lifecycle: LifecycleChoice::Initialize,
+            only_given: true,
+            ..ProbeOptions::default()
         };
         let dir = std::env::temp_dir().join(format!("mcpvm-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(FirstResponseError::Temp)?;
@@ -89,7 +92,11 @@ impl FirstResponseBench {
                 "--".into(),
             ];
             cmd.extend(self.guest_command.iter().cloned());
-            let r = probe_process(&cmd, &opts)?;
+            let vm_opts = ProbeOptions {
+                vm_timings: Some(timings.clone()),
+                ..bare_opts.clone()
+            };
+            let r = probe_process(&cmd, &vm_opts)?;
             let (Some(i), Some(l)) = (step_ms(&r, "initialize"), step_ms(&r, "tools/list")) else {
                 return Err(FirstResponseError::Failed {
                     what: "VM",
@@ -99,20 +106,19 @@ impl FirstResponseBench {
             };
             vi.push(i);
             vl.push(l);
-            // The probe returns once `mcpvm run` has exited, so its timings
-            // file is complete.
-            if let Ok(text) = std::fs::read_to_string(&timings) {
-                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            // The probe returns once `mcpvm run` has exited, so it has read
+            // the complete timings file.
+            if let Some(v) = &r.timings.vm {
                 for (i, p) in PHASES.iter().enumerate() {
                     if let Some(x) = v[p].as_f64() {
                         phases[i].push(x);
                     }
                 }
-                let _ = std::fs::remove_file(&timings);
             }
+            let _ = std::fs::remove_file(&timings);
 
             progress(&format!("run {run}/{}: bare process", self.runs));
-            let r = probe_process(&self.host_command, &opts)?;
+            let r = probe_process(&self.host_command, &bare_opts)?;
             let (Some(i), Some(l)) = (step_ms(&r, "initialize"), step_ms(&r, "tools/list")) else {
                 return Err(FirstResponseError::Failed {
                     what: "bare",

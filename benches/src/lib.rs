@@ -4,5 +4,6 @@
 
 pub mod boot;
 pub mod first_response;
+pub mod probe;
 pub mod relay;
 pub mod stats;

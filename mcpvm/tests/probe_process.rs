@@ -1,5 +1,6 @@
 //! `mcpvm probe` against servers run as plain host processes (no KVM):
-//! the fixture MCP server, a server that never answers, one that crashes.
+//! the fixture MCP server, deliberately broken servers (`mcp-broken`),
+//! hung and crashing servers, and bad input to the probe itself.
 
 mod common;
 
@@ -7,8 +8,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::artifact;
+use serde_json::Value;
 
-fn probe(args: &[&str]) -> (i32, serde_json::Value, String) {
+fn probe(args: &[&str]) -> (i32, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
         .arg("probe")
         .arg("--json")
@@ -17,11 +19,11 @@ fn probe(args: &[&str]) -> (i32, serde_json::Value, String) {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let json = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
     (out.status.code().unwrap(), json, stderr)
 }
 
-fn step<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+fn step<'a>(r: &'a Value, name: &str) -> &'a Value {
     r["steps"]
         .as_array()
         .unwrap()
@@ -30,75 +32,278 @@ fn step<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
         .unwrap_or_else(|| panic!("no step {name}: {r}"))
 }
 
+fn robust<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["robustness"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no robustness results: {r}"))
+        .iter()
+        .find(|p| p["probe"] == name)
+        .unwrap_or_else(|| panic!("no probe {name}: {r}"))
+}
+
+fn fixture() -> String {
+    artifact("bin/mcp-fixture").display().to_string()
+}
+
+fn broken() -> String {
+    artifact("bin/mcp-broken").display().to_string()
+}
+
 #[test]
-fn fixture_answers_every_step() {
-    let fixture = artifact("bin/mcp-fixture");
-    let (rc, r, err) = probe(&[
-        "--call",
-        r#"add={"a":2,"b":40}"#,
-        "--call",
-        r#"echo={"text":"hi"}"#,
-        "--call",
-        r#"write={"bytes":5000}"#,
-        "--",
-        fixture.to_str().unwrap(),
-    ]);
+fn by_default_every_tool_but_the_destructive_one_is_called_with_generated_arguments() {
+    let (rc, r, err) = probe(&["--", &fixture()]);
     assert_eq!(rc, 0, "{r} {err}");
-    assert_eq!(r["schema"], 1);
+    assert_eq!(r["schema"], 2);
+    assert_eq!(r["transport"], "process");
     assert_eq!(r["server_name"], "mcp-fixture");
+    // rmcp 3.11 servers speak the stateless revision.
+    assert_eq!(r["lifecycle"], "stateless");
+    assert_eq!(r["protocol_version"], "2026-07-28");
+    assert_eq!(step(&r, "server/discover")["outcome"], "ok");
     assert_eq!(
         r["tools"],
         serde_json::json!(["add", "alloc", "echo", "exit", "sleep", "write"])
     );
-    assert!(
-        r["protocol_version"]
-            .as_str()
-            .is_some_and(|v| v.starts_with("20")),
-        "{r}"
-    );
-    assert_eq!(step(&r, "tools/call:add")["detail"], "42");
-    assert_eq!(step(&r, "tools/call:echo")["detail"], "hi");
+    // Generated from the schema: both required integers are 1.
+    let add = step(&r, "tools/call:add");
     assert_eq!(
-        step(&r, "tools/call:write")["detail"]
-            .as_str()
-            .unwrap()
-            .len(),
-        5000
+        add["detail"]["arguments"],
+        serde_json::json!({"a": 1, "b": 1})
     );
-    let init = step(&r, "initialize")["at_ms"].as_f64().unwrap();
-    let list = step(&r, "tools/list")["at_ms"].as_f64().unwrap();
-    assert!(0.0 < init && init <= list, "{r}");
+    assert_eq!(add["detail"]["text"], "2");
+    for tool in ["alloc", "echo", "sleep", "write"] {
+        assert_eq!(
+            step(&r, &format!("tools/call:{tool}"))["outcome"],
+            "ok",
+            "{tool}: {r}"
+        );
+    }
+    let exit = step(&r, "tools/call:exit");
+    assert_eq!(exit["outcome"], "skipped");
+    assert!(exit["detail"].as_str().unwrap().contains("destructive"));
+    assert_eq!(step(&r, "prompts/list")["outcome"], "skipped");
+    assert_eq!(step(&r, "cancel")["outcome"], "ok");
+    // The raw exchange of each step is there.
+    let sent = &step(&r, "tools/list")["exchange"][0];
+    assert_eq!(sent["dir"], "sent");
+    assert_eq!(sent["message"]["method"], "tools/list");
+    let t = &r["timings"];
+    let (first, hs, list) = (
+        t["first_stdout_byte_ms"].as_f64().unwrap(),
+        t["handshake_ms"].as_f64().unwrap(),
+        t["tools_list_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < first && first <= hs && hs <= list, "{t}");
+    assert!(r["verdict"]["real_client_failures"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert_eq!(r["exit"]["exited_by_itself"], true, "{r}");
 }
 
 #[test]
-fn a_crashing_tool_is_not_reported_ok() {
-    let fixture = artifact("bin/mcp-fixture");
+fn user_arguments_dangerous_tools_and_the_initialize_lifecycle() {
+    let dir = tempdir();
+    let calls = dir.join("calls.json");
+    std::fs::write(&calls, r#"{"echo": {"text": "hi"}, "sleep": "dangerous"}"#).unwrap();
+    let (rc, r, err) = probe(&[
+        "--lifecycle",
+        "initialize",
+        "--calls",
+        calls.to_str().unwrap(),
+        "--call",
+        r#"add={"a":2,"b":40}"#,
+        "--dangerous",
+        "write",
+        "--",
+        &fixture(),
+    ]);
+    assert_eq!(rc, 0, "{r} {err}");
+    assert_eq!(r["lifecycle"], "initialize");
+    assert!(r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["step"] != "server/discover"));
+    assert_eq!(step(&r, "initialize")["outcome"], "ok");
+    assert_eq!(step(&r, "tools/call:add")["detail"]["text"], "42");
+    assert_eq!(step(&r, "tools/call:echo")["detail"]["text"], "hi");
+    for t in ["sleep", "write"] {
+        let s = step(&r, &format!("tools/call:{t}"));
+        assert_eq!(s["outcome"], "skipped");
+        assert_eq!(s["detail"], "marked dangerous by the user");
+    }
+    assert_eq!(step(&r, "ping")["outcome"], "ok");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_fixture_handles_or_ignores_every_robustness_probe() {
+    let (rc, r, err) = probe(&["--robustness", "--answer-timeout", "2", "--", &fixture()]);
+    assert_eq!(rc, 0, "{r} {err}");
+    let results = r["robustness"].as_array().unwrap();
+    assert_eq!(results.len(), 9);
+    // rmcp drops a line it cannot parse without answering.
+    assert_eq!(robust(&r, "malformed_json")["class"], "ignored");
+    assert_eq!(robust(&r, "malformed_json")["input"], "malformed");
+    for p in [
+        "unknown_method",
+        "huge_argument",
+        "wrong_argument_types",
+        "unknown_tool",
+        "concurrent_requests",
+        "reopen",
+    ] {
+        assert_eq!(robust(&r, p)["class"], "handled", "{p}: {}", robust(&r, p));
+        assert_eq!(robust(&r, p)["input"], "valid");
+    }
+    let huge = robust(&r, "huge_argument");
+    assert_eq!(huge["detail"]["bytes"], 10 << 20);
+    // The 10 MiB line is in the exchange as a fact, not as 10 MiB.
+    let sent = &huge["exchange"][0];
+    assert!(sent["bytes"].as_u64().unwrap() > 10 << 20);
+    assert!(sent["text"].as_str().unwrap().len() <= 4096);
+    assert_eq!(robust(&r, "concurrent_requests")["detail"]["answered"], 32);
+}
+
+#[test]
+fn a_crashing_tool_is_a_real_client_failure() {
     let (rc, r, _) = probe(&[
         "--step-timeout",
         "10",
+        "--only-given",
+        "--allow-destructive",
         "--call",
         r#"exit={"code":3}"#,
         "--",
-        fixture.to_str().unwrap(),
+        &fixture(),
     ]);
     assert_eq!(rc, 3);
-    let outcome = step(&r, "tools/call:exit")["outcome"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert!(outcome == "closed" || outcome == "error", "{r}");
+    assert_eq!(step(&r, "tools/call:exit")["outcome"], "closed", "{r}");
+    assert_eq!(
+        r["verdict"]["real_client_failures"],
+        serde_json::json!(["tools/call:exit"])
+    );
+    assert_eq!(r["exit"]["code"], 3);
 }
 
 #[test]
-fn a_server_that_never_answers_times_out() {
+fn a_server_that_never_answers_times_out_and_its_whole_group_is_killed() {
+    // The server forks a grandchild (as `npx` starts node): it must go too.
+    let marker = format!("{}.{}", 600, std::process::id());
+    let script = format!("sleep {marker} & exec sleep 600");
     let t = Instant::now();
-    let (rc, r, _) = probe(&["--init-timeout", "2", "--", "sleep", "600"]);
+    let (rc, r, _) = probe(&[
+        "--init-timeout",
+        "3",
+        "--discover-timeout",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     assert_eq!(rc, 3);
+    assert_eq!(step(&r, "server/discover")["outcome"], "timeout");
     assert_eq!(step(&r, "initialize")["outcome"], "timeout");
+    assert!(r["lifecycle"].is_null());
     assert!(
         t.elapsed() < Duration::from_secs(30),
         "the probe must not hang"
     );
+    assert_eq!(r["exit"]["signal"], 9, "{r}");
+    let left = Command::new("pgrep")
+        .args(["-f", &format!("sleep {marker}")])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "grandchild left running");
+}
+
+#[test]
+fn a_silent_server_is_reported_per_handshake_step() {
+    let (rc, r, _) = probe(&[
+        "--init-timeout",
+        "3",
+        "--discover-timeout",
+        "1",
+        "--",
+        &broken(),
+        "silent",
+    ]);
+    assert_eq!(rc, 3);
+    assert_eq!(
+        r["verdict"]["real_client_failures"],
+        serde_json::json!(["server/discover", "initialize"])
+    );
+    // It reads until stdin closes, then ends by itself.
+    assert_eq!(r["exit"]["exited_by_itself"], true, "{r}");
+}
+
+#[test]
+fn a_crash_on_a_malformed_id_is_kept_apart_from_real_client_breakage() {
+    let (rc, r, err) = probe(&[
+        "--robustness",
+        "--answer-timeout",
+        "2",
+        "--",
+        &broken(),
+        "crash-on-bad-id",
+    ]);
+    assert_eq!(rc, 4, "{r} {err}");
+    let p = robust(&r, "id_as_object");
+    assert_eq!(p["class"], "crashed", "{p}");
+    assert_eq!(p["input"], "malformed");
+    // The evidence: it died of SIGABRT.
+    assert_eq!(p["detail"]["server"]["exit"]["signal"], 6, "{p}");
+    assert_eq!(
+        r["verdict"]["malformed_input_breakage"],
+        serde_json::json!(["id_as_object"])
+    );
+    assert!(r["verdict"]["valid_input_breakage"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    assert!(r["verdict"]["real_client_failures"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    // The server was started again: later probes still ran.
+    assert_eq!(robust(&r, "unknown_tool")["class"], "handled");
+    assert_eq!(robust(&r, "concurrent_requests")["class"], "handled");
+}
+
+#[test]
+fn garbage_on_stdout_is_counted_and_shown_while_the_steps_still_work() {
+    let (rc, r, err) = probe(&["--", &broken(), "garbage-stdout"]);
+    assert_eq!(rc, 0, "{r} {err}");
+    assert_eq!(r["lifecycle"], "initialize");
+    assert_eq!(step(&r, "tools/call:echo")["detail"]["text"], "mcpvm-probe");
+    let n = r["stdout_garbage_lines"].as_u64().unwrap();
+    // Two lines at start, one before each answer.
+    assert!(n >= 6, "{n}");
+    let first = &step(&r, "server/discover")["exchange"];
+    assert!(
+        first
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["dir"] == "garbage"
+                && e["text"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("mcp-broken starting")),
+        "{first}"
+    );
+}
+
+#[test]
+fn a_stderr_flood_neither_stalls_the_server_nor_bloats_the_report() {
+    let (rc, r, err) = probe(&["--", &broken(), "stderr-flood"]);
+    assert_eq!(rc, 0, "{r} {err}");
+    let bytes = r["stderr"]["bytes"].as_u64().unwrap();
+    assert!(bytes >= 16 << 20, "{bytes}");
+    let tail = r["stderr"]["tail"].as_str().unwrap();
+    assert!(!tail.is_empty() && tail.len() <= 8192);
 }
 
 #[test]
@@ -114,4 +319,45 @@ fn bad_call_syntax_is_a_usage_error() {
     let (rc, _, err) = probe(&["--call", "add=[1,2]", "--", "true"]);
     assert_eq!(rc, 2);
     assert!(err.contains("must be a JSON object"), "{err}");
+}
+
+#[test]
+fn a_bad_calls_file_is_one_clear_error_and_nothing_runs() {
+    let dir = tempdir();
+    let calls = dir.join("calls.json");
+    std::fs::write(&calls, r#"{"echo": 5}"#).unwrap();
+    let marker = dir.join("ran");
+    let script = format!("touch {}", marker.display());
+    let (rc, _, err) = probe(&[
+        "--calls",
+        calls.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        err.contains("calls.json") && err.contains("'echo'"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!marker.exists());
+    let (rc, _, err) = probe(&["--calls", "/nonexistent/calls.json", "--", "true"]);
+    assert_eq!(rc, 1);
+    assert!(
+        err.contains("Cannot read the calls file /nonexistent/calls.json"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "mcpvm-probe-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }

@@ -35,6 +35,7 @@ fn rmcp_client_talks_to_the_fixture_inside_a_vm() {
     let c = case("probe_fixture");
     assert_eq!(c.rc, 0, "{c:?}");
     let r = c.json();
+    assert_eq!(r["transport"], "vm");
     assert_eq!(
         r["tools"],
         serde_json::json!(["add", "alloc", "echo", "exit", "sleep", "write"]),
@@ -47,13 +48,39 @@ fn rmcp_client_talks_to_the_fixture_inside_a_vm() {
             .find(|s| s["step"] == name)
             .unwrap_or_else(|| panic!("no step {name}: {r}"))
     };
-    assert_eq!(step("initialize")["outcome"], "ok");
+    assert_eq!(step("server/discover")["outcome"], "ok");
     assert_eq!(step("tools/list")["outcome"], "ok");
-    assert_eq!(step("tools/call:add")["detail"], "42");
-    assert_eq!(step("tools/call:echo")["detail"], "through vsock");
+    assert_eq!(step("tools/call:add")["detail"]["text"], "42");
+    assert_eq!(step("tools/call:echo")["detail"]["text"], "through vsock");
     assert_eq!(
-        step("tools/call:write")["detail"].as_str().unwrap().len(),
+        step("tools/call:write")["detail"]["text"]
+            .as_str()
+            .unwrap()
+            .len(),
         100_000
+    );
+    assert_eq!(step("tools/call:sleep")["outcome"], "ok");
+    assert_eq!(step("tools/call:exit")["outcome"], "skipped");
+    // The VM's own phases came with the result, in order, and before the
+    // probe's handshake answer.
+    let vm = &r["timings"]["vm"];
+    let at = |k: &str| vm[k].as_f64().unwrap_or_else(|| panic!("no {k}: {vm}"));
+    assert!(
+        at("kernel_entry") < at("agent_start") && at("agent_start") < at("spawned"),
+        "{vm}"
+    );
+    // Through the VM, as bare: every robustness probe handled or ignored.
+    let rb = r["robustness"].as_array().unwrap();
+    assert_eq!(rb.len(), 9);
+    for p in rb {
+        let class = p["class"].as_str().unwrap();
+        assert!(class == "handled" || class == "ignored", "{p}");
+    }
+    let reopen = rb.iter().find(|p| p["probe"] == "reopen").unwrap();
+    assert_eq!(reopen["class"], "handled", "{reopen}");
+    assert_eq!(
+        reopen["detail"]["close"]["code"], 0,
+        "the VM powered off cleanly: {reopen}"
     );
 }
 
@@ -159,5 +186,12 @@ fn timings_file_holds_the_phases_in_order() {
 fn an_oom_killed_server_is_reported() {
     let c = case("oom");
     assert_eq!(c.rc, 3, "the alloc call fails: {c:?}");
-    assert!(c.stderr.contains("OOM killer"), "{}", c.stderr);
+    // `mcpvm run` says so on its stderr, which the probe keeps.
+    let r = c.json();
+    let tail = r["stderr"]["tail"].as_str().unwrap();
+    assert!(tail.contains("OOM killer"), "{tail}");
+    assert_eq!(
+        r["verdict"]["real_client_failures"],
+        serde_json::json!(["tools/call:alloc"])
+    );
 }

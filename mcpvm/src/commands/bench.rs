@@ -6,7 +6,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use mcpvm_benches::boot::BootBench;
 use mcpvm_benches::first_response::FirstResponseBench;
+use mcpvm_benches::probe::{BenchServer, ProbeBench};
 use mcpvm_benches::relay;
+use probes::ToolArgs;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -16,6 +18,21 @@ pub enum BenchCommand {
     FirstResponse(FirstResponseArgs),
     /// Round trips and throughput of the stdio relay: cat in a VM beside bare cat.
     Relay(RelayArgs),
+    /// The probe's own cost beside a minimal raw client, and the bare-process
+    /// baselines of real MCP servers.
+    Probe(ProbeBenchArgs),
+}
+
+#[derive(Args)]
+pub struct ProbeBenchArgs {
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    runs: u64,
+    /// The fixture server binary.
+    #[arg(long)]
+    fixture: PathBuf,
+    /// Where probes/servers/install put the npm and PyPI servers.
+    #[arg(long)]
+    host_servers: PathBuf,
 }
 
 #[derive(Args)]
@@ -96,6 +113,10 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             };
             emit(&report, report.markdown(), json)
         }
+        BenchCommand::Probe(a) => {
+            let report = probe_bench(&a)?.run(|msg| eprintln!("bench probe: {msg}"))?;
+            emit(&report, report.markdown(), json)
+        }
         BenchCommand::FirstResponse(a) => {
             let bench = FirstResponseBench {
                 mcpvm: std::env::current_exe()?,
@@ -121,4 +142,68 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
     }
+}
+
+/// The fixture and the real servers of the probe tests, with the arguments
+/// that keep a full probe run of each short and offline.
+fn probe_bench(a: &ProbeBenchArgs) -> Result<ProbeBench, Box<dyn std::error::Error>> {
+    let bin = |name: &str| -> Result<String, Box<dyn std::error::Error>> {
+        let p = a.host_servers.join("bin").join(name);
+        if !p.exists() {
+            return Err(format!("{} is missing: run scripts/build", p.display()).into());
+        }
+        Ok(p.display().to_string())
+    };
+    let memory_file =
+        std::env::temp_dir().join(format!("mcpvm-bench-memory-{}.jsonl", std::process::id()));
+    let given = |pairs: &[(&str, Option<serde_json::Value>)]| {
+        pairs
+            .iter()
+            .map(|(name, args)| {
+                let a = match args {
+                    Some(serde_json::Value::Object(m)) => ToolArgs::Given(m.clone()),
+                    _ => ToolArgs::Dangerous,
+                };
+                (name.to_string(), a)
+            })
+            .collect()
+    };
+    Ok(ProbeBench {
+        runs: a.runs as usize,
+        servers: vec![
+            BenchServer {
+                label: "mcp-fixture".into(),
+                command: vec![a.fixture.display().to_string()],
+                calls: Default::default(),
+            },
+            BenchServer {
+                label: "server-everything".into(),
+                command: vec![bin("mcp-server-everything")?, "stdio".into()],
+                calls: given(&[
+                    (
+                        "trigger-long-running-operation",
+                        Some(serde_json::json!({"duration": 1, "steps": 4})),
+                    ),
+                    ("gzip-file-as-resource", None),
+                ]),
+            },
+            BenchServer {
+                label: "server-memory".into(),
+                command: vec![
+                    "env".into(),
+                    format!("MEMORY_FILE_PATH={}", memory_file.display()),
+                    bin("mcp-server-memory")?,
+                ],
+                calls: Default::default(),
+            },
+            BenchServer {
+                label: "mcp-server-time".into(),
+                command: vec![bin("mcp-server-time")?],
+                calls: given(&[(
+                    "get_current_time",
+                    Some(serde_json::json!({"timezone": "UTC"})),
+                )]),
+            },
+        ],
+    })
 }

@@ -21,18 +21,21 @@ use crate::rundir::RunDir;
 
 const GUEST_CID: u64 = 3;
 
-#[derive(Args)]
-pub struct RunArgs {
+/// How the microVM is set up: shared by `run` and `probe --vm`.
+#[derive(Args, Clone, Default)]
+pub struct VmOptions {
     /// Guest kernel (default: the one `scripts/build` made, next to this binary).
     #[arg(long, env = "MCPVM_KERNEL")]
     kernel: Option<PathBuf>,
     /// Guest initramfs holding the agent and the server.
     #[arg(long, env = "MCPVM_INITRD")]
     initrd: Option<PathBuf>,
-    #[arg(long, default_value_t = 256)]
-    mem: u64,
-    #[arg(long, default_value_t = 1)]
-    vcpus: u8,
+    /// Guest memory in MiB [default: 256].
+    #[arg(long)]
+    mem: Option<u64>,
+    /// vCPUs [default: 1].
+    #[arg(long)]
+    vcpus: Option<u8>,
     /// Working directory of the server inside the guest.
     #[arg(long)]
     cwd: Option<String>,
@@ -48,6 +51,47 @@ pub struct RunArgs {
     /// Accept a kvm_pvm-backed /dev/kvm.
     #[arg(long)]
     allow_pvm: bool,
+}
+
+impl VmOptions {
+    /// The same options as `mcpvm run` arguments.
+    pub fn to_run_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        let mut opt = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                a.push(format!("--{name}={v}"));
+            }
+        };
+        opt(
+            "kernel",
+            self.kernel.as_ref().map(|p| p.display().to_string()),
+        );
+        opt(
+            "initrd",
+            self.initrd.as_ref().map(|p| p.display().to_string()),
+        );
+        opt("mem", self.mem.map(|m| m.to_string()));
+        opt("vcpus", self.vcpus.map(|v| v.to_string()));
+        opt("cwd", self.cwd.clone());
+        opt(
+            "console",
+            self.console.as_ref().map(|p| p.display().to_string()),
+        );
+        opt("timeout", self.timeout.map(|t| t.to_string()));
+        for (k, v) in &self.env {
+            a.push(format!("--env={k}={v}"));
+        }
+        if self.allow_pvm {
+            a.push("--allow-pvm".into());
+        }
+        a
+    }
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    vm: VmOptions,
     /// Write the run's phase times (ms since start) to this JSON file.
     #[arg(long)]
     timings: Option<PathBuf>,
@@ -122,13 +166,18 @@ fn copy(mut from: impl Read, mut to: impl Write) {
 }
 
 pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
-    let kernel = default_artifact("kernel", args.kernel, "kernel/vmlinux")?;
-    let initrd = default_artifact("initrd", args.initrd, "initramfs-test.cpio")?;
+    let RunArgs {
+        vm: opts,
+        timings,
+        command,
+    } = args;
+    let kernel = default_artifact("kernel", opts.kernel, "kernel/vmlinux")?;
+    let initrd = default_artifact("initrd", opts.initrd, "initramfs-test.cpio")?;
     let dir = RunDir::create().map_err(RunError::RunDir)?;
     let control = listen(dir.path(), CONTROL_PORT)?;
     let stdio = listen(dir.path(), STDIO_PORT)?;
     let stderr = listen(dir.path(), STDERR_PORT)?;
-    let console: Box<dyn Write + Send> = match &args.console {
+    let console: Box<dyn Write + Send> = match &opts.console {
         Some(path) => Box::new(File::create(path).map_err(|source| RunError::File {
             path: path.clone(),
             source,
@@ -136,9 +185,9 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         None => Box::new(io::sink()),
     };
     let spec = RunSpec {
-        argv: args.command,
-        env: args.env,
-        cwd: args.cwd,
+        argv: command,
+        env: opts.env,
+        cwd: opts.cwd,
     };
 
     // The host side of each channel, on its own thread: accept blocks until
@@ -181,11 +230,11 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         kernel,
         initrd: Some(initrd),
         cmdline: "quiet mcpvm.channel=vsock".into(),
-        mem_mib: args.mem,
-        vcpus: args.vcpus,
+        mem_mib: opts.mem.unwrap_or(256),
+        vcpus: opts.vcpus.unwrap_or(1),
         console: Some(console),
-        timeout: args.timeout.map(Duration::from_secs),
-        allow_pvm: args.allow_pvm,
+        timeout: opts.timeout.map(Duration::from_secs),
+        allow_pvm: opts.allow_pvm,
         start,
         vsock: Some(VsockConfig {
             guest_cid: GUEST_CID,
@@ -201,7 +250,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         outcome.reason,
         outcome.reason.exit_code()
     );
-    if let Some(path) = &args.timings {
+    if let Some(path) = &timings {
         let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
         let t = &outcome.timings;
         let mut all = agent_times

@@ -9,8 +9,11 @@ case_() {
 }
 
 # A real MCP client (rmcp, in mcpvm probe) against the fixture in a VM.
-case_ probe_fixture mcpvm probe --json --call 'add={"a":2,"b":40}' --call 'echo={"text":"through vsock"}' \
-  --call 'write={"bytes":100000}' -- mcpvm run -- /bin/mcp-fixture
+# With --vm the probe starts `mcpvm run` itself and adds the VM's phases;
+# the robustness probes restart the VM after a crash and for "reopen".
+case_ probe_fixture mcpvm probe --json --vm --robustness --answer-timeout 3 \
+  --call 'add={"a":2,"b":40}' --call 'echo={"text":"through vsock"}' \
+  --call 'write={"bytes":100000}' -- /bin/mcp-fixture
 
 # 16 MiB each way, hashes compared, with a reader that starts late so the
 # writer must stall on credit and socket buffers.
@@ -52,7 +55,7 @@ echo | mcpvm run -- /bin/true > /dev/null 2>&1
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
 
 # The server outgrows a small VM: the OOM killer ends it and the user is told.
-case_ oom mcpvm probe --json --step-timeout 120 --call 'alloc={"mib":512}' -- mcpvm run --mem 96 -- /bin/mcp-fixture
+case_ oom mcpvm probe --json --step-timeout 120 --only-given --call 'alloc={"mib":512}' -- mcpvm run --mem 96 -- /bin/mcp-fixture
 
 # Phase times of one run.
 case_ timings sh -c 'echo hi | mcpvm run --timings "$MCPVM_OUT/timings.json" -- /bin/cat'
