@@ -58,6 +58,8 @@ fn server_everything_tools_prompts_resources_and_progress() {
     )
     .unwrap();
     let (rc, r, err) = probe(&[
+        "--exit-grace",
+        "2",
         "--calls",
         calls.to_str().unwrap(),
         "--",
@@ -106,6 +108,14 @@ fn server_everything_tools_prompts_resources_and_progress() {
         cancel["detail"]["cancelled"],
         "tools/call:trigger-long-running-operation"
     );
+    // A finding: the two toggles start timers, and the server no longer
+    // exits when its stdin closes; the probe kills it after the grace.
+    assert_eq!(
+        step(&r, "tools/call:toggle-simulated-logging")["outcome"],
+        "ok"
+    );
+    assert_eq!(r["exit"]["exited_by_itself"], false, "{}", r["exit"]);
+    assert_eq!(r["exit"]["signal"], 9);
     let _ = std::fs::remove_dir_all(dir);
 }
 

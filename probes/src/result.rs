@@ -267,6 +267,13 @@ impl ProbeResult {
             s += &format!("stdout: {} non-JSON lines\n", self.stdout_garbage_lines);
         }
         s += &format!("stderr: {} bytes\n", self.stderr.bytes);
+        if let Some(e) = &self.exit {
+            s += &match (e.exited_by_itself, e.code, e.signal) {
+                (true, Some(c), _) => format!("exit: status {c} after stdin closed\n"),
+                (true, _, Some(sig)) => format!("exit: signal {sig}\n"),
+                _ => "exit: killed (it did not exit within the grace after stdin closed)\n".into(),
+            };
+        }
         let v = &self.verdict;
         s += &format!(
             "verdict: {} real-client failures{}; {} broken by valid input{}; {} broken by malformed input{}\n",

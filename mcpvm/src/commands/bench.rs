@@ -185,6 +185,10 @@ fn probe_bench(a: &ProbeBenchArgs) -> Result<ProbeBench, Box<dyn std::error::Err
                         Some(serde_json::json!({"duration": 1, "steps": 4})),
                     ),
                     ("gzip-file-as-resource", None),
+                    // These start timers that keep node alive after stdin
+                    // closes: the wall time would be the exit grace.
+                    ("toggle-simulated-logging", None),
+                    ("toggle-subscriber-updates", None),
                 ]),
             },
             BenchServer {

@@ -56,6 +56,10 @@ pub struct ProbeArgs {
     /// Seconds a robustness probe waits for an answer.
     #[arg(long, default_value_t = 5)]
     answer_timeout: u64,
+    /// Seconds the server may take to exit after its stdin closes before it
+    /// is killed (a VM powers off in this time).
+    #[arg(long, default_value_t = 5)]
+    exit_grace: u64,
     /// Run the server in a microVM (`mcpvm run` with the options below).
     #[arg(long)]
     vm: bool,
@@ -135,6 +139,7 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         step_timeout: Duration::from_secs(args.step_timeout),
         discover_timeout: Duration::from_secs(args.discover_timeout),
         answer_timeout: Duration::from_secs(args.answer_timeout),
+        exit_grace: Duration::from_secs(args.exit_grace),
         lifecycle: match args.lifecycle {
             Lifecycle::Auto => LifecycleChoice::Auto,
             Lifecycle::Initialize => LifecycleChoice::Initialize,
