@@ -2,6 +2,7 @@
 //! the vmm (and, later, guest image and probe) crates.
 
 mod commands;
+mod disk_arg;
 mod logger;
 mod rundir;
 

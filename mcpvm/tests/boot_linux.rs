@@ -25,10 +25,32 @@ fn results() -> &'static Results {
                 artifact("initramfs-test.cpio").display()
             ),
             format!("{}:triple-fault.elf", elf.display()),
+            format!("{}:root.ext4", ext4_image(dir.path()).display()),
         ];
         let scenario = common::workspace().join("mcpvm/tests/scenarios/boot.sh");
         run_scenario(&scenario, &files)
     })
+}
+
+/// A 4 MiB ext4 image holding hello.txt, made without mounting anything.
+fn ext4_image(dir: &std::path::Path) -> std::path::PathBuf {
+    let content = dir.join("content");
+    std::fs::create_dir_all(&content).unwrap();
+    std::fs::write(content.join("hello.txt"), "hello from a virtio-blk disk\n").unwrap();
+    let img = dir.join("root.ext4");
+    let out = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-d"])
+        .arg(&content)
+        .arg(&img)
+        .arg("4M")
+        .output()
+        .expect("mkfs.ext4 (e2fsprogs) runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    img
 }
 
 fn case(name: &str) -> &'static Case {
@@ -169,4 +191,52 @@ fn sixty_four_concurrent_guest_vsock_streams_echo_intact() {
             .is_none_or(|s| s.trim().is_empty()),
         "the VMM removes its socket"
     );
+}
+
+#[test]
+fn a_read_only_disk_is_readable_and_refuses_every_write() {
+    let c = case("disk_read");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(
+        c.stdout.contains("hello from a virtio-blk disk"),
+        "{}",
+        c.stdout
+    );
+    // The kernel saw VIRTIO_BLK_F_RO and the id from GET_ID.
+    assert!(c.stdout.contains("ro=1 serial=mcpvm-root"), "{}", c.stdout);
+    assert!(c.stdout.contains("raw-write-refused"), "{}", c.stdout);
+    assert!(c.stdout.contains("fs-write-refused"), "{}", c.stdout);
+    let (before, after) = (
+        results().file("root_before.sha"),
+        results().file("root_after.sha"),
+    );
+    assert_eq!(before, after, "the read-only image changed");
+}
+
+#[test]
+fn guest_writes_land_in_writable_images_in_both_cache_modes() {
+    let c = case("disk_rw");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(!c.stdout.contains("write-failed"), "{}", c.stdout);
+    // vda read-only, vdb and vdc writable; 1 MiB = 2048 sectors.
+    let lines: Vec<&str> = c.stdout.lines().map(str::trim).collect();
+    assert!(
+        lines.windows(4).any(|w| w == ["1", "0", "0", "2048"]),
+        "{}",
+        c.stdout
+    );
+    assert_eq!(results().file("scratch_marker.txt"), "mcpvm-marker-vdb");
+    assert_eq!(results().file("direct_marker.txt"), "mcpvm-marker-vdc");
+}
+
+#[test]
+fn a_missing_disk_image_is_one_clear_error() {
+    let c = case("disk_missing");
+    assert_eq!(c.rc, 1, "{c:?}");
+    assert!(
+        c.stderr.contains("Cannot open disk image /nonexistent.img"),
+        "{}",
+        c.stderr
+    );
+    assert_eq!(c.stderr.trim().lines().count(), 1, "{}", c.stderr);
 }

@@ -34,6 +34,8 @@ use crate::devices::bus::{Bus, BusError};
 use crate::devices::legacy::i8042::I8042;
 use crate::devices::legacy::serial::{ConsoleOut, SerialDevice};
 use crate::devices::power::PowerPort;
+use crate::devices::virtio::block::device::Block;
+use crate::devices::virtio::block::disk::{Disk, DiskError};
 use crate::devices::virtio::mmio::{self, MmioTransport};
 use crate::devices::virtio::vsock::device::{Vsock, VsockError};
 use crate::devices::virtio::VirtioDevice;
@@ -110,6 +112,10 @@ pub enum BootError {
     Bus(#[from] BusError),
     #[error(transparent)]
     Vsock(#[from] VsockError),
+    #[error(transparent)]
+    Disk(#[from] DiskError),
+    #[error("{0} virtio devices asked for; a VM has at most {MAX_VIRTIO_DEVICES} (one IRQ each)")]
+    TooManyDevices(usize),
     #[error("Cannot read the CPUID KVM supports")]
     Cpuid(#[source] kvm_ioctls::Error),
 }
@@ -200,8 +206,16 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     )?;
     let mut mmio = Bus::new();
     let mut virtio: Vec<Box<dyn VirtioDevice>> = Vec::new();
+    // Disks first, so that the first one is /dev/vda.
+    for d in &config.disks {
+        let disk = Disk::open(&d.path, d.read_only, d.cache, &d.id)?;
+        virtio.push(Box::new(Block::new(disk)));
+    }
     if let Some(v) = &config.vsock {
         virtio.push(Box::new(Vsock::new(v.guest_cid, &v.uds_path)?));
+    }
+    if virtio.len() > MAX_VIRTIO_DEVICES {
+        return Err(BootError::TooManyDevices(virtio.len()));
     }
     let mut windows = Vec::new();
     for (i, device) in virtio.into_iter().enumerate() {

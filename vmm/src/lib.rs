@@ -23,6 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use builder::BootError;
+pub use devices::virtio::block::CacheMode;
 use devices::VmEvent;
 use kvm::vcpu::VcpuContext;
 pub use outcome::{BootTimings, ExitReason, RunOutcome};
@@ -52,6 +53,19 @@ pub struct VmConfig {
     pub start: Instant,
     /// A virtio-vsock device bridged to host Unix sockets.
     pub vsock: Option<VsockConfig>,
+    /// virtio-blk disks, in order: the guest sees /dev/vda, /dev/vdb, …
+    pub disks: Vec<DiskConfig>,
+}
+
+/// A disk image file given to the guest as a virtio-blk device.
+#[derive(Clone, Debug)]
+pub struct DiskConfig {
+    pub path: PathBuf,
+    pub read_only: bool,
+    pub cache: CacheMode,
+    /// What GET_ID answers (at most 20 bytes); the guest sees it in
+    /// /sys/block/vdX/serial.
+    pub id: String,
 }
 
 /// The guest's vsock address and the host socket that stands for it

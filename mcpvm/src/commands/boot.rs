@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use vmm::{RunOutcome, VmConfig};
 
+use crate::disk_arg::{parse_disk, DiskArg};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SerialMode {
     /// The guest console goes to stdout.
@@ -53,6 +55,10 @@ pub struct BootArgs {
     /// reach `<path>_<port>`.
     #[arg(long)]
     vsock_uds: Option<PathBuf>,
+    /// A disk image: PATH[,rw][,cache=page|direct][,id=NAME]; read-only
+    /// unless rw. Repeatable: /dev/vda, /dev/vdb, … in order.
+    #[arg(long = "disk", value_parser = parse_disk)]
+    disks: Vec<DiskArg>,
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -108,6 +114,7 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
             guest_cid: 3,
             uds_path,
         }),
+        disks: args.disks.into_iter().map(|d| d.config).collect(),
     };
     log::debug!(
         "booting {} with {} MiB, {} vCPUs",

@@ -17,6 +17,7 @@ use clap::Args;
 use guest_agent::channels::{Event, RunSpec, CONTROL_PORT, STDERR_PORT, STDIO_PORT};
 use vmm::{VmConfig, VsockConfig};
 
+use crate::disk_arg::{parse_disk, DiskArg};
 use crate::rundir::RunDir;
 
 const GUEST_CID: u64 = 3;
@@ -51,6 +52,10 @@ pub struct VmOptions {
     /// Accept a kvm_pvm-backed /dev/kvm.
     #[arg(long)]
     allow_pvm: bool,
+    /// A disk image: PATH[,rw][,cache=page|direct][,id=NAME]; read-only
+    /// unless rw. Repeatable: /dev/vda, /dev/vdb, … in order.
+    #[arg(long = "disk", value_parser = parse_disk)]
+    disks: Vec<DiskArg>,
 }
 
 impl VmOptions {
@@ -83,6 +88,9 @@ impl VmOptions {
         }
         if self.allow_pvm {
             a.push("--allow-pvm".into());
+        }
+        for d in &self.disks {
+            a.push(format!("--disk={}", d.text));
         }
         a
     }
@@ -240,6 +248,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             guest_cid: GUEST_CID,
             uds_path: dir.path().join("vsock.sock"),
         }),
+        disks: opts.disks.iter().map(|d| d.config.clone()).collect(),
     };
     let outcome = vmm::run(config)?;
     // The VM is gone and its sockets closed: the relays see EOF.

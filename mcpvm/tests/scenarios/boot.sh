@@ -35,3 +35,30 @@ sleep 4
 kill -TERM $pid
 wait $pid
 echo $? > "$MCPVM_OUT/sigterm.rc"
+
+# virtio-blk. root.ext4 (built by the test with mkfs.ext4 -d) holds
+# hello.txt. Read-only: mounted and read; raw writes refused; a mount
+# without -o ro falls back to read-only, so files cannot be created; the
+# image is unchanged.
+sha256sum root.ext4 > "$MCPVM_OUT/root_before.sha"
+# (The kernel command line takes printable ASCII only: one line each.)
+g='mkdir -p /mnt; mount -t ext4 -o ro /dev/vda /mnt && cat /mnt/hello.txt && echo ro=$(cat /sys/block/vda/ro) serial=$(cat /sys/block/vda/serial);'
+g="$g"' if dd if=/dev/zero of=/dev/vda bs=512 count=1 conv=notrunc 2>/dev/null; then echo raw-write-accepted; else echo raw-write-refused; fi;'
+g="$g"' umount /mnt; mount -t ext4 /dev/vda /mnt 2>/dev/null; if touch /mnt/new 2>/dev/null; then echo fs-write-accepted; else echo fs-write-refused; fi'
+case_ disk_read $B --kernel vmlinux --initrd initramfs.cpio --disk root.ext4,id=mcpvm-root --cmdline "quiet -- /bin/sh -c \"$g\""
+sha256sum root.ext4 > "$MCPVM_OUT/root_after.sha"
+
+# Three disks at once: the read-only ext4 (vda), a raw scratch disk in
+# page-cache mode (vdb) and one in O_DIRECT mode (vdc). The guest writes a
+# marker at sector 8 of each writable disk; the host reads it back.
+head -c 1048576 /dev/zero > scratch.img
+head -c 1048576 /dev/zero > direct.img
+g='for d in vdb vdc; do printf mcpvm-marker-$d | dd of=/dev/$d bs=512 seek=8 conv=notrunc,fsync 2>/dev/null || echo write-failed-$d; done;'
+g="$g"' cat /sys/block/vda/ro /sys/block/vdb/ro /sys/block/vdc/ro /sys/block/vdb/size'
+case_ disk_rw $B --kernel vmlinux --initrd initramfs.cpio --disk root.ext4 --disk scratch.img,rw \
+  --disk direct.img,rw,cache=direct --cmdline "quiet -- /bin/sh -c \"$g\""
+dd if=scratch.img bs=512 skip=8 count=1 2>/dev/null | tr -d '\000' > "$MCPVM_OUT/scratch_marker.txt"
+dd if=direct.img bs=512 skip=8 count=1 2>/dev/null | tr -d '\000' > "$MCPVM_OUT/direct_marker.txt"
+
+# A missing image: one clear error, exit 1, before anything boots.
+case_ disk_missing $B --kernel vmlinux --initrd initramfs.cpio --disk /nonexistent.img

@@ -48,6 +48,8 @@ pub const IOAPIC_PINS: u8 = 24;
 pub const SERIAL_IRQ: u32 = 4;
 /// First IRQ handed to virtio devices (after the legacy ISA ones we use).
 pub const VIRTIO_IRQ_START: u32 = 5;
+/// One IO-APIC pin each, from VIRTIO_IRQ_START to the last pin.
+pub const MAX_VIRTIO_DEVICES: usize = IOAPIC_PINS as usize - VIRTIO_IRQ_START as usize;
 
 /// I/O ports.
 pub const SERIAL_PORT: u16 = 0x3f8;

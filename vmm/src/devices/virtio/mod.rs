@@ -6,6 +6,7 @@
 //! eventfds and the interrupt). [`mmio::MmioTransport`] owns the register
 //! state machine and calls into the device.
 
+pub mod block;
 pub mod mmio;
 pub mod vsock;
 
