@@ -7,6 +7,7 @@
 //! signal, as a shell reports it). With no command it powers off with 0.
 
 mod ports;
+mod root;
 mod run;
 mod system;
 mod vsock;
@@ -35,10 +36,19 @@ fn run() -> u8 {
         system::cpus_online().map_or("?".into(), |n| n.to_string()),
         system::memory_mib().map_or("?".into(), |n| n.to_string()),
     );
-    // `mcpvm.channel=vsock` on the kernel command line: the host drives the
-    // run over vsock (`mcpvm run`). The kernel does not pass dotted
-    // parameters to init, so read them from /proc.
+    // The kernel does not pass dotted parameters to init: read them from
+    // /proc.
     let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if let Some(spec) = root::from_cmdline(&cmdline) {
+        if let Err(e) = root::enter(&spec) {
+            eprintln!(
+                "mcpvm-agent: cannot use {} as the root filesystem: {e}",
+                spec.device
+            );
+            return 1;
+        }
+    }
+    // `mcpvm.channel=vsock`: the host drives the run over vsock (`mcpvm run`).
     if cmdline
         .split_whitespace()
         .any(|p| p == "mcpvm.channel=vsock")

@@ -53,27 +53,39 @@ const MOUNTS: &[Mount] = &[
 
 fn mount(m: &Mount) -> io::Result<()> {
     fs::create_dir_all(m.target)?;
-    let c = |s: &str| CString::new(s).expect("static strings have no NUL");
-    let (source, target, fstype, data) = (c(m.source), c(m.target), c(m.fstype), c(m.data));
+    match mount_fs(m.source, m.target, m.fstype, m.flags, m.data) {
+        // devtmpfs may already be mounted by the kernel (DEVTMPFS_MOUNT).
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(()),
+        r => r,
+    }
+}
+
+/// mount(2); the error names what failed.
+pub fn mount_fs(
+    source: &str,
+    target: &str,
+    fstype: &str,
+    flags: libc::c_ulong,
+    data: &str,
+) -> io::Result<()> {
+    let c = |s: &str| CString::new(s).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput));
+    let (csource, ctarget, cfstype, cdata) = (c(source)?, c(target)?, c(fstype)?, c(data)?);
     // SAFETY: all pointers are valid NUL-terminated strings for the call.
     let rc = unsafe {
         libc::mount(
-            source.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            m.flags,
-            data.as_ptr().cast(),
+            csource.as_ptr(),
+            ctarget.as_ptr(),
+            cfstype.as_ptr(),
+            flags,
+            cdata.as_ptr().cast(),
         )
     };
     if rc != 0 {
         let e = io::Error::last_os_error();
-        // devtmpfs may already be mounted by the kernel (DEVTMPFS_MOUNT).
-        if e.raw_os_error() != Some(libc::EBUSY) {
-            return Err(io::Error::new(
-                e.kind(),
-                format!("mount {} on {}: {e}", m.fstype, m.target),
-            ));
-        }
+        return Err(io::Error::new(
+            e.kind(),
+            format!("mount {fstype} {source} on {target}: {e}"),
+        ));
     }
     Ok(())
 }

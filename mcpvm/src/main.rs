@@ -3,6 +3,7 @@
 
 mod commands;
 mod disk_arg;
+mod image;
 mod logger;
 mod rundir;
 

@@ -56,6 +56,13 @@ pub struct VmOptions {
     /// unless rw. Repeatable: /dev/vda, /dev/vdb, … in order.
     #[arg(long = "disk", value_parser = parse_disk)]
     disks: Vec<DiskArg>,
+    /// Root filesystem image (EROFS, from guest-image/rootfs/build): the
+    /// guest runs the server in it, read-only with a tmpfs overlay on top.
+    #[arg(long)]
+    image: Option<PathBuf>,
+    /// No overlay on the image: the root stays read-only.
+    #[arg(long, requires = "image")]
+    read_only_root: bool,
 }
 
 impl VmOptions {
@@ -83,6 +90,10 @@ impl VmOptions {
             self.console.as_ref().map(|p| p.display().to_string()),
         );
         opt("timeout", self.timeout.map(|t| t.to_string()));
+        opt(
+            "image",
+            self.image.as_ref().map(|p| p.display().to_string()),
+        );
         for (k, v) in &self.env {
             a.push(format!("--env={k}={v}"));
         }
@@ -91,6 +102,9 @@ impl VmOptions {
         }
         for d in &self.disks {
             a.push(format!("--disk={}", d.text));
+        }
+        if self.read_only_root {
+            a.push("--read-only-root".into());
         }
         a
     }
@@ -179,6 +193,10 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         timings,
         command,
     } = args;
+    // Checked before anything is created, so a bad image leaves nothing.
+    if let Some(img) = &opts.image {
+        crate::image::check_root_image(img)?;
+    }
     let kernel = default_artifact("kernel", opts.kernel, "kernel/vmlinux")?;
     let initrd = default_artifact("initrd", opts.initrd, "initramfs-test.cpio")?;
     let dir = RunDir::create().map_err(RunError::RunDir)?;
@@ -234,10 +252,26 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         rx
     };
 
+    // The root image is the first disk (/dev/vda), then the user's.
+    let mut cmdline = String::from("quiet mcpvm.channel=vsock");
+    let mut disks = Vec::new();
+    if let Some(img) = &opts.image {
+        cmdline += " mcpvm.root=/dev/vda";
+        if opts.read_only_root {
+            cmdline += " mcpvm.overlay=none";
+        }
+        disks.push(vmm::DiskConfig {
+            path: img.clone(),
+            read_only: true,
+            cache: vmm::CacheMode::Page,
+            id: "mcpvm-root".into(),
+        });
+    }
+    disks.extend(opts.disks.iter().map(|d| d.config.clone()));
     let config = VmConfig {
         kernel,
         initrd: Some(initrd),
-        cmdline: "quiet mcpvm.channel=vsock".into(),
+        cmdline,
         mem_mib: opts.mem.unwrap_or(256),
         vcpus: opts.vcpus.unwrap_or(1),
         console: Some(console),
@@ -248,7 +282,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             guest_cid: GUEST_CID,
             uds_path: dir.path().join("vsock.sock"),
         }),
-        disks: opts.disks.iter().map(|d| d.config.clone()).collect(),
+        disks,
     };
     let outcome = vmm::run(config)?;
     // The VM is gone and its sockets closed: the relays see EOF.

@@ -1,0 +1,85 @@
+//! `mcpvm run --image`: the shared runtime root image (EROFS, built by
+//! guest-image/rootfs/build) as the guest's root, with and without the
+//! tmpfs overlay, on real KVM (the testbed here). One testbed session runs
+//! every case (scenarios/image.sh).
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{artifact, run_scenario, Case, Results};
+
+fn results() -> &'static Results {
+    static R: OnceLock<Results> = OnceLock::new();
+    R.get_or_init(|| {
+        let files = vec![
+            format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
+            format!("{}:kernel/vmlinux", artifact("kernel/vmlinux").display()),
+            format!(
+                "{}:initramfs-test.cpio",
+                artifact("initramfs-test.cpio").display()
+            ),
+            format!("{}:runtime.erofs", artifact("runtime.erofs").display()),
+        ];
+        let scenario = common::workspace().join("mcpvm/tests/scenarios/image.sh");
+        run_scenario(&scenario, &files)
+    })
+}
+
+fn case(name: &str) -> &'static Case {
+    results().case(name)
+}
+
+#[test]
+fn python_node_and_git_run_from_the_image() {
+    let c = case("runtimes");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(c.stdout.contains("python (3, 11)"), "{}", c.stdout);
+    assert!(c.stdout.contains("node v20."), "{}", c.stdout);
+    assert!(c.stdout.contains("git version 2."), "{}", c.stdout);
+    assert!(c.stdout.contains("Debian GNU/Linux 12"), "{}", c.stdout);
+}
+
+#[test]
+fn the_overlay_takes_writes_and_the_image_stays_byte_for_byte_the_same() {
+    let c = case("overlay_write");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(
+        c.stdout.contains("written") && c.stdout.contains("ok-opt"),
+        "{}",
+        c.stdout
+    );
+    assert_eq!(
+        results().file("image_before.sha"),
+        results().file("image_after.sha")
+    );
+}
+
+#[test]
+fn without_the_overlay_the_root_is_read_only() {
+    let c = case("read_only_root");
+    assert_ne!(c.rc, 0, "{c:?}");
+    assert!(c.stderr.contains("Read-only file system"), "{}", c.stderr);
+}
+
+#[test]
+fn a_damaged_or_missing_image_is_one_clear_error_and_leaves_nothing() {
+    let c = case("bad_image");
+    assert_eq!(c.rc, 1, "{c:?}");
+    assert!(
+        c.stderr
+            .contains("bad.img is not an EROFS root image (no EROFS superblock)"),
+        "{}",
+        c.stderr
+    );
+    assert_eq!(c.stderr.trim().lines().count(), 1, "{}", c.stderr);
+    let c = case("missing_image");
+    assert_eq!(c.rc, 1, "{c:?}");
+    assert!(
+        c.stderr.contains("Cannot open image /nonexistent.erofs"),
+        "{}",
+        c.stderr
+    );
+    // The earlier runs removed their run directories; these never made one.
+    assert_eq!(results().file("rundirs_left.txt").trim(), "");
+}
