@@ -13,8 +13,9 @@ use crate::stats::{summarize, Summary};
 
 pub struct FirstResponseBench {
     pub mcpvm: PathBuf,
-    /// The server command as the guest sees it (e.g. /bin/mcp-fixture).
-    pub guest_command: Vec<String>,
+    /// `mcpvm run` arguments after `--timings FILE`: `-- /bin/mcp-fixture`,
+    /// or `--server memory --images DIR`.
+    pub vm_args: Vec<String>,
     /// The same server on the host.
     pub host_command: Vec<String>,
     pub runs: usize,
@@ -57,23 +58,18 @@ pub struct FirstResponseReport {
     pub vm_overhead_initialize: Option<f64>,
 }
 
-fn step_ms(r: &probes::ProbeResult, step: &str) -> Option<f64> {
-    r.steps
-        .iter()
-        .find(|s| s.step == step && s.outcome == probes::result::Outcome::Ok)
-        .map(|s| s.at_ms)
-}
-
 impl FirstResponseBench {
     pub fn run(
         &self,
         mut progress: impl FnMut(&str),
     ) -> Result<FirstResponseReport, FirstResponseError> {
         // The handshake and tools/list only: the first-response path.
+        // Auto lifecycle, as a current client: server/discover, then
+        // initialize for older servers.
         let bare_opts = ProbeOptions {
             init_timeout: Duration::from_secs(300),
             step_timeout: Duration::from_secs(60),
-            lifecycle: LifecycleChoice::Initialize,
+            lifecycle: LifecycleChoice::Auto,
             only_given: true,
             ..ProbeOptions::default()
         };
@@ -89,15 +85,16 @@ impl FirstResponseBench {
                 "run".into(),
                 "--timings".into(),
                 timings.display().to_string(),
-                "--".into(),
             ];
-            cmd.extend(self.guest_command.iter().cloned());
+            cmd.extend(self.vm_args.iter().cloned());
+            // The boot counts against the discover wait in a VM.
             let vm_opts = ProbeOptions {
                 vm_timings: Some(timings.clone()),
+                discover_timeout: bare_opts.init_timeout,
                 ..bare_opts.clone()
             };
             let r = probe_process(&cmd, &vm_opts)?;
-            let (Some(i), Some(l)) = (step_ms(&r, "initialize"), step_ms(&r, "tools/list")) else {
+            let (Some(i), Some(l)) = (r.timings.handshake_ms, r.timings.tools_list_ms) else {
                 return Err(FirstResponseError::Failed {
                     what: "VM",
                     run,
@@ -119,7 +116,7 @@ impl FirstResponseBench {
 
             progress(&format!("run {run}/{}: bare process", self.runs));
             let r = probe_process(&self.host_command, &bare_opts)?;
-            let (Some(i), Some(l)) = (step_ms(&r, "initialize"), step_ms(&r, "tools/list")) else {
+            let (Some(i), Some(l)) = (r.timings.handshake_ms, r.timings.tools_list_ms) else {
                 return Err(FirstResponseError::Failed {
                     what: "bare",
                     run,
@@ -164,10 +161,10 @@ impl FirstResponseReport {
                 );
             }
         };
-        row("VM: spawn → initialize response", &self.vm_initialize);
+        row("VM: spawn → handshake response", &self.vm_initialize);
         row("VM: spawn → tools/list response", &self.vm_tools_list);
         row(
-            "bare process: spawn → initialize response",
+            "bare process: spawn → handshake response",
             &self.bare_initialize,
         );
         row(

@@ -5,8 +5,10 @@
 //! `mcpvm.rootfstype=` says otherwise), puts a tmpfs overlay on top so that
 //! servers which write still run (`mcpvm.overlay=none` leaves the root
 //! read-only), moves into it with chroot and mounts the pseudo filesystems
-//! there. Writes land in guest memory only; the image on the host is
-//! never written (the disk is read-only to the VMM as well).
+//! there. `mcpvm.layers=/dev/vdb,…` stacks more read-only images (a
+//! server's layer) over the root, top-most first. Writes land in guest
+//! memory only; the images on the host are never written (the disks are
+//! read-only to the VMM as well).
 
 use std::fs;
 use std::io;
@@ -18,6 +20,8 @@ pub struct RootSpec {
     pub device: String,
     pub fstype: String,
     pub overlay: bool,
+    /// Read-only layers over the root, top-most first.
+    pub layers: Vec<String>,
 }
 
 /// The root spec on the kernel command line, if any.
@@ -31,6 +35,14 @@ pub fn from_cmdline(cmdline: &str) -> Option<RootSpec> {
         device: param("mcpvm.root")?.to_string(),
         fstype: param("mcpvm.rootfstype").unwrap_or("erofs").to_string(),
         overlay: param("mcpvm.overlay") != Some("none"),
+        layers: param("mcpvm.layers")
+            .map(|l| {
+                l.split(',')
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -44,6 +56,15 @@ pub fn enter(spec: &RootSpec) -> io::Result<()> {
         fs::create_dir_all(d)?;
     }
     mount_fs(&spec.device, LOWER, &spec.fstype, libc::MS_RDONLY, "")?;
+    let mut lower = Vec::new();
+    for (i, dev) in spec.layers.iter().enumerate() {
+        let dir = format!("/layers/{i}");
+        fs::create_dir_all(&dir)?;
+        mount_fs(dev, &dir, "erofs", libc::MS_RDONLY, "")?;
+        lower.push(dir);
+    }
+    lower.push(LOWER.to_string());
+    let lowerdir = lower.join(":");
     if spec.overlay {
         mount_fs(
             "tmpfs",
@@ -54,8 +75,12 @@ pub fn enter(spec: &RootSpec) -> io::Result<()> {
         )?;
         fs::create_dir_all(format!("{RW}/upper"))?;
         fs::create_dir_all(format!("{RW}/work"))?;
-        let data = format!("lowerdir={LOWER},upperdir={RW}/upper,workdir={RW}/work");
+        let data = format!("lowerdir={lowerdir},upperdir={RW}/upper,workdir={RW}/work");
         mount_fs("overlay", NEW_ROOT, "overlay", 0, &data)?;
+    } else if !spec.layers.is_empty() {
+        // Lower layers only: overlayfs mounts them read-only.
+        let data = format!("lowerdir={lowerdir}");
+        mount_fs("overlay", NEW_ROOT, "overlay", libc::MS_RDONLY, &data)?;
     } else {
         mount_fs(LOWER, NEW_ROOT, "", libc::MS_BIND, "")?;
         // A bind mount takes the read-only flag only on remount.
@@ -89,7 +114,8 @@ mod tests {
             Some(RootSpec {
                 device: "/dev/vda".into(),
                 fstype: "erofs".into(),
-                overlay: true
+                overlay: true,
+                layers: vec![],
             })
         );
         let s =
@@ -98,6 +124,8 @@ mod tests {
             (s.device.as_str(), s.fstype.as_str(), s.overlay),
             ("/dev/vdb", "ext4", false)
         );
+        let s = from_cmdline("mcpvm.root=/dev/vda mcpvm.layers=/dev/vdc,/dev/vdb").unwrap();
+        assert_eq!(s.layers, ["/dev/vdc", "/dev/vdb"]);
         // A longer key with the same prefix is not ours.
         assert_eq!(from_cmdline("mcpvm.rootx=/dev/vda"), None);
     }

@@ -6,6 +6,7 @@ mod disk_arg;
 mod image;
 mod logger;
 mod rundir;
+mod server;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -37,6 +38,9 @@ enum Command {
     Probe(commands::probe::ProbeArgs),
     /// Boot a Linux kernel in a microVM and wait for it to stop.
     Boot(commands::boot::BootArgs),
+    /// Guest images: the runtime image and catalogued servers' layers.
+    #[command(subcommand)]
+    Image(commands::image::ImageCommand),
     /// Benchmarks, side by side with a peer measured in the same run.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Command::Probe(args) => commands::probe::run(args, cli.json),
         Command::Boot(args) => commands::boot::run(args, start, cli.json),
         Command::Bench(cmd) => commands::bench::run(cmd, cli.json),
+        Command::Image(cmd) => commands::image::run(cmd, cli.json),
     };
     match result {
         Ok(code) => ExitCode::from(code),

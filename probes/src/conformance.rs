@@ -77,8 +77,8 @@ impl Started {
 
 pub enum Handshake {
     Done(Box<Client>, Lifecycle),
-    /// The server closed the wire on `server/discover`: start it again and
-    /// use `initialize`.
+    /// The server closed the wire on `server/discover`, or did not answer
+    /// it in time: start it again and use `initialize`.
     RetryWithInitialize,
     Failed,
 }
@@ -131,14 +131,17 @@ pub async fn handshake(
             }
             Err(_) => {
                 steps.push(s.end(wire, Outcome::Timeout, Value::Null));
-                if choice == LifecycleChoice::Stateless || wire.exited() {
+                if choice == LifecycleChoice::Stateless {
                     return Handshake::Failed;
                 }
+                // A late answer to server/discover would arrive in the
+                // middle of initialize: start afresh instead.
+                return Handshake::RetryWithInitialize;
             }
         }
     }
     let s = begin(wire, "initialize");
-    let remaining = opts.init_timeout.saturating_sub(wire.start().elapsed());
+    let remaining = opts.init_timeout.saturating_sub(wire.spawned().elapsed());
     match tokio::time::timeout(remaining, ProbeClient.serve(wire.transport())).await {
         Ok(Ok(client)) => {
             let info = peer_info(&client);

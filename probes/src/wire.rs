@@ -113,6 +113,8 @@ pub struct Wire {
     stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
     first_stdout_byte: Arc<OnceLock<f64>>,
     ended: Option<ExitSummary>,
+    /// When this process was started (the exchange's clock may be older).
+    spawned: Instant,
 }
 
 impl Wire {
@@ -141,6 +143,7 @@ impl Wire {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        let spawned = Instant::now();
         let mut child = cmd.spawn().map_err(|source| WireError::Spawn {
             command: program.clone(),
             source,
@@ -175,11 +178,18 @@ impl Wire {
             stderr,
             first_stdout_byte,
             ended: None,
+            spawned,
         })
     }
 
+    /// The start of the run's timeline (the first spawn).
     pub fn start(&self) -> Instant {
         self.exchange.start()
+    }
+
+    /// When this server process was started.
+    pub fn spawned(&self) -> Instant {
+        self.spawned
     }
 
     /// A transport for rmcp's client over this wire. The wire stays open

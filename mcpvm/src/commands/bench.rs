@@ -53,8 +53,17 @@ pub struct FirstResponseArgs {
     /// The server as a host command (the bare-process peer).
     #[arg(long, num_args = 1.., required = true)]
     host: Vec<String>,
+    /// In the VM: a catalogued server instead of a guest command.
+    #[arg(long)]
+    server: Option<String>,
+    /// The image store for --server.
+    #[arg(long, requires = "server")]
+    images: Option<PathBuf>,
+    /// Guest memory in MiB for the VM runs.
+    #[arg(long)]
+    mem: Option<u64>,
     /// The server command inside the guest.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "server")]
     guest: Vec<String>,
 }
 
@@ -118,9 +127,23 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
         BenchCommand::FirstResponse(a) => {
+            let mut vm_args = Vec::new();
+            if let Some(m) = a.mem {
+                vm_args.push(format!("--mem={m}"));
+            }
+            if let Some(s) = a.server {
+                vm_args.push(format!("--server={s}"));
+            }
+            if let Some(i) = a.images {
+                vm_args.push(format!("--images={}", i.display()));
+            }
+            if !a.guest.is_empty() {
+                vm_args.push("--".into());
+                vm_args.extend(a.guest);
+            }
             let bench = FirstResponseBench {
                 mcpvm: std::env::current_exe()?,
-                guest_command: a.guest,
+                vm_args,
                 host_command: a.host,
                 runs: a.runs as usize,
             };

@@ -1,4 +1,5 @@
 pub mod bench;
 pub mod boot;
+pub mod image;
 pub mod probe;
 pub mod run;

@@ -50,9 +50,11 @@ pub struct ProbeArgs {
     /// Seconds allowed for each later step.
     #[arg(long, default_value_t = 30)]
     step_timeout: u64,
-    /// Seconds auto mode waits for an answer to server/discover.
-    #[arg(long, default_value_t = 10)]
-    discover_timeout: u64,
+    /// Seconds auto mode waits for an answer to server/discover before it
+    /// starts the server again for initialize [default: 10; in a microVM,
+    /// the init timeout, since the boot counts].
+    #[arg(long)]
+    discover_timeout: Option<u64>,
     /// Seconds a robustness probe waits for an answer.
     #[arg(long, default_value_t = 5)]
     answer_timeout: u64,
@@ -60,13 +62,14 @@ pub struct ProbeArgs {
     /// is killed (a VM powers off in this time).
     #[arg(long, default_value_t = 5)]
     exit_grace: u64,
-    /// Run the server in a microVM (`mcpvm run` with the options below).
+    /// Run the server in a microVM (`mcpvm run` with the options below;
+    /// implied by --server).
     #[arg(long)]
     vm: bool,
     #[command(flatten)]
     vm_options: VmOptions,
-    /// The server command.
-    #[arg(last = true, required = true)]
+    /// The server command (none with --server).
+    #[arg(last = true, required_unless_present = "server")]
     command: Vec<String>,
 }
 
@@ -137,7 +140,13 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
     let mut opts = ProbeOptions {
         init_timeout: Duration::from_secs(args.init_timeout),
         step_timeout: Duration::from_secs(args.step_timeout),
-        discover_timeout: Duration::from_secs(args.discover_timeout),
+        discover_timeout: Duration::from_secs(args.discover_timeout.unwrap_or(
+            if args.vm || args.vm_options.server().is_some() {
+                args.init_timeout
+            } else {
+                10
+            },
+        )),
         answer_timeout: Duration::from_secs(args.answer_timeout),
         exit_grace: Duration::from_secs(args.exit_grace),
         lifecycle: match args.lifecycle {
@@ -154,7 +163,8 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
     // The run directory holds the VM's timings file and goes with this
     // process, whatever happens.
     let mut rundir = None;
-    let command = if args.vm {
+    // A catalogued server always runs in a microVM.
+    let command = if args.vm || args.vm_options.server().is_some() {
         let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
         let timings = dir.path().join("probe-timings.json");
         let exe = std::env::current_exe().map_err(ProbeCliError::Exe)?;

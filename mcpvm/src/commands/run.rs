@@ -60,12 +60,27 @@ pub struct VmOptions {
     /// guest runs the server in it, read-only with a tmpfs overlay on top.
     #[arg(long)]
     image: Option<PathBuf>,
-    /// No overlay on the image: the root stays read-only.
-    #[arg(long, requires = "image")]
+    /// No overlay on the root: it stays read-only.
+    #[arg(long)]
     read_only_root: bool,
+    /// Run a catalogued server (its image from `mcpvm image build`)
+    /// instead of a command.
+    #[arg(long, conflicts_with = "image")]
+    server: Option<String>,
+    /// Server catalogue (TOML) for --server [default: the built-in one].
+    #[arg(long, requires = "server")]
+    catalogue: Option<PathBuf>,
+    /// The image store for --server [default: ~/.cache/mcpvm/images].
+    #[arg(long, requires = "server")]
+    images: Option<PathBuf>,
 }
 
 impl VmOptions {
+    /// The catalogued server asked for, if any.
+    pub fn server(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
+
     /// The same options as `mcpvm run` arguments.
     pub fn to_run_args(&self) -> Vec<String> {
         let mut a = Vec::new();
@@ -106,6 +121,21 @@ impl VmOptions {
         if self.read_only_root {
             a.push("--read-only-root".into());
         }
+        for (name, v) in [
+            ("server", self.server.clone()),
+            (
+                "catalogue",
+                self.catalogue.as_ref().map(|p| p.display().to_string()),
+            ),
+            (
+                "images",
+                self.images.as_ref().map(|p| p.display().to_string()),
+            ),
+        ] {
+            if let Some(v) = v {
+                a.push(format!("--{name}={v}"));
+            }
+        }
         a
     }
 }
@@ -118,7 +148,7 @@ pub struct RunArgs {
     #[arg(long)]
     timings: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present = "server")]
     command: Vec<String>,
 }
 
@@ -193,10 +223,33 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         timings,
         command,
     } = args;
-    // Checked before anything is created, so a bad image leaves nothing.
-    if let Some(img) = &opts.image {
+    // Resolved and checked before anything is created, so a bad server
+    // name, store or image leaves nothing behind.
+    let server = match &opts.server {
+        Some(name) if command.is_empty() => {
+            Some(crate::server::plan(name, &opts.catalogue, &opts.images)?)
+        }
+        Some(_) => return Err(crate::server::ServerError::Both.into()),
+        None => None,
+    };
+    let root_image = server
+        .as_ref()
+        .map(|s| s.runtime.clone())
+        .or(opts.image.clone());
+    if opts.read_only_root && root_image.is_none() {
+        return Err("--read-only-root needs --image or --server".into());
+    }
+    if let Some(img) = &root_image {
         crate::image::check_root_image(img)?;
     }
+    if let Some(s) = &server {
+        crate::image::check_root_image(&s.layer)?;
+    }
+    let (command, mut env) = match &server {
+        Some(s) => (s.argv.clone(), s.env.clone()),
+        None => (command, Vec::new()),
+    };
+    env.extend(opts.env.iter().cloned());
     let kernel = default_artifact("kernel", opts.kernel, "kernel/vmlinux")?;
     let initrd = default_artifact("initrd", opts.initrd, "initramfs-test.cpio")?;
     let dir = RunDir::create().map_err(RunError::RunDir)?;
@@ -212,7 +265,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     };
     let spec = RunSpec {
         argv: command,
-        env: opts.env,
+        env,
         cwd: opts.cwd,
     };
 
@@ -255,17 +308,22 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     // The root image is the first disk (/dev/vda), then the user's.
     let mut cmdline = String::from("quiet mcpvm.channel=vsock");
     let mut disks = Vec::new();
-    if let Some(img) = &opts.image {
+    let read_only = |path: &PathBuf, id: &str| vmm::DiskConfig {
+        path: path.clone(),
+        read_only: true,
+        cache: vmm::CacheMode::Page,
+        id: id.into(),
+    };
+    if let Some(img) = &root_image {
         cmdline += " mcpvm.root=/dev/vda";
         if opts.read_only_root {
             cmdline += " mcpvm.overlay=none";
         }
-        disks.push(vmm::DiskConfig {
-            path: img.clone(),
-            read_only: true,
-            cache: vmm::CacheMode::Page,
-            id: "mcpvm-root".into(),
-        });
+        disks.push(read_only(img, "mcpvm-root"));
+    }
+    if let Some(s) = &server {
+        cmdline += " mcpvm.layers=/dev/vdb";
+        disks.push(read_only(&s.layer, "mcpvm-layer"));
     }
     disks.extend(opts.disks.iter().map(|d| d.config.clone()));
     let config = VmConfig {

@@ -145,7 +145,7 @@ impl Disk {
     /// disk and whole sectors.
     pub fn range(&self, sector: u64, len: usize) -> Option<u64> {
         let len = len as u64;
-        if len % SECTOR != 0 {
+        if !len.is_multiple_of(SECTOR) {
             return None;
         }
         let end = sector.checked_add(len / SECTOR)?;

@@ -1,0 +1,449 @@
+//! Building the store: the runtime image (guest-image/rootfs/build,
+//! embedded here so the binary can run it anywhere) and one EROFS layer
+//! per catalogued server.
+//!
+//! A layer holds only `/opt/mcp/<name>`: the package installed by the
+//! host's npm or pip (the same node 20 and python 3.11 the runtime image
+//! carries) at the catalogue's exact version. The guest stacks it over the
+//! runtime with overlayfs (guest-agent/src/root.rs), so a server costs its
+//! own files only. A layer's key hashes the recipe, the entry's package
+//! fields and the runtime image's key: it is rebuilt when and only when
+//! one of them changes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::catalogue::{Catalogue, Entry, Runtime};
+use crate::store::{Index, LayerRecord, StoreError};
+
+const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
+const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
+/// Bump when the way layers are made changes.
+const LAYER_RECIPE: &str = "layer-recipe-2";
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("Cannot run {what}")]
+    Spawn {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} failed: {tail}")]
+    Failed { what: String, tail: String },
+    #[error("Package {package} has no executable '{command}' (it has: {found}); fix `command` in the catalogue")]
+    NoCommand {
+        package: String,
+        command: String,
+        found: String,
+    },
+    #[error("Cannot write in the image store {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+#[derive(Debug, Serialize)]
+pub struct Built {
+    pub name: String,
+    pub file: String,
+    pub bytes: u64,
+    pub cached: bool,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub store: PathBuf,
+    pub runtime: Built,
+    pub servers: Vec<Built>,
+    pub seconds: f64,
+}
+
+fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
+    move |source| BuildError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Runs a command; on failure the error carries the end of its output.
+fn run(what: &str, cmd: &mut Command) -> Result<String, BuildError> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| BuildError::Spawn {
+            what: what.to_string(),
+            source,
+        })?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        let tail: Vec<&str> = text.lines().rev().take(6).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(BuildError::Failed {
+            what: what.to_string(),
+            tail: tail.join(" | "),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The layer key: recipe, what is installed, and the runtime it runs on.
+pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        LAYER_RECIPE,
+        name,
+        &e.package,
+        &e.version,
+        &e.command,
+        runtime_key,
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    h.update(format!("{:?}", e.runtime).as_bytes());
+    hex(&h.finalize())[..16].to_string()
+}
+
+/// The runtime image's key: the directory name the rootfs script caches
+/// it under.
+pub fn runtime_key(path: &Path) -> String {
+    path.parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default()
+}
+
+/// Builds (or finds cached) the runtime image; returns its cache path.
+fn build_runtime(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, BuildError> {
+    let dir = tempfile_dir()?;
+    let script = dir.join("build");
+    std::fs::write(&script, ROOTFS_SCRIPT).map_err(io_err(&script))?;
+    std::fs::write(dir.join("packages"), ROOTFS_PACKAGES).map_err(io_err(&dir))?;
+    progress(
+        "runtime image (Debian 12, python 3.11, node 20): building or finding it in the cache",
+    );
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| BuildError::Spawn {
+            what: "guest-image/rootfs/build".into(),
+            source,
+        })?;
+    // Pass its progress lines on as they come.
+    let mut lines = Vec::new();
+    if let Some(err) = child.stderr.take() {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            progress(&line);
+            lines.push(line);
+        }
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|source| BuildError::Spawn {
+            what: "guest-image/rootfs/build".into(),
+            source,
+        })?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if !out.status.success() {
+        return Err(BuildError::Failed {
+            what: "the runtime image build".into(),
+            tail: lines
+                .iter()
+                .rev()
+                .take(4)
+                .rev()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" | "),
+        });
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
+fn tempfile_dir() -> Result<PathBuf, BuildError> {
+    let d = std::env::temp_dir().join(format!("mcpvm-image-{}", std::process::id()));
+    std::fs::create_dir_all(&d).map_err(io_err(&d))?;
+    Ok(d)
+}
+
+/// Puts `src` in the store as `name`: a hard link when on the same
+/// filesystem, else a copy through a temporary name.
+fn place(src: &Path, store: &Path, name: &str) -> Result<(), BuildError> {
+    let dst = store.join(name);
+    if dst.exists() {
+        return Ok(());
+    }
+    if std::fs::hard_link(src, &dst).is_ok() {
+        return Ok(());
+    }
+    let tmp = store.join(format!(".{name}.tmp"));
+    std::fs::copy(src, &tmp).map_err(io_err(&tmp))?;
+    std::fs::rename(&tmp, &dst).map_err(io_err(&dst))
+}
+
+fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
+    run(
+        "mkfs.erofs",
+        Command::new("mkfs.erofs")
+            .args(["-zlz4hc", "-T0", "--all-root"])
+            .arg(out)
+            .arg(stage),
+    )
+    .map(drop)
+}
+
+/// Installs one server's package into `stage/opt/mcp/<name>`.
+fn install(name: &str, e: &Entry, stage: &Path) -> Result<(), BuildError> {
+    let target = stage.join(Entry::dir(name).trim_start_matches('/'));
+    std::fs::create_dir_all(&target).map_err(io_err(&target))?;
+    let (what, bin_dir) = match e.runtime {
+        Runtime::Node => {
+            let spec = format!("{}@{}", e.package, e.version);
+            run(
+                &format!("npm install {spec}"),
+                Command::new("npm")
+                    .args([
+                        "install",
+                        "--no-audit",
+                        "--no-fund",
+                        "--omit=dev",
+                        "--loglevel=error",
+                    ])
+                    .arg("--prefix")
+                    .arg(&target)
+                    .arg(&spec),
+            )?;
+            (spec, target.join("node_modules/.bin"))
+        }
+        Runtime::Python => {
+            let spec = format!("{}=={}", e.package, e.version);
+            // The host's python 3.11 is the image's: scripts get
+            // #!/usr/bin/python3 and modules land in <dir> (PYTHONPATH).
+            run(
+                &format!("pip install {spec}"),
+                Command::new("/usr/bin/python3")
+                    .args([
+                        "-m",
+                        "pip",
+                        "install",
+                        "--quiet",
+                        "--disable-pip-version-check",
+                    ])
+                    .args(["--no-warn-script-location", "--no-compile", "--target"])
+                    .arg(&target)
+                    .arg(&spec),
+            )?;
+            // Byte-code checked by hash: layers have fixed timestamps, and
+            // without it every start compiles every import again. Files
+            // that do not compile (templates, python 2 leftovers in some
+            // packages) are skipped, as pip itself does.
+            let _ = Command::new("/usr/bin/python3")
+                .args(["-m", "compileall", "-q", "-j", "0"])
+                .args(["--invalidation-mode", "unchecked-hash", "-s"])
+                .arg(stage)
+                .args(["-p", "/"])
+                .arg(&target)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            (spec, target.join("bin"))
+        }
+    };
+    if !bin_dir.join(&e.command).exists() {
+        let found = std::fs::read_dir(&bin_dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|f| f.file_name().to_string_lossy().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        return Err(BuildError::NoCommand {
+            package: what,
+            command: e.command.clone(),
+            found,
+        });
+    }
+    Ok(())
+}
+
+/// Builds the runtime image and the layers of `names` (all when empty)
+/// into `store`, reusing every cached one; saves the index after each
+/// layer so an interrupted build keeps what it finished.
+pub fn build(
+    catalogue: &Catalogue,
+    names: &[String],
+    store: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, BuildError> {
+    let t0 = Instant::now();
+    std::fs::create_dir_all(store).map_err(io_err(store))?;
+    let mut index = Index::load_or_new(store)?;
+    let selected: Vec<String> = if names.is_empty() {
+        catalogue.servers.keys().cloned().collect()
+    } else {
+        for n in names {
+            catalogue.get(n).map_err(|e| BuildError::Failed {
+                what: "choosing servers".into(),
+                tail: e.to_string(),
+            })?;
+        }
+        names.to_vec()
+    };
+
+    let t = Instant::now();
+    let rt_cache = build_runtime(progress)?;
+    let rt_key = runtime_key(&rt_cache);
+    let rt_name = format!("runtime-{rt_key}.erofs");
+    let rt_cached = store.join(&rt_name).exists();
+    place(&rt_cache, store, &rt_name)?;
+    index.runtime = Some(rt_name.clone());
+    index.save(store)?;
+    let runtime = Built {
+        name: "runtime".into(),
+        bytes: std::fs::metadata(store.join(&rt_name))
+            .map(|m| m.len())
+            .unwrap_or(0),
+        file: rt_name,
+        cached: rt_cached,
+        seconds: t.elapsed().as_secs_f64(),
+    };
+
+    let mut servers = Vec::new();
+    for (i, name) in selected.iter().enumerate() {
+        let e = catalogue.get(name).expect("checked above");
+        let key = layer_key(name, e, &rt_key);
+        let file = format!("layer-{name}-{key}.erofs");
+        let path = store.join(&file);
+        let t = Instant::now();
+        let step = format!(
+            "[{}/{}] {name} ({} {})",
+            i + 1,
+            selected.len(),
+            e.package,
+            e.version
+        );
+        let cached = path.exists();
+        if cached {
+            progress(&format!("{step}: cached"));
+        } else {
+            progress(&format!("{step}: installing"));
+            let stage = store.join(format!(".stage-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&stage);
+            let tmp = store.join(format!(".{file}.tmp"));
+            let r = install(name, e, &stage).and_then(|()| erofs(&stage, &tmp));
+            let _ = std::fs::remove_dir_all(&stage);
+            if let Err(err) = r {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(err);
+            }
+            std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        }
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        progress(&format!(
+            "{step}: {} ({:.1} MB, {:.1} s)",
+            if cached { "cached" } else { "built" },
+            bytes as f64 / 1e6,
+            t.elapsed().as_secs_f64()
+        ));
+        index.servers.insert(
+            name.clone(),
+            LayerRecord {
+                layer: file.clone(),
+                key,
+                package: e.package.clone(),
+                version: e.version.clone(),
+                bytes,
+            },
+        );
+        index.save(store)?;
+        servers.push(Built {
+            name: name.clone(),
+            file,
+            bytes,
+            cached,
+            seconds: t.elapsed().as_secs_f64(),
+        });
+    }
+    prune(store, &index, &selected, progress);
+    let _ = std::io::stderr().flush();
+    Ok(Report {
+        store: store.to_path_buf(),
+        runtime,
+        servers,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// Removes what this build superseded: other runtime images, and older
+/// layers of the servers it built. Layers of servers not built this time
+/// stay (another catalogue may use them).
+fn prune(store: &Path, index: &Index, built: &[String], progress: &mut dyn FnMut(&str)) {
+    let Ok(entries) = std::fs::read_dir(store) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let current_runtime = index.runtime.as_deref() == Some(name.as_str());
+        let superseded =
+            (name.starts_with("runtime-") && name.ends_with(".erofs") && !current_runtime)
+                || built.iter().any(|s| {
+                    // layer-<server>-<key>.erofs, the key being hex: "layer-a-"
+                    // must not match server "a-b"'s layers.
+                    let key = name
+                        .strip_prefix(&format!("layer-{s}-"))
+                        .and_then(|k| k.strip_suffix(".erofs"));
+                    key.is_some_and(|k| k.bytes().all(|b| b.is_ascii_hexdigit()))
+                        && index.servers.get(s).is_some_and(|r| r.layer != name)
+                });
+        if superseded && std::fs::remove_file(e.path()).is_ok() {
+            progress(&format!("removed superseded {name}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_keys_change_with_what_is_installed_and_the_runtime_only() {
+        let c = Catalogue::built_in();
+        let e = c.get("memory").unwrap().clone();
+        let k = layer_key("memory", &e, "rt1");
+        assert_eq!(k, layer_key("memory", &e, "rt1"));
+        assert_ne!(k, layer_key("memory", &e, "rt2"));
+        let mut newer = e.clone();
+        newer.version = "2027.1.1".into();
+        assert_ne!(k, layer_key("memory", &newer, "rt1"));
+        // Run-time settings do not rebuild the layer.
+        let mut notes = e.clone();
+        notes.notes = Some("changed".into());
+        notes.env.insert("X".into(), "y".into());
+        assert_eq!(k, layer_key("memory", &notes, "rt1"));
+        assert_eq!(
+            runtime_key(Path::new("/c/rootfs/5bbedefa52e5b195/runtime.erofs")),
+            "5bbedefa52e5b195"
+        );
+    }
+}

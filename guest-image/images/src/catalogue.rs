@@ -1,0 +1,399 @@
+//! The server catalogue (TOML): one `[servers.<name>]` table per MCP
+//! server, naming its package at an exact version, its runtime, how to
+//! start it and what it needs. docs/catalogue.md describes each field and
+//! how to add a server.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The catalogue shipped with mcpvm.
+pub const BUILT_IN: &str = include_str!("../../catalogue.toml");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    Node,
+    Python,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// npm or PyPI package name.
+    pub package: String,
+    /// Exact version.
+    pub version: String,
+    pub runtime: Runtime,
+    /// The package's executable (an npm bin or a Python console script).
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment; a value may name a credential as `${KEY}`.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The server needs a network (the guest has none).
+    #[serde(default)]
+    pub network: bool,
+    /// Environment keys the user must supply (API keys, tokens).
+    #[serde(default)]
+    pub credentials: Vec<String>,
+    /// A shell line run in the guest before the server starts.
+    #[serde(default)]
+    pub setup: Option<String>,
+    #[serde(default)]
+    pub notes: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    servers: BTreeMap<String, Entry>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Catalogue {
+    /// Where it came from, for messages.
+    pub source: String,
+    pub servers: BTreeMap<String, Entry>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogueError {
+    #[error("Cannot read the catalogue {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("The catalogue {source_name} is not valid TOML of the expected shape: {message}")]
+    Parse {
+        source_name: String,
+        message: String,
+    },
+    #[error("The catalogue {source_name}: server '{server}': {field}: {why}")]
+    Field {
+        source_name: String,
+        server: String,
+        field: &'static str,
+        why: String,
+    },
+    #[error("No server '{name}' in the catalogue {source_name}; it has: {known}")]
+    Unknown {
+        name: String,
+        source_name: String,
+        known: String,
+    },
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+fn is_env_key(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// `${KEY}` references in a value.
+fn placeholders(value: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = value;
+    while let Some(i) = rest.find("${") {
+        match rest[i + 2..].find('}') {
+            Some(j) => {
+                out.push(&rest[i + 2..i + 2 + j]);
+                rest = &rest[i + 3 + j..];
+            }
+            None => {
+                out.push("");
+                break;
+            }
+        }
+    }
+    out
+}
+
+impl Catalogue {
+    pub fn built_in() -> Self {
+        Self::parse(BUILT_IN, "(built in)").expect("the built-in catalogue is valid")
+    }
+
+    pub fn load(path: &Path) -> Result<Self, CatalogueError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CatalogueError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, source_name: &str) -> Result<Self, CatalogueError> {
+        let file: File = toml::from_str(text).map_err(|e| CatalogueError::Parse {
+            source_name: source_name.to_string(),
+            message: e.to_string().replace('\n', " ").trim().to_string(),
+        })?;
+        let cat = Catalogue {
+            source: source_name.to_string(),
+            servers: file.servers,
+        };
+        cat.validate()?;
+        Ok(cat)
+    }
+
+    fn validate(&self) -> Result<(), CatalogueError> {
+        for (name, e) in &self.servers {
+            let bad = |field, why: String| CatalogueError::Field {
+                source_name: self.source.clone(),
+                server: name.clone(),
+                field,
+                why,
+            };
+            if !is_name(name) {
+                return Err(bad("name", "use lowercase letters, digits and '-'".into()));
+            }
+            if e.package.is_empty() || e.package.contains(char::is_whitespace) {
+                return Err(bad(
+                    "package",
+                    format!("'{}' is not a package name", e.package),
+                ));
+            }
+            let exact = !e.version.is_empty()
+                && e.version
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
+            if !exact {
+                return Err(bad(
+                    "version",
+                    format!(
+                        "'{}' is not an exact version (ranges are not allowed)",
+                        e.version
+                    ),
+                ));
+            }
+            if e.command.is_empty()
+                || e.command.contains('/')
+                || e.command.contains(char::is_whitespace)
+            {
+                return Err(bad(
+                    "command",
+                    format!("'{}' must be the package's executable name", e.command),
+                ));
+            }
+            for k in &e.credentials {
+                if !is_env_key(k) {
+                    return Err(bad(
+                        "credentials",
+                        format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
+                    ));
+                }
+            }
+            for (k, v) in &e.env {
+                if !is_env_key(k) {
+                    return Err(bad(
+                        "env",
+                        format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
+                    ));
+                }
+                for p in placeholders(v) {
+                    if !e.credentials.iter().any(|c| c == p) {
+                        return Err(bad(
+                            "env",
+                            format!("{k} uses ${{{p}}}, which is not listed in credentials"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, name: &str) -> Result<&Entry, CatalogueError> {
+        self.servers
+            .get(name)
+            .ok_or_else(|| CatalogueError::Unknown {
+                name: name.to_string(),
+                source_name: self.source.clone(),
+                known: self.servers.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+}
+
+impl Entry {
+    /// Where the server's layer puts it in the guest.
+    pub fn dir(name: &str) -> String {
+        format!("/opt/mcp/{name}")
+    }
+
+    /// The guest command line: the executable in its layer, the args, and
+    /// the setup line first when there is one.
+    pub fn argv(&self, name: &str) -> Vec<String> {
+        let dir = Self::dir(name);
+        let exe = match self.runtime {
+            Runtime::Node => format!("{dir}/node_modules/.bin/{}", self.command),
+            Runtime::Python => format!("{dir}/bin/{}", self.command),
+        };
+        let mut argv = vec![exe];
+        argv.extend(self.args.iter().cloned());
+        match &self.setup {
+            Some(setup) => {
+                let mut wrapped = vec![
+                    "/bin/sh".to_string(),
+                    "-c".to_string(),
+                    format!("{setup} && exec \"$0\" \"$@\""),
+                ];
+                wrapped.extend(argv);
+                wrapped
+            }
+            None => argv,
+        }
+    }
+
+    /// The guest environment, with credentials filled from `lookup`;
+    /// Err names the first credential that is missing.
+    pub fn environment(
+        &self,
+        name: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut env = Vec::new();
+        if self.runtime == Runtime::Python {
+            env.push(("PYTHONPATH".to_string(), Self::dir(name)));
+        }
+        env.push(("HOME".to_string(), "/tmp".to_string()));
+        for (k, v) in &self.env {
+            let mut value = v.clone();
+            for p in placeholders(v) {
+                let Some(secret) = lookup(p) else {
+                    return Err(p.to_string());
+                };
+                value = value.replace(&format!("${{{p}}}"), &secret);
+            }
+            env.push((k.clone(), value));
+        }
+        Ok(env)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"
+[servers.memory]
+package = "@modelcontextprotocol/server-memory"
+version = "2026.8.31"
+runtime = "node"
+command = "mcp-server-memory"
+env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
+"#;
+
+    #[test]
+    fn the_built_in_catalogue_is_valid_and_honest_about_needs() {
+        let c = Catalogue::built_in();
+        for name in [
+            "filesystem",
+            "memory",
+            "everything",
+            "sequential-thinking",
+            "time",
+            "git",
+            "sqlite",
+            "markitdown",
+        ] {
+            let e = c.get(name).unwrap();
+            assert!(
+                !e.network && e.credentials.is_empty(),
+                "{name} must run offline"
+            );
+        }
+        let gh = c.get("github").unwrap();
+        assert!(gh.network && gh.credentials == ["GITHUB_TOKEN"]);
+    }
+
+    #[test]
+    fn argv_and_environment_per_runtime() {
+        let c = Catalogue::parse(ONE, "t").unwrap();
+        let e = c.get("memory").unwrap();
+        assert_eq!(
+            e.argv("memory"),
+            ["/opt/mcp/memory/node_modules/.bin/mcp-server-memory"]
+        );
+        let env = e.environment("memory", |_| None).unwrap();
+        assert!(env.contains(&("MEMORY_FILE_PATH".into(), "/tmp/m.jsonl".into())));
+        let built_in = Catalogue::built_in();
+        let git = built_in.get("git").unwrap();
+        let argv = git.argv("git");
+        assert_eq!(argv[..2], ["/bin/sh", "-c"]);
+        assert!(argv[2].ends_with("&& exec \"$0\" \"$@\""));
+        assert_eq!(argv[3], "/opt/mcp/git/bin/mcp-server-git");
+        let env = git.environment("git", |_| None).unwrap();
+        assert!(env.contains(&("PYTHONPATH".into(), "/opt/mcp/git".into())));
+    }
+
+    #[test]
+    fn credentials_fill_placeholders_or_name_what_is_missing() {
+        let c = Catalogue::built_in();
+        let gh = c.get("github").unwrap();
+        assert_eq!(
+            gh.environment("github", |_| None).unwrap_err(),
+            "GITHUB_TOKEN"
+        );
+        let env = gh
+            .environment("github", |k| {
+                (k == "GITHUB_TOKEN").then(|| "t0k".to_string())
+            })
+            .unwrap();
+        assert!(env.contains(&("GITHUB_PERSONAL_ACCESS_TOKEN".into(), "t0k".into())));
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let cases = [
+            (
+                ONE.replace("version = \"2026.8.31\"", "version = \"^1.0\""),
+                "version",
+            ),
+            (
+                ONE.replace("runtime = \"node\"", "runtime = \"ruby\""),
+                "runtime",
+            ),
+            (ONE.replace("servers.memory", "servers.Memory"), "name"),
+            (
+                ONE.replace("command = \"mcp-server-memory\"", "command = \"bin/x\""),
+                "command",
+            ),
+            (
+                ONE.replace("/tmp/m.jsonl", "${SECRET}"),
+                "not listed in credentials",
+            ),
+            (
+                ONE.replace("runtime = \"node\"", "runtime = \"node\"\nflavour = 1"),
+                "flavour",
+            ),
+            (ONE.replace("version = \"2026.8.31\"\n", ""), "version"),
+        ];
+        for (text, needle) in cases {
+            let e = Catalogue::parse(&text, "cat.toml").unwrap_err().to_string();
+            assert!(
+                e.contains(needle) && e.contains("cat.toml"),
+                "{needle}: {e}"
+            );
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+        let e = Catalogue::parse(ONE, "t")
+            .unwrap()
+            .get("nope")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("No server 'nope'") && e.contains("memory"),
+            "{e}"
+        );
+    }
+}

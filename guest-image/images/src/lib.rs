@@ -1,0 +1,15 @@
+//! Guest images for real MCP servers.
+//!
+//! - [`catalogue`]: the TOML file naming each server, its package at an
+//!   exact version, runtime, command and needs.
+//! - [`build`]: the shared runtime image (Debian 12 with python and node,
+//!   guest-image/rootfs/build) and one small layer per server (its
+//!   npm/PyPI package under /opt/mcp/<name>), each EROFS, content-addressed
+//!   and cached, so hundreds of servers share one runtime and an unchanged
+//!   catalogue rebuilds in seconds.
+//! - [`store`]: the directory of built images and its index, which `mcpvm
+//!   run --server` reads.
+
+pub mod build;
+pub mod catalogue;
+pub mod store;

@@ -1,0 +1,167 @@
+//! The image store: a directory holding the runtime image, the server
+//! layers and `index.json`, which says which file belongs to which server
+//! and with which key (a hash of everything the layer is built from).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const INDEX: &str = "index.json";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Index {
+    pub schema: u32,
+    /// File name of the runtime image in the store.
+    pub runtime: Option<String>,
+    pub servers: BTreeMap<String, LayerRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LayerRecord {
+    /// File name of the layer in the store.
+    pub layer: String,
+    pub key: String,
+    pub package: String,
+    pub version: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("Cannot read the image index {path}; build images with `mcpvm image build`")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("The image index {path} is damaged ({why}); rebuild with `mcpvm image build`")]
+    Damaged { path: PathBuf, why: String },
+    #[error("Cannot write the image index {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("No image for server '{name}' in {dir}; run `mcpvm image build --servers {name}`")]
+    Missing { name: String, dir: PathBuf },
+    #[error("The image for server '{name}' in {dir} is out of date with the catalogue; run `mcpvm image build --servers {name}`")]
+    Stale { name: String, dir: PathBuf },
+}
+
+/// The default store: ~/.cache/mcpvm/images (or $MCPVM_CACHE/images).
+pub fn default_dir() -> PathBuf {
+    let cache = std::env::var_os("MCPVM_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                .join(".cache/mcpvm")
+        });
+    cache.join("images")
+}
+
+impl Index {
+    pub fn load(dir: &Path) -> Result<Self, StoreError> {
+        let path = dir.join(INDEX);
+        let text = std::fs::read_to_string(&path).map_err(|source| StoreError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| StoreError::Damaged {
+            path,
+            why: e.to_string(),
+        })
+    }
+
+    pub fn load_or_new(dir: &Path) -> Result<Self, StoreError> {
+        if dir.join(INDEX).exists() {
+            Self::load(dir)
+        } else {
+            Ok(Index {
+                schema: 1,
+                ..Index::default()
+            })
+        }
+    }
+
+    /// Writes the index whole, through a temporary file: a crash leaves
+    /// the old index or the new one, never half of one.
+    pub fn save(&self, dir: &Path) -> Result<(), StoreError> {
+        let path = dir.join(INDEX);
+        let tmp = dir.join(format!(".{INDEX}.{}", std::process::id()));
+        let write = |source| StoreError::Write {
+            path: path.clone(),
+            source,
+        };
+        let text = serde_json::to_string_pretty(self).expect("index serialises");
+        std::fs::write(&tmp, text).map_err(write)?;
+        std::fs::rename(&tmp, &path).map_err(write)
+    }
+
+    /// The runtime image and the layer of `name`, if the layer was built
+    /// from `key`.
+    pub fn resolve(
+        &self,
+        dir: &Path,
+        name: &str,
+        key: &str,
+    ) -> Result<(PathBuf, PathBuf), StoreError> {
+        let missing = || StoreError::Missing {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+        };
+        let rec = self.servers.get(name).ok_or_else(missing)?;
+        let runtime = self.runtime.as_ref().ok_or_else(missing)?;
+        if rec.key != key {
+            return Err(StoreError::Stale {
+                name: name.to_string(),
+                dir: dir.to_path_buf(),
+            });
+        }
+        let (rt, layer) = (dir.join(runtime), dir.join(&rec.layer));
+        if !rt.exists() || !layer.exists() {
+            return Err(missing());
+        }
+        Ok((rt, layer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_finds_fresh_layers_and_names_stale_or_missing_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("runtime-a.erofs"), b"r").unwrap();
+        std::fs::write(d.join("layer-memory-k1.erofs"), b"l").unwrap();
+        let mut idx = Index::load_or_new(d).unwrap();
+        idx.runtime = Some("runtime-a.erofs".into());
+        idx.servers.insert(
+            "memory".into(),
+            LayerRecord {
+                layer: "layer-memory-k1.erofs".into(),
+                key: "k1".into(),
+                package: "p".into(),
+                version: "1".into(),
+                bytes: 1,
+            },
+        );
+        idx.save(d).unwrap();
+        let idx = Index::load(d).unwrap();
+        let (rt, layer) = idx.resolve(d, "memory", "k1").unwrap();
+        assert!(rt.ends_with("runtime-a.erofs") && layer.ends_with("layer-memory-k1.erofs"));
+        let e = idx.resolve(d, "memory", "k2").unwrap_err().to_string();
+        assert!(
+            e.contains("out of date") && e.contains("--servers memory"),
+            "{e}"
+        );
+        let e = idx.resolve(d, "time", "k").unwrap_err().to_string();
+        assert!(e.contains("No image for server 'time'"), "{e}");
+        std::fs::write(d.join(INDEX), "{").unwrap();
+        assert!(Index::load(d).unwrap_err().to_string().contains("damaged"));
+        let e = Index::load(&d.join("none")).unwrap_err().to_string();
+        assert!(e.contains("mcpvm image build"), "{e}");
+    }
+}

@@ -1,0 +1,67 @@
+//! `--server NAME`: a catalogued server resolved to what a VM needs: the
+//! runtime image, the server's layer, its guest command and environment.
+
+use std::path::PathBuf;
+
+use mcpvm_images::build::layer_key;
+use mcpvm_images::catalogue::{Catalogue, CatalogueError};
+use mcpvm_images::store::{self, Index, StoreError};
+
+pub struct ServerPlan {
+    pub runtime: PathBuf,
+    pub layer: PathBuf,
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Catalogue(#[from] CatalogueError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("Server '{server}' needs the credential {key}: set it in the environment")]
+    Credential { server: String, key: String },
+    #[error("Give either --server or a command, not both")]
+    Both,
+}
+
+pub fn plan(
+    name: &str,
+    catalogue: &Option<PathBuf>,
+    images: &Option<PathBuf>,
+) -> Result<ServerPlan, ServerError> {
+    let catalogue = match catalogue {
+        Some(p) => Catalogue::load(p)?,
+        None => Catalogue::built_in(),
+    };
+    let entry = catalogue.get(name)?;
+    let dir = images.clone().unwrap_or_else(store::default_dir);
+    let index = Index::load(&dir)?;
+    // The runtime's key is in its file name: runtime-<key>.erofs.
+    let rt_key = index
+        .runtime
+        .as_deref()
+        .and_then(|f| f.strip_prefix("runtime-")?.strip_suffix(".erofs"))
+        .unwrap_or_default()
+        .to_string();
+    let key = layer_key(name, entry, &rt_key);
+    let (runtime, layer) = index.resolve(&dir, name, &key)?;
+    let env = entry
+        .environment(name, |k| std::env::var(k).ok())
+        .map_err(|key| ServerError::Credential {
+            server: name.to_string(),
+            key,
+        })?;
+    if entry.network {
+        log::warn!(
+            "server '{name}' needs a network and the guest has none: expect its calls to fail"
+        );
+    }
+    Ok(ServerPlan {
+        runtime,
+        layer,
+        argv: entry.argv(name),
+        env,
+    })
+}

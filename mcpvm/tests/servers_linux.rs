@@ -1,0 +1,113 @@
+//! Catalogued MCP servers (npm and PyPI packages on the runtime image plus
+//! their layers, built by `mcpvm image build` in scripts/build) answering
+//! a real MCP client inside microVMs, on real KVM (the testbed here).
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{artifact, run_scenario_within, Case, Results};
+
+fn results() -> &'static Results {
+    static R: OnceLock<Results> = OnceLock::new();
+    R.get_or_init(|| {
+        let mut files = vec![
+            format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
+            format!("{}:kernel/vmlinux", artifact("kernel/vmlinux").display()),
+            format!(
+                "{}:initramfs-test.cpio",
+                artifact("initramfs-test.cpio").display()
+            ),
+        ];
+        // The store as built: the index and every image it names.
+        let store = artifact("images");
+        let index: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
+        let mut names = vec![
+            "index.json".to_string(),
+            index["runtime"].as_str().unwrap().to_string(),
+        ];
+        for (_, rec) in index["servers"].as_object().unwrap() {
+            names.push(rec["layer"].as_str().unwrap().to_string());
+        }
+        for n in names {
+            files.push(format!("{}:images/{n}", store.join(&n).display()));
+        }
+        let scenario = common::workspace().join("mcpvm/tests/scenarios/servers.sh");
+        // Node and python start-ups under nested emulation take tens of
+        // seconds each (docs/testbed.md).
+        run_scenario_within(&scenario, &files, 1500)
+    })
+}
+
+fn case(name: &str) -> &'static Case {
+    results().case(name)
+}
+
+fn answered(name: &str) -> serde_json::Value {
+    let c = case(&format!("server_{name}"));
+    assert_eq!(c.rc, 0, "{name}: {c:?}");
+    let r = c.json();
+    assert_eq!(r["transport"], "vm");
+    assert!(r["lifecycle"].is_string(), "{name}: no handshake: {r}");
+    assert!(
+        !r["tools"].as_array().unwrap().is_empty(),
+        "{name}: no tools: {r}"
+    );
+    r
+}
+
+#[test]
+fn node_servers_answer_in_a_vm() {
+    for s in ["memory", "everything", "sequential-thinking"] {
+        let r = answered(s);
+        assert_eq!(r["lifecycle"], "initialize", "{s}");
+    }
+    let r = answered("everything");
+    assert!(!r["prompts"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn python_servers_answer_in_a_vm() {
+    for s in ["time", "git", "sqlite", "markitdown"] {
+        answered(s);
+    }
+    assert_eq!(answered("time")["lifecycle"], "stateless");
+}
+
+#[test]
+fn the_filesystem_server_reads_its_guest_workspace() {
+    let r = answered("filesystem");
+    let call = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "tools/call:read_text_file")
+        .unwrap();
+    assert_eq!(call["outcome"], "ok", "{call}");
+    assert!(
+        call["detail"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the guest workspace"),
+        "{call}"
+    );
+}
+
+#[test]
+fn missing_credentials_and_unknown_servers_are_clear_errors() {
+    let c = case("server_needs_key");
+    assert_eq!(c.rc, 1, "{c:?}");
+    assert!(
+        c.stderr.contains("needs the credential GITHUB_TOKEN"),
+        "{}",
+        c.stderr
+    );
+    let c = case("server_unknown");
+    assert_eq!(c.rc, 1, "{c:?}");
+    assert!(
+        c.stderr.contains("No server 'no-such-server'"),
+        "{}",
+        c.stderr
+    );
+}
