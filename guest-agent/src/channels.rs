@@ -6,6 +6,11 @@
 //!   JSON-line events back (see [`Event`]).
 //! - STDIO: the server's stdin (host to guest) and stdout (guest to host).
 //! - STDERR: the server's stderr.
+//! - WORKSPACE (only when the run spec asks for one): the host sends a tar
+//!   of its directory and half-closes; the agent unpacks it into
+//!   /workspace before the server starts. For a writable workspace the
+//!   agent sends a tar of /workspace back on the same stream after the
+//!   server exits.
 //!
 //! Closing: when the server's stdout and stderr end, the agent shuts its
 //! side of each stream and waits for the host to close its side, so the
@@ -17,6 +22,9 @@ pub const HOST_CID: u32 = 2;
 pub const CONTROL_PORT: u32 = 1024;
 pub const STDIO_PORT: u32 = 1025;
 pub const STDERR_PORT: u32 = 1026;
+pub const WORKSPACE_PORT: u32 = 1027;
+/// Where the workspace appears in the guest.
+pub const WORKSPACE_DIR: &str = "/workspace";
 
 /// What to run, and how.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -26,6 +34,15 @@ pub struct RunSpec {
     pub env: Vec<(String, String)>,
     #[serde(default)]
     pub cwd: Option<String>,
+    #[serde(default)]
+    pub workspace: Option<Workspace>,
+}
+
+/// A host directory handed to the server at [`WORKSPACE_DIR`].
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Workspace {
+    /// Send it back after the server exits.
+    pub writable: bool,
 }
 
 /// Agent to host, one JSON object per line.

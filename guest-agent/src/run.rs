@@ -158,6 +158,28 @@ pub fn run_over_vsock() -> io::Result<u8> {
     let stdio = vsock::connect(HOST_CID, STDIO_PORT)?;
     let stderr_ch = vsock::connect(HOST_CID, STDERR_PORT)?;
 
+    // The workspace is in place before the server starts.
+    let workspace = match spec.workspace {
+        Some(ws) => {
+            let conn = vsock::connect(HOST_CID, WORKSPACE_PORT)?;
+            if let Err(e) = crate::workspace::receive(&conn) {
+                let msg = format!("cannot unpack the workspace into {WORKSPACE_DIR}: {e}\n");
+                let _ = (&stderr_ch).write_all(msg.as_bytes());
+                send(
+                    &events,
+                    &Event::SpawnFailed {
+                        error: msg.trim_end().into(),
+                    },
+                );
+                return Ok(finish(
+                    &events, &control, &stdio, &stderr_ch, 126, None, None,
+                ));
+            }
+            Some((ws, conn))
+        }
+        None => None,
+    };
+
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -229,6 +251,15 @@ pub fn run_over_vsock() -> io::Result<u8> {
         _ => 255,
     };
     let _ = stdin_done; // the host closes stdio after our EOF; finish waits for it
+    if let Some((ws, conn)) = &workspace {
+        if ws.writable {
+            if let Err(e) = crate::workspace::send_back(conn) {
+                let msg = format!("cannot send the workspace back: {e}\n");
+                let _ = (&stderr_ch).write_all(msg.as_bytes());
+            }
+        }
+        vsock::shutdown_write(conn);
+    }
     Ok(finish(
         &events, &control, &stdio, &stderr_ch, byte, code, signal,
     ))

@@ -7,6 +7,7 @@ mod image;
 mod logger;
 mod rundir;
 mod server;
+mod workspace;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -68,7 +69,7 @@ fn main() -> ExitCode {
 }
 
 /// "Outer: inner: innermost", as the style guide asks.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(inner) = cur {

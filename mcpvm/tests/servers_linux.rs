@@ -75,23 +75,41 @@ fn python_servers_answer_in_a_vm() {
     assert_eq!(answered("time")["lifecycle"], "stateless");
 }
 
-#[test]
-fn the_filesystem_server_reads_its_guest_workspace() {
-    let r = answered("filesystem");
-    let call = r["steps"]
+fn call<'a>(r: &'a serde_json::Value, tool: &str) -> &'a serde_json::Value {
+    r["steps"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["step"] == "tools/call:read_text_file")
-        .unwrap();
-    assert_eq!(call["outcome"], "ok", "{call}");
-    assert!(
-        call["detail"]["text"]
-            .as_str()
-            .unwrap()
-            .contains("hello from the guest workspace"),
-        "{call}"
-    );
+        .find(|s| s["step"] == format!("tools/call:{tool}"))
+        .unwrap_or_else(|| panic!("no call of {tool}: {r}"))
+}
+
+#[test]
+fn the_filesystem_server_works_on_a_host_workspace_written_back_only_when_writable() {
+    for (case, listing) in [
+        ("filesystem", "ws_ro_after.txt"),
+        ("filesystem_rw", "ws_rw_after.txt"),
+    ] {
+        let r = answered(case);
+        let read = call(&r, "read_text_file");
+        assert_eq!(read["outcome"], "ok", "{read}");
+        assert!(
+            read["detail"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("hello from the host workspace"),
+            "{read}"
+        );
+        // Inside the guest the write succeeds either way.
+        assert_eq!(call(&r, "write_file")["outcome"], "ok");
+        let files: Vec<&str> = results().file(listing).split_whitespace().collect();
+        if case == "filesystem" {
+            assert_eq!(files, ["hello.txt"], "read-only: nothing came back");
+        } else {
+            assert_eq!(files, ["hello.txt", "new.txt"]);
+        }
+    }
+    assert_eq!(results().file("ws_rw_new.txt"), "written-in-the-guest");
 }
 
 #[test]

@@ -14,11 +14,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use guest_agent::channels::{Event, RunSpec, CONTROL_PORT, STDERR_PORT, STDIO_PORT};
+use guest_agent::channels::{
+    Event, RunSpec, Workspace, CONTROL_PORT, STDERR_PORT, STDIO_PORT, WORKSPACE_PORT,
+};
 use vmm::{VmConfig, VsockConfig};
 
 use crate::disk_arg::{parse_disk, DiskArg};
 use crate::rundir::RunDir;
+use crate::workspace::{parse_workspace, WorkspaceArg};
 
 const GUEST_CID: u64 = 3;
 
@@ -73,6 +76,13 @@ pub struct VmOptions {
     /// The image store for --server [default: ~/.cache/mcpvm/images].
     #[arg(long, requires = "server")]
     images: Option<PathBuf>,
+    /// A host directory at /workspace in the guest: DIR (read-only: the
+    /// guest's changes are dropped) or DIR,rw (its copy comes back).
+    #[arg(long, value_parser = parse_workspace)]
+    workspace: Option<WorkspaceArg>,
+    /// Largest workspace the guest may send back, MiB.
+    #[arg(long, default_value_t = 1024)]
+    workspace_limit: u64,
 }
 
 impl VmOptions {
@@ -121,7 +131,9 @@ impl VmOptions {
         if self.read_only_root {
             a.push("--read-only-root".into());
         }
+        a.push(format!("--workspace-limit={}", self.workspace_limit));
         for (name, v) in [
+            ("workspace", self.workspace.as_ref().map(|w| w.text.clone())),
             ("server", self.server.clone()),
             (
                 "catalogue",
@@ -245,6 +257,9 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     if let Some(s) = &server {
         crate::image::check_root_image(&s.layer)?;
     }
+    if let Some(ws) = &opts.workspace {
+        crate::workspace::check(ws)?;
+    }
     let (command, mut env) = match &server {
         Some(s) => (s.argv.clone(), s.env.clone()),
         None => (command, Vec::new()),
@@ -256,6 +271,14 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     let control = listen(dir.path(), CONTROL_PORT)?;
     let stdio = listen(dir.path(), STDIO_PORT)?;
     let stderr = listen(dir.path(), STDERR_PORT)?;
+    let transfer = match &opts.workspace {
+        Some(ws) => Some(crate::workspace::serve(
+            listen(dir.path(), WORKSPACE_PORT)?,
+            ws.clone(),
+            opts.workspace_limit << 20,
+        )),
+        None => None,
+    };
     let console: Box<dyn Write + Send> = match &opts.console {
         Some(path) => Box::new(File::create(path).map_err(|source| RunError::File {
             path: path.clone(),
@@ -267,6 +290,9 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         argv: command,
         env,
         cwd: opts.cwd,
+        workspace: opts.workspace.as_ref().map(|w| Workspace {
+            writable: w.writable,
+        }),
     };
 
     // The host side of each channel, on its own thread: accept blocks until
@@ -346,6 +372,14 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     // The VM is gone and its sockets closed: the relays see EOF.
     let _ = stdout_done.recv_timeout(Duration::from_secs(2));
     let _ = stderr_done.recv_timeout(Duration::from_secs(2));
+    if let Some(t) = transfer {
+        match t.finish() {
+            Some(Ok(true)) => log::info!("workspace: the guest's copy is back in place"),
+            Some(Ok(false)) | None => {}
+            // The server's status stays ours; the workspace problem is said.
+            Some(Err(e)) => eprintln!("mcpvm: {}", crate::error_chain(&e)),
+        }
+    }
     log::debug!(
         "{} (exit code {})",
         outcome.reason,

@@ -14,8 +14,17 @@ P="mcpvm probe --json --images images --mem 768 --init-timeout 400 --step-timeou
 for s in memory everything sequential-thinking time git sqlite markitdown; do
   case_ "server_$s" $P --only-given --server "$s"
 done
-# The filesystem server reads the file its setup line put in /workspace.
-case_ server_filesystem $P --only-given --call 'read_text_file={"path":"/workspace/README.txt"}' --server filesystem
+# The filesystem server on a host directory: it reads a file placed there
+# and writes one; the write comes back only with a writable workspace.
+mkdir -p ws_ro ws_rw
+echo 'hello from the host workspace' > ws_ro/hello.txt
+cp ws_ro/hello.txt ws_rw/
+W='--call read_text_file={"path":"/workspace/hello.txt"} --call write_file={"path":"/workspace/new.txt","content":"written-in-the-guest"}'
+case_ server_filesystem $P --only-given $W --server filesystem --workspace ws_ro
+ls ws_ro > "$MCPVM_OUT/ws_ro_after.txt"
+case_ server_filesystem_rw $P --only-given $W --server filesystem --workspace ws_rw,rw
+ls ws_rw > "$MCPVM_OUT/ws_rw_after.txt"
+cat ws_rw/new.txt > "$MCPVM_OUT/ws_rw_new.txt" 2>/dev/null
 
 # Asking for a credential the environment lacks: one clear error.
 case_ server_needs_key mcpvm run --images images --server github
