@@ -116,6 +116,10 @@ pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
         h.update(part.as_bytes());
         h.update([0]);
     }
+    for pin in &e.pins {
+        h.update(pin.as_bytes());
+        h.update([1]);
+    }
     h.update(format!("{:?}", e.runtime).as_bytes());
     hex(&h.finalize())[..16].to_string()
 }
@@ -231,7 +235,8 @@ fn install(name: &str, e: &Entry, stage: &Path) -> Result<(), BuildError> {
                     ])
                     .arg("--prefix")
                     .arg(&target)
-                    .arg(&spec),
+                    .arg(&spec)
+                    .args(&e.pins),
             )?;
             (spec, target.join("node_modules/.bin"))
         }
@@ -251,7 +256,8 @@ fn install(name: &str, e: &Entry, stage: &Path) -> Result<(), BuildError> {
                     ])
                     .args(["--no-warn-script-location", "--no-compile", "--target"])
                     .arg(&target)
-                    .arg(&spec),
+                    .arg(&spec)
+                    .args(&e.pins),
             )?;
             // Byte-code checked by hash: layers have fixed timestamps, and
             // without it every start compiles every import again. Files
@@ -436,6 +442,9 @@ mod tests {
         let mut newer = e.clone();
         newer.version = "2027.1.1".into();
         assert_ne!(k, layer_key("memory", &newer, "rt1"));
+        let mut pinned = e.clone();
+        pinned.pins.push("zod@3.25.0".into());
+        assert_ne!(k, layer_key("memory", &pinned, "rt1"));
         // Run-time settings do not rebuild the layer.
         let mut notes = e.clone();
         notes.notes = Some("changed".into());

@@ -42,6 +42,11 @@ pub struct Entry {
     /// A shell line run in the guest before the server starts.
     #[serde(default)]
     pub setup: Option<String>,
+    /// Dependencies pinned beside the package, where it leaves them open
+    /// and a newer release breaks it: `name==1.2.3` (python) or
+    /// `name@1.2.3` (node).
+    #[serde(default)]
+    pub pins: Vec<String>,
     #[serde(default)]
     pub notes: Option<String>,
 }
@@ -184,6 +189,23 @@ impl Catalogue {
                     "command",
                     format!("'{}' must be the package's executable name", e.command),
                 ));
+            }
+            for pin in &e.pins {
+                let (name, version) = match e.runtime {
+                    Runtime::Python => pin.split_once("==").unwrap_or(("", "")),
+                    Runtime::Node => pin.rsplit_once('@').unwrap_or(("", "")),
+                };
+                let exact = !version.is_empty()
+                    && version
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
+                if name.is_empty() || !exact {
+                    let form = match e.runtime {
+                        Runtime::Python => "name==1.2.3",
+                        Runtime::Node => "name@1.2.3",
+                    };
+                    return Err(bad("pins", format!("'{pin}' is not an exact pin ({form})")));
+                }
             }
             for k in &e.credentials {
                 if !is_env_key(k) {
@@ -377,6 +399,10 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
                 "flavour",
             ),
             (ONE.replace("version = \"2026.8.31\"\n", ""), "version"),
+            (
+                ONE.replace("runtime = \"node\"", "runtime = \"node\"\npins = [\"zod\"]"),
+                "not an exact pin (name@1.2.3)",
+            ),
         ];
         for (text, needle) in cases {
             let e = Catalogue::parse(&text, "cat.toml").unwrap_err().to_string();
