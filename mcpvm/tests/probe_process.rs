@@ -7,30 +7,8 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::artifact;
+use common::{artifact, probe, step};
 use serde_json::Value;
-
-fn probe(args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
-        .arg("probe")
-        .arg("--json")
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    (out.status.code().unwrap(), json, stderr)
-}
-
-fn step<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["step"] == name)
-        .unwrap_or_else(|| panic!("no step {name}: {r}"))
-}
 
 fn robust<'a>(r: &'a Value, name: &str) -> &'a Value {
     r["robustness"]

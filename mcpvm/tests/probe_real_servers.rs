@@ -6,31 +6,9 @@
 
 mod common;
 
-use std::process::Command;
 
-use common::artifact;
-use serde_json::{json, Value};
-
-fn probe(args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
-        .arg("probe")
-        .arg("--json")
-        .args(args)
-        .output()
-        .unwrap();
-    let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    (out.status.code().unwrap(), json, stderr)
-}
-
-fn step<'a>(r: &'a Value, name: &str) -> &'a Value {
-    r["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["step"] == name)
-        .unwrap_or_else(|| panic!("no step {name}: {r}"))
-}
+use common::{artifact, probe, step};
+use serde_json::json;
 
 fn server(name: &str) -> String {
     artifact(&format!("host-servers/bin/{name}"))

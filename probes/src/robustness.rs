@@ -284,50 +284,26 @@ async fn one(wire: &mut Wire, cx: &Context<'_>, n: usize, probe: &str) -> (Class
                 cx.answer_timeout,
             )
         }
-        "huge_argument" => {
+        "huge_argument" | "wrong_argument_types" => {
             let Some(t) = &cx.target else {
                 return (Class::NotRun, json!("no tool answered a call to aim at"));
             };
-            let mut args = t.arguments.clone();
-            let key = arguments::first_string_property(&t.schema)
-                .unwrap_or_else(|| "mcpvm_padding".into());
-            args.insert(key.clone(), Value::String("x".repeat(HUGE_ARGUMENT)));
-            let req = call(&t.name, Value::Object(args));
-            let (class, detail) = send_and_classify(
-                wire,
-                cx,
-                n,
-                req.to_string().into_bytes(),
-                &id,
-                false,
-                cx.slow_timeout,
-            )
-            .await;
-            return (
-                class,
-                json!({"tool": t.name, "property": key, "bytes": HUGE_ARGUMENT, "outcome": detail}),
-            );
-        }
-        "wrong_argument_types" => {
-            let Some(t) = &cx.target else {
-                return (Class::NotRun, json!("no tool answered a call to aim at"));
+            let (args, within, mut detail) = if probe == "huge_argument" {
+                let mut args = t.arguments.clone();
+                let key = arguments::first_string_property(&t.schema)
+                    .unwrap_or_else(|| "mcpvm_padding".into());
+                args.insert(key.clone(), Value::String("x".repeat(HUGE_ARGUMENT)));
+                let detail = json!({"tool": t.name, "property": key, "bytes": HUGE_ARGUMENT});
+                (args, cx.slow_timeout, detail)
+            } else {
+                let args = arguments::wrong_types(&t.schema);
+                let detail = json!({"tool": t.name, "arguments": args});
+                (args, cx.answer_timeout, detail)
             };
-            let args = arguments::wrong_types(&t.schema);
-            let req = call(&t.name, Value::Object(args.clone()));
-            let (class, detail) = send_and_classify(
-                wire,
-                cx,
-                n,
-                req.to_string().into_bytes(),
-                &id,
-                false,
-                cx.answer_timeout,
-            )
-            .await;
-            return (
-                class,
-                json!({"tool": t.name, "arguments": args, "outcome": detail}),
-            );
+            let req = call(&t.name, Value::Object(args)).to_string().into_bytes();
+            let (class, outcome) = send_and_classify(wire, cx, n, req, &id, false, within).await;
+            detail["outcome"] = outcome;
+            return (class, detail);
         }
         "unknown_tool" => (
             call("mcpvm-no-such-tool", json!({}))

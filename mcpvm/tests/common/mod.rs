@@ -172,3 +172,26 @@ pub fn tiny_elf(code: &[u8], addr: u64) -> Vec<u8> {
     e.extend_from_slice(code);
     e
 }
+
+/// `mcpvm probe --json ARGS…` on the host: (exit code, result, stderr).
+pub fn probe(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .arg("probe")
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (out.status.code().unwrap(), json, stderr)
+}
+
+/// A step of a probe result, by name.
+pub fn step<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == name)
+        .unwrap_or_else(|| panic!("no step {name}: {r}"))
+}

@@ -79,6 +79,8 @@ pub enum ActivateError {
     QueueCount { expected: usize, got: usize },
     #[error("Cannot start the device worker")]
     Worker(#[source] std::io::Error),
+    #[error("The device lost its backend in an earlier failed start")]
+    Lost,
 }
 
 pub trait VirtioDevice: Send {
@@ -98,6 +100,36 @@ pub trait VirtioDevice: Send {
     /// Stops the device (driver reset). Returns the device to its state
     /// before activation.
     fn reset(&mut self);
+}
+
+/// A device's worker thread: started on activation, stopped on reset or
+/// drop through an eventfd the worker polls. It hands back what it owned
+/// (the disk image, the host listener), so a reset device can start again.
+pub struct WorkerThread<T> {
+    kill: EventFd,
+    handle: std::thread::JoinHandle<T>,
+}
+
+impl<T: Send + 'static> WorkerThread<T> {
+    /// Runs `run` on a thread named `name`; `kill` is the eventfd its
+    /// worker watches (the worker holds a clone).
+    pub fn spawn(
+        name: &str,
+        kill: EventFd,
+        run: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<Self, ActivateError> {
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(run)
+            .map_err(ActivateError::Worker)?;
+        Ok(WorkerThread { kill, handle })
+    }
+
+    /// Stops the worker and returns what it owned (None if it panicked).
+    pub fn stop(self) -> Option<T> {
+        let _ = self.kill.write(1);
+        self.handle.join().ok()
+    }
 }
 
 /// Copies `data.len()` bytes of `config` at `offset` (zeros past its end).

@@ -2,7 +2,6 @@
 
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use virtio_queue::{Queue, QueueT};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
@@ -12,8 +11,8 @@ use super::disk::Disk;
 use super::request::execute;
 use super::*;
 use crate::devices::virtio::{
-    read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, TYPE_BLOCK,
-    VIRTIO_F_VERSION_1,
+    read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, WorkerThread,
+    TYPE_BLOCK, VIRTIO_F_VERSION_1,
 };
 use crate::GuestMemoryMmap;
 
@@ -26,7 +25,7 @@ pub struct Block {
     sectors: u64,
     read_only: bool,
     acked: u64,
-    worker: Option<(EventFd, JoinHandle<Disk>)>,
+    worker: Option<WorkerThread<Disk>>,
 }
 
 impl Block {
@@ -41,11 +40,8 @@ impl Block {
     }
 
     fn stop_worker(&mut self) {
-        if let Some((kill, handle)) = self.worker.take() {
-            let _ = kill.write(1);
-            if let Ok(disk) = handle.join() {
-                self.disk = Some(disk);
-            }
+        if let Some(disk) = self.worker.take().and_then(WorkerThread::stop) {
+            self.disk = Some(disk);
         }
     }
 
@@ -96,20 +92,13 @@ impl VirtioDevice for Block {
                 got: a.queues.len(),
             });
         }
-        let disk = self
-            .disk
-            .take()
-            .expect("the disk is home while the worker is stopped");
+        let disk = self.disk.take().ok_or(ActivateError::Lost)?;
         let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
         let mut worker = Worker::new(a, disk, &kill).map_err(ActivateError::Worker)?;
-        let handle = std::thread::Builder::new()
-            .name("virtio-blk".into())
-            .spawn(move || {
-                worker.run();
-                worker.disk
-            })
-            .map_err(ActivateError::Worker)?;
-        self.worker = Some((kill, handle));
+        self.worker = Some(WorkerThread::spawn("virtio-blk", kill, move || {
+            worker.run();
+            worker.disk
+        })?);
         Ok(())
     }
 

@@ -5,7 +5,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
@@ -16,8 +15,8 @@ use super::muxer::{Muxer, Watch};
 use super::packet::{Header, HDR_LEN};
 use super::*;
 use crate::devices::virtio::{
-    read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, TYPE_VSOCK,
-    VIRTIO_F_VERSION_1,
+    read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, WorkerThread,
+    TYPE_VSOCK, VIRTIO_F_VERSION_1,
 };
 use crate::GuestMemoryMmap;
 
@@ -38,7 +37,7 @@ pub struct Vsock {
     uds_path: PathBuf,
     listener: Option<UnixListener>,
     acked: u64,
-    worker: Option<(EventFd, JoinHandle<UnixListener>)>,
+    worker: Option<WorkerThread<UnixListener>>,
 }
 
 impl Vsock {
@@ -67,11 +66,8 @@ impl Vsock {
     }
 
     fn stop_worker(&mut self) {
-        if let Some((kill, handle)) = self.worker.take() {
-            let _ = kill.write(1);
-            if let Ok(listener) = handle.join() {
-                self.listener = Some(listener);
-            }
+        if let Some(listener) = self.worker.take().and_then(WorkerThread::stop) {
+            self.listener = Some(listener);
         }
     }
 }
@@ -112,10 +108,7 @@ impl VirtioDevice for Vsock {
                 got: a.queues.len(),
             });
         }
-        let listener = self
-            .listener
-            .take()
-            .expect("listener is home while the worker is stopped");
+        let listener = self.listener.take().ok_or(ActivateError::Lost)?;
         let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
         let mut worker = Worker::new(
             a,
@@ -124,14 +117,10 @@ impl VirtioDevice for Vsock {
             kill.try_clone().map_err(ActivateError::Worker)?,
         )
         .map_err(ActivateError::Worker)?;
-        let handle = std::thread::Builder::new()
-            .name("vsock".into())
-            .spawn(move || {
-                worker.run();
-                worker.listener
-            })
-            .map_err(ActivateError::Worker)?;
-        self.worker = Some((kill, handle));
+        self.worker = Some(WorkerThread::spawn("vsock", kill, move || {
+            worker.run();
+            worker.listener
+        })?);
         Ok(())
     }
 
