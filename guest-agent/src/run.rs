@@ -163,16 +163,9 @@ pub fn run_over_vsock() -> io::Result<u8> {
         Some(ws) => {
             let conn = vsock::connect(HOST_CID, WORKSPACE_PORT)?;
             if let Err(e) = crate::workspace::receive(&conn) {
-                let msg = format!("cannot unpack the workspace into {WORKSPACE_DIR}: {e}\n");
-                let _ = (&stderr_ch).write_all(msg.as_bytes());
-                send(
-                    &events,
-                    &Event::SpawnFailed {
-                        error: msg.trim_end().into(),
-                    },
-                );
-                return Ok(finish(
-                    &events, &control, &stdio, &stderr_ch, 126, None, None,
+                let msg = format!("cannot unpack the workspace into {WORKSPACE_DIR}: {e}");
+                return Ok(not_started(
+                    &events, &control, &stdio, &stderr_ch, &msg, 126,
                 ));
             }
             Some((ws, conn))
@@ -195,16 +188,9 @@ pub fn run_over_vsock() -> io::Result<u8> {
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let msg = format!("cannot run {program}: {e}\n");
-            let _ = (&stderr_ch).write_all(msg.as_bytes());
-            send(
-                &events,
-                &Event::SpawnFailed {
-                    error: msg.trim_end().into(),
-                },
-            );
-            return Ok(finish(
-                &events, &control, &stdio, &stderr_ch, 127, None, None,
+            let msg = format!("cannot run {program}: {e}");
+            return Ok(not_started(
+                &events, &control, &stdio, &stderr_ch, &msg, 127,
             ));
         }
     };
@@ -263,6 +249,21 @@ pub fn run_over_vsock() -> io::Result<u8> {
     Ok(finish(
         &events, &control, &stdio, &stderr_ch, byte, code, signal,
     ))
+}
+
+/// The server could not start: say why on its stderr and as an event,
+/// then end the run with `status`.
+fn not_started(
+    events: &Events,
+    control: &File,
+    stdio: &File,
+    stderr_ch: &File,
+    msg: &str,
+    status: u8,
+) -> u8 {
+    let _ = (&*stderr_ch).write_all(format!("{msg}\n").as_bytes());
+    send(events, &Event::SpawnFailed { error: msg.into() });
+    finish(events, control, stdio, stderr_ch, status, None, None)
 }
 
 /// Ends every stream so that the host has all bytes: shut our write

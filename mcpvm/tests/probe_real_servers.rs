@@ -6,7 +6,6 @@
 
 mod common;
 
-
 use common::{artifact, probe, step};
 use serde_json::json;
 
