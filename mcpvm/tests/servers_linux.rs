@@ -69,9 +69,12 @@ fn node_servers_answer_in_a_vm() {
 
 #[test]
 fn python_servers_answer_in_a_vm() {
-    for s in ["time", "git", "sqlite", "markitdown"] {
-        answered(s);
-    }
+    // Report every server that failed, not only the first.
+    let failed: Vec<&str> = ["time", "git", "sqlite", "markitdown"]
+        .into_iter()
+        .filter(|s| std::panic::catch_unwind(|| answered(s)).is_err())
+        .collect();
+    assert!(failed.is_empty(), "no answer in a VM from: {failed:?}");
     assert_eq!(answered("time")["lifecycle"], "stateless");
 }
 
