@@ -194,10 +194,13 @@ impl ProbeResult {
             .map(|s| s.at_ms)
             .next_back();
         self.timings.tools_list_ms = self.step("tools/list").filter(answered).map(|s| s.at_ms);
+        // An unanswered server/discover followed by a working initialize is
+        // how a slow or older server looks, not a failure.
+        let handshake_done = self.lifecycle.is_some();
         self.verdict.real_client_failures = self
             .steps
             .iter()
-            .filter(|s| s.failed())
+            .filter(|s| s.failed() && !(handshake_done && s.step == "server/discover"))
             .map(|s| s.step.clone())
             .collect();
         let broken = |input| {

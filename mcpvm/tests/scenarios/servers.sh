@@ -8,7 +8,9 @@ case_() {
   "$@" > "$MCPVM_OUT/$name.out" 2> "$MCPVM_OUT/$name.err"
   echo $? > "$MCPVM_OUT/$name.rc"
 }
-P="mcpvm probe --json --images images --mem 768 --init-timeout 400 --step-timeout 200 --discover-timeout 120"
+# The discover wait defaults to the init timeout in a VM: python servers
+# take up to two minutes to answer under nested emulation.
+P="mcpvm probe --json --images images --mem 768 --init-timeout 400 --step-timeout 200"
 
 # Every no-network server: handshake and listings, no tool calls.
 for s in memory everything sequential-thinking time git sqlite markitdown; do
