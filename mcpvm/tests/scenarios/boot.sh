@@ -3,11 +3,7 @@
 # Payload: bin/mcpvm, bin/vsock-load, vmlinux, bzImage, initramfs.cpio,
 # triple-fault.elf.
 set -u
-case_() {
-  name=$1; shift
-  "$@" > "$MCPVM_OUT/$name.out" 2> "$MCPVM_OUT/$name.err"
-  echo $? > "$MCPVM_OUT/$name.rc"
-}
+. ./case.sh
 B="mcpvm boot --json --timeout 60"
 
 case_ pvh          $B --kernel vmlinux --initrd initramfs.cpio

@@ -2,11 +2,7 @@
 # Each case leaves $MCPVM_OUT/<case>.out (stdout), .err (stderr), .rc.
 # Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, runtime.erofs.
 set -u
-case_() {
-  name=$1; shift
-  "$@" > "$MCPVM_OUT/$name.out" 2> "$MCPVM_OUT/$name.err"
-  echo $? > "$MCPVM_OUT/$name.rc"
-}
+. ./case.sh
 R="mcpvm run --timeout 300 --mem 512 --image runtime.erofs"
 sha256sum runtime.erofs > "$MCPVM_OUT/image_before.sha"
 

@@ -2,11 +2,7 @@
 # $MCPVM_OUT/<case>.out/.err/.rc. Payload: bin/mcpvm, kernel/vmlinux,
 # initramfs-test.cpio (agent, busybox, /bin/mcp-fixture).
 set -u
-case_() {
-  name=$1; shift
-  "$@" > "$MCPVM_OUT/$name.out" 2> "$MCPVM_OUT/$name.err"
-  echo $? > "$MCPVM_OUT/$name.rc"
-}
+. ./case.sh
 
 # A real MCP client (rmcp, in mcpvm probe) against the fixture in a VM.
 # With --vm the probe starts `mcpvm run` itself and adds the VM's phases;
@@ -33,6 +29,7 @@ case_ crash sh -c 'printf "%s\n" \
 # The host reader goes away mid-stream: the server is cut off, nothing hangs.
 case_ host_disconnect sh -c 'mcpvm run --timeout 120 -- /bin/sh -c "yes mcpvm" | head -c 1000 | wc -c'
 
+progress "sigint and kill -9"
 # Ctrl-C stops the VM cleanly (130). (Not a pipeline: ash's `wait PID`
 # waits for the whole job.)
 mcpvm run -- /bin/sleep 600 < /dev/null > "$MCPVM_OUT/sigint.out" 2> "$MCPVM_OUT/sigint.err" &

@@ -3,11 +3,8 @@
 # Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/ (the
 # store: index.json, runtime and layers), catalogue.toml.
 set -u
-case_() {
-  name=$1; shift
-  "$@" > "$MCPVM_OUT/$name.out" 2> "$MCPVM_OUT/$name.err"
-  echo $? > "$MCPVM_OUT/$name.rc"
-}
+. ./case.sh
+CASE_LIMIT=600
 # The discover wait defaults to the init timeout in a VM: python servers
 # take up to two minutes to answer under nested emulation.
 P="mcpvm probe --json --images images --mem 768 --init-timeout 400 --step-timeout 200"
