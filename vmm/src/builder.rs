@@ -37,6 +37,7 @@ use crate::devices::power::PowerPort;
 use crate::devices::virtio::block::device::Block;
 use crate::devices::virtio::block::disk::{Disk, DiskError};
 use crate::devices::virtio::mmio::{self, MmioTransport};
+use crate::devices::virtio::rng::Rng;
 use crate::devices::virtio::vsock::device::{Vsock, VsockError};
 use crate::devices::virtio::VirtioDevice;
 use crate::devices::{EventSender, VmEvent};
@@ -213,6 +214,9 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     }
     if let Some(v) = &config.vsock {
         virtio.push(Box::new(Vsock::new(v.guest_cid, &v.uds_path)?));
+    }
+    if config.rng {
+        virtio.push(Box::new(Rng::new()));
     }
     if virtio.len() > MAX_VIRTIO_DEVICES {
         return Err(BootError::TooManyDevices(virtio.len()));

@@ -55,6 +55,8 @@ pub struct VmConfig {
     pub vsock: Option<VsockConfig>,
     /// virtio-blk disks, in order: the guest sees /dev/vda, /dev/vdb, …
     pub disks: Vec<DiskConfig>,
+    /// A virtio-rng device feeding the guest's entropy pool.
+    pub rng: bool,
 }
 
 /// A disk image file given to the guest as a virtio-blk device.

@@ -8,6 +8,8 @@
 
 pub mod block;
 pub mod mmio;
+pub mod queue_worker;
+pub mod rng;
 pub mod vsock;
 
 use std::sync::atomic::{AtomicU32, Ordering};

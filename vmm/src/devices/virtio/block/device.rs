@@ -1,23 +1,15 @@
 //! The virtio-blk device and its worker thread.
 
-use std::os::fd::AsRawFd;
-use std::sync::Arc;
-
-use virtio_queue::{Queue, QueueT};
-use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::EventFd;
 
 use super::disk::Disk;
 use super::request::execute;
 use super::*;
+use crate::devices::virtio::queue_worker::QueueWorker;
 use crate::devices::virtio::{
-    read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, WorkerThread,
-    TYPE_BLOCK, VIRTIO_F_VERSION_1,
+    read_config_bytes, ActivateError, Activation, VirtioDevice, WorkerThread, TYPE_BLOCK,
+    VIRTIO_F_VERSION_1,
 };
-use crate::GuestMemoryMmap;
-
-const TOKEN_QUEUE: u64 = 0;
-const TOKEN_KILL: u64 = 1;
 
 pub struct Block {
     /// Home while the worker is stopped.
@@ -86,18 +78,12 @@ impl VirtioDevice for Block {
     }
 
     fn activate(&mut self, a: Activation) -> Result<(), ActivateError> {
-        if a.queues.len() != 1 || a.queue_evts.len() != 1 {
-            return Err(ActivateError::QueueCount {
-                expected: 1,
-                got: a.queues.len(),
-            });
-        }
-        let disk = self.disk.take().ok_or(ActivateError::Lost)?;
         let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
-        let mut worker = Worker::new(a, disk, &kill).map_err(ActivateError::Worker)?;
+        let mut worker = QueueWorker::new(a, &kill)?;
+        let mut disk = self.disk.take().ok_or(ActivateError::Lost)?;
         self.worker = Some(WorkerThread::spawn("virtio-blk", kill, move || {
-            worker.run();
-            worker.disk
+            worker.run("virtio-blk", |mem, chain| execute(&mut disk, mem, chain));
+            disk
         })?);
         Ok(())
     }
@@ -107,85 +93,13 @@ impl VirtioDevice for Block {
     }
 }
 
-pub struct Worker {
-    mem: GuestMemoryMmap,
-    queue: Queue,
-    evt: EventFd,
-    interrupt: Arc<Interrupt>,
-    disk: Disk,
-    epoll: Epoll,
-    _kill: EventFd,
-}
-
-impl Worker {
-    fn new(a: Activation, disk: Disk, kill: &EventFd) -> std::io::Result<Self> {
-        let kill = kill.try_clone()?;
-        let epoll = Epoll::new()?;
-        let evt = a.queue_evts.into_iter().next().expect("one queue event");
-        for (fd, token) in [
-            (evt.as_raw_fd(), TOKEN_QUEUE),
-            (kill.as_raw_fd(), TOKEN_KILL),
-        ] {
-            epoll.ctl(
-                ControlOperation::Add,
-                fd,
-                EpollEvent::new(EventSet::IN, token),
-            )?;
-        }
-        Ok(Worker {
-            mem: a.mem,
-            queue: a.queues.into_iter().next().expect("one queue"),
-            evt,
-            interrupt: a.interrupt,
-            disk,
-            epoll,
-            _kill: kill,
-        })
-    }
-
-    fn run(&mut self) {
-        let mut events = vec![EpollEvent::default(); 4];
-        loop {
-            let n = match self.epoll.wait(-1, &mut events) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    log::error!("virtio-blk worker: epoll failed: {e}");
-                    return;
-                }
-            };
-            for ev in &events[..n] {
-                match ev.data() {
-                    TOKEN_KILL => return,
-                    _ => {
-                        let _ = self.evt.read();
-                        self.process();
-                    }
-                }
-            }
-        }
-    }
-
-    /// Executes every available request, then interrupts once.
-    pub fn process(&mut self) {
-        let mut used = false;
-        while let Some(chain) = self.queue.pop_descriptor_chain(&self.mem) {
-            let head = chain.head_index();
-            let len = execute(&mut self.disk, &self.mem, chain);
-            let _ = self.queue.add_used(&self.mem, head, len);
-            used = true;
-        }
-        if used && self.queue.needs_notification(&self.mem).unwrap_or(true) {
-            self.interrupt.signal_used_queue();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::devices::virtio::block::request::tests::{disk, header, mem, DATA, HDR, STATUS};
     use crate::devices::virtio::block::request::HEADER_LEN;
+    use crate::devices::virtio::Interrupt;
+    use std::sync::Arc;
     use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
     use virtio_queue::mock::MockSplitQueue;
     use vm_memory::{Bytes, GuestAddress};
@@ -249,8 +163,9 @@ mod tests {
             interrupt: Arc::new(Interrupt::new(irq.try_clone().unwrap())),
         };
         let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
-        let mut w = Worker::new(a, d, &kill).unwrap();
-        w.process();
+        let mut w = QueueWorker::new(a, &kill).unwrap();
+        let mut d = d;
+        w.process(|mem, chain| execute(&mut d, mem, chain));
         assert_eq!(irq.read().unwrap(), 1);
         for i in 0..2u64 {
             assert_eq!(m.read_obj::<u8>(GuestAddress(STATUS + i)).unwrap(), S_OK);
