@@ -47,6 +47,7 @@ pub struct Started {
 }
 
 pub fn begin(wire: &Wire, name: &str) -> Started {
+    log::info!("step {name}");
     Started {
         name: name.to_string(),
         t0: Instant::now(),
@@ -56,6 +57,7 @@ pub fn begin(wire: &Wire, name: &str) -> Started {
 
 impl Started {
     pub fn end(self, wire: &Wire, outcome: Outcome, detail: Value) -> StepResult {
+        log::info!("step {}: {outcome:?}", self.name);
         let exchange = wire.exchange.since(self.mark);
         let progress_notifications = exchange
             .iter()

@@ -197,6 +197,7 @@ pub async fn run(wire: &mut Wire, cx: &Context<'_>) -> Vec<RobustnessResult> {
     for (n, (probe, input)) in PROBES.iter().enumerate() {
         let t0 = Instant::now();
         let mark = wire.exchange.mark();
+        log::info!("robustness probe {probe}");
         let (class, detail) = if !usable {
             (
                 Class::NotRun,
@@ -214,6 +215,7 @@ pub async fn run(wire: &mut Wire, cx: &Context<'_>) -> Vec<RobustnessResult> {
             exchange: wire.exchange.since(mark),
         });
         if matches!(class, Class::Crashed | Class::Hung) && n + 1 < PROBES.len() {
+            log::info!("robustness probe {probe}: {class:?}; restarting the server");
             let server = retire(wire, cx).await;
             let restarted = restart(wire, cx).await;
             usable = restarted.is_ok();
