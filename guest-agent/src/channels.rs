@@ -18,6 +18,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::Policy;
+use crate::seccomp::supervisor::SyscallCount;
+
 pub const HOST_CID: u32 = 2;
 pub const CONTROL_PORT: u32 = 1024;
 pub const STDIO_PORT: u32 = 1025;
@@ -36,6 +39,9 @@ pub struct RunSpec {
     pub cwd: Option<String>,
     #[serde(default)]
     pub workspace: Option<Workspace>,
+    /// What is withheld from the server (the guest half of a profile).
+    #[serde(default)]
+    pub policy: Policy,
 }
 
 /// A host directory handed to the server at [`WORKSPACE_DIR`].
@@ -63,6 +69,13 @@ pub enum Event {
     },
     /// The guest kernel's OOM killer ended a process while the server ran.
     OomKilled,
+    /// With a seccomp policy, when the server has exited: the calls it
+    /// was denied (with the errno it saw) and, in log mode, every call it
+    /// made, with counts.
+    Syscalls {
+        denied: Vec<SyscallCount>,
+        used: Vec<SyscallCount>,
+    },
     Exited {
         code: Option<i32>,
         signal: Option<i32>,

@@ -2,3 +2,6 @@
 //! (`mcpvm run`) so both speak from one definition.
 
 pub mod channels;
+pub mod policy;
+pub mod seccomp;
+pub mod syscalls;

@@ -11,6 +11,7 @@ mod root;
 mod run;
 mod system;
 mod vsock;
+mod withhold;
 mod workspace;
 
 use std::os::unix::process::ExitStatusExt;

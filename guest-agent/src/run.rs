@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,7 @@ use std::time::Duration;
 
 use crate::vsock;
 use guest_agent::channels::*;
+use guest_agent::seccomp;
 
 /// The longest run spec we accept (one JSON line).
 const MAX_SPEC: u64 = 1 << 20;
@@ -173,19 +175,45 @@ pub fn run_over_vsock() -> io::Result<u8> {
         None => None,
     };
 
+    let policy = &spec.policy;
+    if let Err(e) = crate::withhold::apply_mounts(policy) {
+        return Ok(not_started(
+            &events,
+            &control,
+            &stdio,
+            &stderr_ch,
+            &e.to_string(),
+            126,
+        ));
+    }
+    let (confine, supervise) = match seccomp::prepare(&policy.rlimits, policy.seccomp.as_ref()) {
+        Ok(halves) => halves,
+        Err(e) => {
+            let msg = format!("cannot apply the policy: {e}");
+            return Ok(not_started(
+                &events, &control, &stdio, &stderr_ch, &msg, 126,
+            ));
+        }
+    };
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env_clear()
-        .env("PATH", DEFAULT_PATH)
-        .env("HOME", "/root");
+    cmd.args(args).env_clear();
+    if !policy.bare_env {
+        cmd.env("PATH", DEFAULT_PATH).env("HOME", "/root");
+    }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    // SAFETY: pre_exec makes only async-signal-safe calls (seccomp's docs).
+    unsafe { cmd.pre_exec(move || confine.pre_exec()) };
+    // Before the spawn: the server's own execve may be a notified call.
+    let supervisor = policy.seccomp.as_ref().and_then(|p| supervise.supervise(p));
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = match cmd.spawn() {
+    let spawned = cmd.spawn();
+    drop(cmd); // the child's end of the listener socketpair
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             let msg = format!("cannot run {program}: {e}");
@@ -221,6 +249,11 @@ pub fn run_over_vsock() -> io::Result<u8> {
     let status = wait_for(child.id() as libc::pid_t);
     if kernel_log.oom_killed() {
         send(&events, &Event::OomKilled);
+    }
+    if let Some(sup) = supervisor {
+        // Bounded: processes the server left behind keep the filter alive.
+        let (denied, used) = sup.finish(Duration::from_millis(200));
+        send(&events, &Event::Syscalls { denied, used });
     }
     let _ = stdout_done.recv_timeout(DRAIN);
     let _ = stderr_done.recv_timeout(DRAIN);

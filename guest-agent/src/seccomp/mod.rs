@@ -1,0 +1,206 @@
+//! The server's system call policy, enforced by the kernel and watched by
+//! the agent (seccomp(2), `SECCOMP_RET_USER_NOTIF`, Linux 5.5+).
+//!
+//! [`bpf::compile`] turns a [`Seccomp`] policy into a classic BPF filter.
+//! Calls a rule denies with an errno, calls a rule allows only after the
+//! first (`execve` for "deny-exec"), and, in log mode, every call, are
+//! sent to the agent as user notifications instead of being decided in
+//! the kernel: [`supervisor::Supervisor`] answers each one (the errno, or
+//! "continue") and counts it, so a report can say which call was denied,
+//! how often, and with which errno. Kill rules end the process in the
+//! kernel (`SECCOMP_RET_KILL_PROCESS`); their evidence is the SIGSYS exit.
+//!
+//! The filter is installed in the forked child just before `execve`
+//! ([`ChildSide::pre_exec`]), with `no_new_privs`. The listener fd the
+//! kernel returns exists only in the child, so the child sends it to the
+//! agent over a socketpair; that one `sendmsg` (on that fd) is exempt from
+//! the filter, so a policy that denies `sendmsg` cannot deadlock the start.
+
+pub mod bpf;
+pub mod supervisor;
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::policy::{Rlimit, Seccomp};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("Unknown system call '{0}' in the seccomp policy (x86_64 names, e.g. 'openat')")]
+    UnknownSyscall(String),
+    #[error("The seccomp policy compiles to {0} BPF instructions; the kernel takes at most 4096")]
+    TooLong(usize),
+    #[error(
+        "A rule on '{0}' compares more argument values than a filter can jump over (at most 200)"
+    )]
+    TooManyValues(String),
+    #[error("Cannot create the socketpair that carries the seccomp listener")]
+    Socketpair(#[source] io::Error),
+}
+
+/// Everything the child applies between fork and exec, prepared in the
+/// parent: after fork only async-signal-safe calls are allowed, so
+/// nothing here allocates in the child. Move it into the command's
+/// `pre_exec` hook.
+pub struct ChildSide {
+    rlimits: Vec<Rlimit>,
+    filter: Option<(Vec<libc::sock_filter>, OwnedFd)>,
+}
+
+/// The agent's half: receives the listener once the child has exec'd.
+pub struct ParentSide(Option<OwnedFd>);
+
+/// Prepares both halves of a confinement.
+pub fn prepare(
+    rlimits: &[Rlimit],
+    seccomp: Option<&Seccomp>,
+) -> Result<(ChildSide, ParentSide), SeccompError> {
+    let (filter, parent) = match seccomp {
+        Some(policy) => {
+            let (parent, child) = socketpair().map_err(SeccompError::Socketpair)?;
+            let prog = bpf::compile(policy, Some(child.as_raw_fd()))?;
+            (Some((prog, child)), Some(parent))
+        }
+        None => (None, None),
+    };
+    let child = ChildSide {
+        rlimits: rlimits.to_vec(),
+        filter,
+    };
+    Ok((child, ParentSide(parent)))
+}
+
+impl ChildSide {
+    /// Runs in the child after fork: no_new_privs, the filter and its
+    /// listener to the agent, then resource limits.
+    ///
+    /// # Safety
+    /// Only async-signal-safe calls on memory prepared before the fork.
+    pub unsafe fn pre_exec(&self) -> io::Result<()> {
+        if let Some((prog, sock)) = &self.filter {
+            install(prog, sock.as_raw_fd())?;
+        }
+        // Last: a low fd limit must not stop the listener's creation.
+        for r in &self.rlimits {
+            let lim = libc::rlimit {
+                rlim_cur: r.value,
+                rlim_max: r.value,
+            };
+            if libc::setrlimit(r.resource.libc(), &lim) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// no_new_privs, the filter, and its listener sent over `sock`.
+unsafe fn install(prog: &[libc::sock_filter], sock: RawFd) -> io::Result<()> {
+    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    let listener = libc::syscall(
+        libc::SYS_seccomp,
+        libc::SECCOMP_SET_MODE_FILTER,
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+        &fprog as *const libc::sock_fprog,
+    );
+    if listener < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    send_fd(sock, listener as RawFd)
+}
+
+impl ParentSide {
+    /// Starts the thread that answers the child's notifications. Call it
+    /// before spawning: the child's `execve` may itself be a notified call,
+    /// and `spawn` returns only once the exec is done. The thread first
+    /// waits for the listener; if the child never sends one (it failed
+    /// before its filter), it ends when the command, which holds the
+    /// child's end of the socketpair, is dropped. None without a policy.
+    pub fn supervise(self, policy: &Seccomp) -> Option<supervisor::Supervisor> {
+        let parent = self.0?;
+        Some(supervisor::Supervisor::start(policy, move || {
+            recv_fd(parent.as_raw_fd())
+        }))
+    }
+}
+
+fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two fds into the array we pass.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are ours.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+const CMSG_SPACE: usize = 24; // CMSG_SPACE(sizeof(int)) on x86_64
+
+/// sendmsg with one fd as SCM_RIGHTS; async-signal-safe (stack only).
+unsafe fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cbuf = [0u64; CMSG_SPACE / 8];
+    let mut msg: libc::msghdr = std::mem::zeroed();
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE;
+    let c = libc::CMSG_FIRSTHDR(&msg);
+    (*c).cmsg_level = libc::SOL_SOCKET;
+    (*c).cmsg_type = libc::SCM_RIGHTS;
+    (*c).cmsg_len = libc::CMSG_LEN(4) as usize;
+    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
+    if libc::sendmsg(sock, &msg, 0) != 1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cbuf = [0u64; CMSG_SPACE / 8];
+    // SAFETY: a zeroed msghdr pointing at buffers that outlive the call;
+    // the control message is checked before its fd is taken.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cbuf.as_mut_ptr().cast();
+        msg.msg_controllen = CMSG_SPACE;
+        let n = libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if n == 0 || c.is_null() || (*c).cmsg_type != libc::SCM_RIGHTS {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the child exited before installing its filter",
+            ));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}

@@ -1,0 +1,167 @@
+//! The seccomp confinement on this host's kernel (no VM needed): real
+//! programs under real filters, the supervisor answering and counting.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use guest_agent::policy::{Action, Resource, Rlimit, Rule, Seccomp, When};
+use guest_agent::seccomp::{self, supervisor::SyscallCount};
+
+struct Run {
+    out: Output,
+    denied: Vec<SyscallCount>,
+    used: Vec<SyscallCount>,
+}
+
+/// Runs `sh -c script` confined; returns its output and the tallies.
+fn confined(script: &str, rlimits: &[Rlimit], policy: &Seccomp) -> Run {
+    let (child, parent) = seccomp::prepare(rlimits, Some(policy)).unwrap();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", script]);
+    // SAFETY: pre_exec only makes async-signal-safe calls.
+    unsafe { cmd.pre_exec(move || child.pre_exec()) };
+    let sup = parent.supervise(policy).expect("a supervisor");
+    let proc = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = proc.wait_with_output().unwrap();
+    let (denied, used) = sup.finish(Duration::from_secs(5));
+    Run { out, denied, used }
+}
+
+fn deny(syscall: &str, errno: i32, when: When) -> Rule {
+    Rule {
+        syscall: syscall.into(),
+        action: Action::Errno(errno),
+        when,
+    }
+}
+
+fn count(list: &[SyscallCount], syscall: &str) -> u64 {
+    list.iter()
+        .filter(|c| c.syscall == syscall)
+        .map(|c| c.count)
+        .sum()
+}
+
+fn stdout(r: &Run) -> String {
+    String::from_utf8_lossy(&r.out.stdout).to_string()
+}
+
+#[test]
+fn a_denied_call_fails_with_the_errno_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "mkdir {0}/a; echo rc=$?; mkdir {0}/b; ls {0}",
+        dir.path().display()
+    );
+    let policy = Seccomp {
+        rules: vec![
+            deny("mkdir", libc::EROFS, When::Always),
+            deny("mkdirat", libc::EROFS, When::Always),
+        ],
+        log: false,
+    };
+    let r = confined(&script, &[], &policy);
+    let stderr = String::from_utf8_lossy(&r.out.stderr);
+    assert!(stdout(&r).contains("rc=1"), "{}", stdout(&r));
+    assert!(stderr.contains("Read-only file system"), "{stderr}");
+    let n = count(&r.denied, "mkdir") + count(&r.denied, "mkdirat");
+    assert_eq!(n, 2, "{:?}", r.denied);
+    assert!(r.denied.iter().all(|d| d.errno.as_deref() == Some("EROFS")));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn deny_exec_lets_the_server_start_but_not_run_anything_else() {
+    let policy = Seccomp {
+        rules: vec![
+            deny("execve", libc::EPERM, When::AfterFirst),
+            deny("execveat", libc::EPERM, When::AfterFirst),
+        ],
+        log: false,
+    };
+    let r = confined("echo started; /bin/true; echo rc=$?", &[], &policy);
+    assert!(stdout(&r).contains("started"), "{}", stdout(&r));
+    // sh reports 126 for a command it found but could not execute.
+    assert!(stdout(&r).contains("rc=126"), "{}", stdout(&r));
+    assert_eq!(count(&r.denied, "execve"), 1, "{:?}", r.denied);
+}
+
+#[test]
+fn inet_sockets_are_refused_and_unix_sockets_are_not() {
+    let policy = Seccomp {
+        rules: vec![Rule {
+            syscall: "socket".into(),
+            action: Action::Errno(libc::EACCES),
+            when: When::ArgIn {
+                arg: 0,
+                values: vec![libc::AF_INET as u32, libc::AF_INET6 as u32],
+            },
+        }],
+        log: false,
+    };
+    let py = "import socket\n\
+              socket.socket(socket.AF_UNIX).close(); print('unix ok')\n\
+              try:\n    socket.socket(socket.AF_INET)\n\
+              except PermissionError as e: print('inet', e.errno)";
+    let r = confined(&format!("exec python3 -c \"{py}\""), &[], &policy);
+    assert!(
+        stdout(&r).contains("unix ok"),
+        "{} {}",
+        stdout(&r),
+        String::from_utf8_lossy(&r.out.stderr)
+    );
+    assert!(
+        stdout(&r).contains(&format!("inet {}", libc::EACCES)),
+        "{}",
+        stdout(&r)
+    );
+    assert_eq!(count(&r.denied, "socket"), 1, "{:?}", r.denied);
+}
+
+#[test]
+fn log_mode_records_every_call_the_program_made() {
+    let policy = Seccomp {
+        rules: vec![],
+        log: true,
+    };
+    let r = confined("echo hello; cat /dev/null", &[], &policy);
+    assert_eq!(stdout(&r), "hello\n");
+    assert!(r.out.status.success());
+    assert!(r.denied.is_empty());
+    let forks = count(&r.used, "clone") + count(&r.used, "clone3") + count(&r.used, "vfork");
+    assert!(forks > 0, "{:?}", r.used);
+    for call in ["execve", "write", "wait4", "exit_group"] {
+        assert!(count(&r.used, call) > 0, "{call} missing from {:?}", r.used);
+    }
+}
+
+#[test]
+fn a_kill_rule_ends_the_process_with_sigsys() {
+    let policy = Seccomp {
+        rules: vec![Rule {
+            syscall: "getsid".into(),
+            action: Action::Kill,
+            when: When::Always,
+        }],
+        log: false,
+    };
+    let script = "echo before; exec python3 -c 'import os; os.getsid(0); print(1)'";
+    let r = confined(script, &[], &policy);
+    assert_eq!(r.out.status.signal(), Some(libc::SIGSYS), "{:?}", r.out);
+    assert_eq!(stdout(&r), "before\n");
+}
+
+#[test]
+fn rlimits_apply_to_the_program() {
+    let limits = [Rlimit {
+        resource: Resource::Nofile,
+        value: 12,
+    }];
+    let r = confined("ulimit -n", &limits, &Seccomp::default());
+    assert_eq!(stdout(&r).trim(), "12");
+}
