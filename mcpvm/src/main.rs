@@ -7,6 +7,7 @@ mod image;
 mod logger;
 mod rundir;
 mod server;
+mod withholding;
 mod workspace;
 
 use std::process::ExitCode;

@@ -59,6 +59,9 @@ pub struct BootArgs {
     /// unless rw. Repeatable: /dev/vda, /dev/vdb, … in order.
     #[arg(long = "disk", value_parser = parse_disk)]
     disks: Vec<DiskArg>,
+    /// Attach a virtio-rng entropy device.
+    #[arg(long)]
+    rng: bool,
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -115,6 +118,7 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
             uds_path,
         }),
         disks: args.disks.into_iter().map(|d| d.config).collect(),
+        rng: args.rng,
     };
     log::debug!(
         "booting {} with {} MiB, {} vCPUs",

@@ -21,6 +21,7 @@ use vmm::{VmConfig, VsockConfig};
 
 use crate::disk_arg::{parse_disk, DiskArg};
 use crate::rundir::RunDir;
+use crate::withholding::Profiles;
 use crate::workspace::{parse_workspace, WorkspaceArg};
 
 const GUEST_CID: u64 = 3;
@@ -80,6 +81,16 @@ pub struct VmOptions {
     /// guest's changes are dropped) or DIR,rw (its copy comes back).
     #[arg(long, value_parser = parse_workspace)]
     workspace: Option<WorkspaceArg>,
+    /// Withholding profile: a name, or several joined by '+'
+    /// (docs/withholding.md). --mem and --vcpus, when given, win over it.
+    #[arg(long)]
+    profile: Option<String>,
+    /// Profiles file (TOML) adding to the built-in profiles.
+    #[arg(long, requires = "profile")]
+    profiles: Option<PathBuf>,
+    /// Withhold the virtio-rng entropy device.
+    #[arg(long)]
+    no_rng: bool,
     /// Largest workspace the guest may send back, MiB.
     #[arg(long, default_value_t = 1024)]
     workspace_limit: u64,
@@ -131,6 +142,9 @@ impl VmOptions {
         if self.read_only_root {
             a.push("--read-only-root".into());
         }
+        if self.no_rng {
+            a.push("--no-rng".into());
+        }
         a.push(format!("--workspace-limit={}", self.workspace_limit));
         for (name, v) in [
             ("workspace", self.workspace.as_ref().map(|w| w.text.clone())),
@@ -142,6 +156,11 @@ impl VmOptions {
             (
                 "images",
                 self.images.as_ref().map(|p| p.display().to_string()),
+            ),
+            ("profile", self.profile.clone()),
+            (
+                "profiles",
+                self.profiles.as_ref().map(|p| p.display().to_string()),
             ),
         ] {
             if let Some(v) = v {
@@ -159,6 +178,10 @@ pub struct RunArgs {
     /// Write the run's phase times (ms since start) to this JSON file.
     #[arg(long)]
     timings: Option<PathBuf>,
+    /// Write the guest agent's events (JSON lines, each with `at_ms`):
+    /// spawn, first output, OOM, denied and used system calls, exit.
+    #[arg(long)]
+    events: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
     #[arg(last = true, required_unless_present = "server")]
     command: Vec<String>,
@@ -233,8 +256,13 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     let RunArgs {
         vm: opts,
         timings,
+        events,
         command,
     } = args;
+    let profile = match &opts.profile {
+        Some(spec) => Some(Profiles::from_option(opts.profiles.as_deref())?.resolve(spec)?),
+        None => None,
+    };
     // Resolved and checked before anything is created, so a bad server
     // name, store or image leaves nothing behind.
     let server = match &opts.server {
@@ -264,6 +292,12 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         Some(s) => (s.argv.clone(), s.env.clone()),
         None => (command, Vec::new()),
     };
+    if let Some(p) = &profile {
+        if p.clear_env {
+            env.clear();
+        }
+        env.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
     env.extend(opts.env.iter().cloned());
     let kernel = default_artifact("kernel", opts.kernel, "kernel/vmlinux")?;
     let initrd = default_artifact("initrd", opts.initrd, "initramfs-test.cpio")?;
@@ -293,6 +327,17 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         workspace: opts.workspace.as_ref().map(|w| Workspace {
             writable: w.writable,
         }),
+        policy: profile
+            .as_ref()
+            .map(|p| p.policy.clone())
+            .unwrap_or_default(),
+    };
+    let events_file = match &events {
+        Some(path) => Some(File::create(path).map_err(|source| RunError::File {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
     };
 
     // The host side of each channel, on its own thread: accept blocks until
@@ -300,7 +345,14 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     let spec_line = serde_json::to_string(&spec)? + "\n";
     let agent_times = std::sync::Arc::new(std::sync::Mutex::new(serde_json::Map::new()));
     let times = agent_times.clone();
-    std::thread::spawn(move || control_channel(control, spec_line, start, times));
+    let control_done = {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            control_channel(control, spec_line, start, times, events_file);
+            let _ = tx.send(());
+        });
+        rx
+    };
     let stdout_done = {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -356,8 +408,14 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         kernel,
         initrd: Some(initrd),
         cmdline,
-        mem_mib: opts.mem.unwrap_or(256),
-        vcpus: opts.vcpus.unwrap_or(1),
+        mem_mib: opts
+            .mem
+            .or(profile.as_ref().map(|p| p.mem_mib))
+            .unwrap_or(256),
+        vcpus: opts
+            .vcpus
+            .or(profile.as_ref().map(|p| p.vcpus))
+            .unwrap_or(1),
         console: Some(console),
         timeout: opts.timeout.map(Duration::from_secs),
         allow_pvm: opts.allow_pvm,
@@ -367,11 +425,13 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             uds_path: dir.path().join("vsock.sock"),
         }),
         disks,
+        rng: !opts.no_rng && profile.as_ref().is_none_or(|p| p.rng),
     };
     let outcome = vmm::run(config)?;
     // The VM is gone and its sockets closed: the relays see EOF.
     let _ = stdout_done.recv_timeout(Duration::from_secs(2));
     let _ = stderr_done.recv_timeout(Duration::from_secs(2));
+    let _ = control_done.recv_timeout(Duration::from_secs(2));
     if let Some(t) = transfer {
         match t.finish() {
             Some(Ok(true)) => log::info!("workspace: the guest's copy is back in place"),
@@ -426,6 +486,7 @@ fn control_channel(
     spec_line: String,
     start: Instant,
     times: std::sync::Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
+    mut events_file: Option<File>,
 ) {
     let Ok((mut s, _)) = listener.accept() else {
         return;
@@ -439,6 +500,21 @@ fn control_channel(
         match serde_json::from_str::<Event>(&line) {
             Ok(e) => {
                 log::debug!("agent event at {t:.3} ms: {e:?}");
+                if let Some(f) = &mut events_file {
+                    let mut v = serde_json::to_value(&e).unwrap_or_default();
+                    v["at_ms"] = serde_json::json!(t);
+                    let _ = writeln!(f, "{v}");
+                }
+                if let Event::Syscalls { denied, .. } = &e {
+                    for d in denied {
+                        log::info!(
+                            "seccomp: {} denied {} times ({})",
+                            d.syscall,
+                            d.count,
+                            d.errno.as_deref().unwrap_or("")
+                        );
+                    }
+                }
                 if e == Event::OomKilled {
                     eprintln!("mcpvm: the guest kernel's OOM killer ended a server process; give the VM more memory (--mem)");
                 }
