@@ -84,6 +84,16 @@ pub struct Seccomp {
     /// denies.
     #[serde(default)]
     pub log: bool,
+    /// An allow-list: calls no rule decides and not named here fail with
+    /// this errno (a minimal profile proposed from a logged run).
+    #[serde(default)]
+    pub allow: Option<Allow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Allow {
+    pub syscalls: Vec<String>,
+    pub errno: i32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

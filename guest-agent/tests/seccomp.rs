@@ -64,6 +64,7 @@ fn a_denied_call_fails_with_the_errno_and_is_counted() {
             deny("mkdirat", libc::EROFS, When::Always),
         ],
         log: false,
+        allow: None,
     };
     let r = confined(&script, &[], &policy);
     let stderr = String::from_utf8_lossy(&r.out.stderr);
@@ -83,6 +84,7 @@ fn deny_exec_lets_the_server_start_but_not_run_anything_else() {
             deny("execveat", libc::EPERM, When::AfterFirst),
         ],
         log: false,
+        allow: None,
     };
     let r = confined("echo started; /bin/true; echo rc=$?", &[], &policy);
     assert!(stdout(&r).contains("started"), "{}", stdout(&r));
@@ -103,6 +105,7 @@ fn inet_sockets_are_refused_and_unix_sockets_are_not() {
             },
         }],
         log: false,
+        allow: None,
     };
     let py = "import socket\n\
               socket.socket(socket.AF_UNIX).close(); print('unix ok')\n\
@@ -128,6 +131,7 @@ fn log_mode_records_every_call_the_program_made() {
     let policy = Seccomp {
         rules: vec![],
         log: true,
+        allow: None,
     };
     let r = confined("echo hello; cat /dev/null", &[], &policy);
     assert_eq!(stdout(&r), "hello\n");
@@ -141,6 +145,40 @@ fn log_mode_records_every_call_the_program_made() {
 }
 
 #[test]
+fn an_allow_list_from_a_logged_run_runs_the_same_program_and_nothing_more() {
+    let log = Seccomp {
+        rules: vec![],
+        log: true,
+        allow: None,
+    };
+    let logged = confined("echo hello", &[], &log);
+    let mut allowed: Vec<String> = logged.used.iter().map(|c| c.syscall.clone()).collect();
+    let minimal = Seccomp {
+        rules: vec![],
+        log: false,
+        allow: Some(guest_agent::policy::Allow {
+            syscalls: allowed.clone(),
+            errno: libc::ENOSYS,
+        }),
+    };
+    let again = confined("echo hello", &[], &minimal);
+    assert_eq!(stdout(&again), "hello\n");
+    assert!(again.denied.is_empty(), "{:?}", again.denied);
+    // Without write, the same program cannot print.
+    allowed.retain(|c| c != "write");
+    let strict = Seccomp {
+        allow: Some(guest_agent::policy::Allow {
+            syscalls: allowed,
+            errno: libc::ENOSYS,
+        }),
+        ..minimal
+    };
+    let r = confined("echo hello", &[], &strict);
+    assert_eq!(stdout(&r), "");
+    assert!(count(&r.denied, "write") > 0, "{:?}", r.denied);
+}
+
+#[test]
 fn a_kill_rule_ends_the_process_with_sigsys() {
     let policy = Seccomp {
         rules: vec![Rule {
@@ -149,6 +187,7 @@ fn a_kill_rule_ends_the_process_with_sigsys() {
             when: When::Always,
         }],
         log: false,
+        allow: None,
     };
     let script = "echo before; exec python3 -c 'import os; os.getsid(0); print(1)'";
     let r = confined(script, &[], &policy);

@@ -86,7 +86,8 @@ fn deny_net_sockets_refuses_inet_sockets_with_eacces() {
     assert!(c.stderr.contains("Permission denied"), "{c:?}");
     let d = denied("deny_net");
     assert!(
-        d.iter().any(|x| x["syscall"] == "socket" && x["errno"] == "EACCES"),
+        d.iter()
+            .any(|x| x["syscall"] == "socket" && x["errno"] == "EACCES"),
         "{d:?}"
     );
 }
@@ -97,7 +98,10 @@ fn baseline_records_every_call_with_rng_and_two_cpus() {
     assert_eq!(c.rc, 0, "{c:?}");
     let mut lines = c.stdout.lines();
     assert_eq!(lines.next(), Some("2"), "{c:?}");
-    assert!(lines.next().unwrap_or("").starts_with("virtio_rng"), "{c:?}");
+    assert!(
+        lines.next().unwrap_or("").starts_with("virtio_rng"),
+        "{c:?}"
+    );
     let ev = events("baseline");
     let s = ev.iter().find(|e| e["event"] == "syscalls").unwrap();
     assert!(s["denied"].as_array().unwrap().is_empty());
@@ -149,7 +153,8 @@ fn a_deny_group_profile_denies_the_group() {
     assert!(c.stdout.contains("rc=1"), "{c:?}");
     let d = denied("deny_group");
     assert!(
-        d.iter().any(|x| x["syscall"] == "mkdir" || x["syscall"] == "mkdirat"),
+        d.iter()
+            .any(|x| x["syscall"] == "mkdir" || x["syscall"] == "mkdirat"),
         "{d:?}"
     );
 }

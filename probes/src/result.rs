@@ -5,7 +5,7 @@ use serde::Serialize;
 use crate::exchange::Entry;
 use crate::wire::{ExitSummary, Stderr};
 
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
@@ -151,6 +151,10 @@ pub struct ProbeResult {
     pub stderr: Stderr,
     /// How the (last) server process ended.
     pub exit: Option<ExitSummary>,
+    /// In a microVM: the guest agent's events of the last VM (spawn,
+    /// first output, OOM, denied and used system calls, exit), each with
+    /// `at_ms` since `mcpvm run` started.
+    pub guest_events: Option<Vec<serde_json::Value>>,
     pub verdict: Verdict,
 }
 
@@ -175,6 +179,7 @@ impl ProbeResult {
             stdout_garbage_lines: 0,
             stderr: Stderr::default(),
             exit: None,
+            guest_events: None,
             verdict: Verdict::default(),
         }
     }

@@ -53,6 +53,8 @@ pub struct ProbeOptions {
     pub exit_grace: Duration,
     /// The command is `mcpvm run --timings FILE …`: read the VM's phases.
     pub vm_timings: Option<PathBuf>,
+    /// … and `--events FILE`: read the guest agent's events.
+    pub vm_events: Option<PathBuf>,
 }
 
 impl Default for ProbeOptions {
@@ -69,6 +71,7 @@ impl Default for ProbeOptions {
             answer_timeout: Duration::from_secs(5),
             exit_grace: Duration::from_secs(10),
             vm_timings: None,
+            vm_events: None,
         }
     }
 }
@@ -146,6 +149,13 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         result.timings.vm = std::fs::read(path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
+    }
+    if let Some(path) = &opts.vm_events {
+        result.guest_events = std::fs::read_to_string(path).ok().map(|text| {
+            text.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        });
     }
     result.conclude();
     Ok(result)

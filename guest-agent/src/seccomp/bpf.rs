@@ -5,7 +5,9 @@
 //! ENOSYS; the exempt `sendmsg` (the listener hand-over) is allowed; then
 //! each rule in order is a compare of the call number (and, for
 //! [`When::ArgIn`], of the low 32 bits of one argument) that returns the
-//! rule's verdict; the default is allow, or notify in log mode. Errno and
+//! rule's verdict; then, with an allow-list, each allowed number passes
+//! and the rest is notified; the default is allow, or notify in log mode.
+//! Errno and
 //! after-first rules return `USER_NOTIF`: the supervisor decides and
 //! counts, so it re-checks the same rule in user space.
 
@@ -100,14 +102,22 @@ pub fn compile(policy: &Seccomp, exempt_fd: Option<i32>) -> Result<Vec<sock_filt
             }
         }
     }
-    p.push(stmt(
-        RET_K,
-        if policy.log {
-            libc::SECCOMP_RET_USER_NOTIF
-        } else {
-            libc::SECCOMP_RET_ALLOW
-        },
-    ));
+    let pass = if policy.log {
+        libc::SECCOMP_RET_USER_NOTIF
+    } else {
+        libc::SECCOMP_RET_ALLOW
+    };
+    if let Some(allow) = &policy.allow {
+        for name in &allow.syscalls {
+            let nr =
+                syscalls::number(name).ok_or_else(|| SeccompError::UnknownSyscall(name.clone()))?;
+            p.extend([jump(JEQ_K, nr, 0, 1), stmt(RET_K, pass)]);
+        }
+        // The rest is denied by the supervisor, which counts it.
+        p.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
+    } else {
+        p.push(stmt(RET_K, pass));
+    }
     if p.len() > MAX_INSNS {
         return Err(SeccompError::TooLong(p.len()));
     }
@@ -184,6 +194,7 @@ pub mod tests {
                 rule("ptrace", Action::Kill, When::Always),
             ],
             log: false,
+            allow: None,
         };
         let p = compile(&policy, Some(7)).unwrap();
         assert_eq!(call(&p, "mkdir", [0; 6]), NOTIF);
@@ -204,6 +215,7 @@ pub mod tests {
         let policy = Seccomp {
             rules: vec![rule("sendmsg", Action::Errno(libc::EPERM), When::Always)],
             log: false,
+            allow: None,
         };
         let p = compile(&policy, Some(7)).unwrap();
         assert_eq!(call(&p, "sendmsg", [7, 0, 0, 0, 0, 0]), ALLOW);
@@ -215,10 +227,28 @@ pub mod tests {
         let policy = Seccomp {
             rules: vec![rule("reboot", Action::Kill, When::Always)],
             log: true,
+            allow: None,
         };
         let p = compile(&policy, None).unwrap();
         assert_eq!(call(&p, "read", [0; 6]), NOTIF);
         assert_eq!(call(&p, "reboot", [0; 6]), KILL);
+    }
+
+    #[test]
+    fn an_allow_list_passes_its_calls_and_notifies_the_rest() {
+        let policy = Seccomp {
+            rules: vec![rule("ptrace", Action::Kill, When::Always)],
+            log: false,
+            allow: Some(crate::policy::Allow {
+                syscalls: vec!["read".into(), "ptrace".into()],
+                errno: libc::ENOSYS,
+            }),
+        };
+        let p = compile(&policy, Some(5)).unwrap();
+        assert_eq!(call(&p, "read", [0; 6]), ALLOW);
+        assert_eq!(call(&p, "write", [0; 6]), NOTIF);
+        assert_eq!(call(&p, "ptrace", [0; 6]), KILL, "rules come first");
+        assert_eq!(call(&p, "sendmsg", [5, 0, 0, 0, 0, 0]), ALLOW);
     }
 
     #[test]
@@ -237,6 +267,7 @@ pub mod tests {
         let unknown = Seccomp {
             rules: vec![rule("opne", Action::Kill, When::Always)],
             log: false,
+            allow: None,
         };
         assert!(matches!(
             compile(&unknown, None),
@@ -252,6 +283,7 @@ pub mod tests {
                 },
             )],
             log: false,
+            allow: None,
         };
         assert!(matches!(
             compile(&wide, None),

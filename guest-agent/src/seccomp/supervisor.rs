@@ -43,6 +43,8 @@ pub enum Decision {
 pub struct Judge {
     rules: Vec<(u32, Rule)>,
     log: bool,
+    /// The allow-list's numbers and the errno for the rest.
+    allow: Option<(HashSet<u32>, i32)>,
     seen_first: HashSet<u32>,
     denied: BTreeMap<(u32, String), u64>,
     used: BTreeMap<u32, u64>,
@@ -59,6 +61,14 @@ impl Judge {
                 .filter_map(|r| syscalls::number(&r.syscall).map(|nr| (nr, r.clone())))
                 .collect(),
             log: policy.log,
+            allow: policy.allow.as_ref().map(|a| {
+                let nrs = a
+                    .syscalls
+                    .iter()
+                    .filter_map(|n| syscalls::number(n))
+                    .collect();
+                (nrs, a.errno)
+            }),
             ..Judge::default()
         }
     }
@@ -78,7 +88,17 @@ impl Judge {
                 }
         });
         let Some((_, rule)) = rule else {
-            return Decision::Continue;
+            return match &self.allow {
+                Some((allowed, errno)) if !allowed.contains(&nr) => {
+                    let e = *errno;
+                    *self
+                        .denied
+                        .entry((nr, syscalls::errno_name(e)))
+                        .or_default() += 1;
+                    Decision::Errno(e)
+                }
+                _ => Decision::Continue,
+            };
         };
         if rule.when == When::AfterFirst && self.seen_first.insert(nr) {
             return Decision::Continue;
@@ -249,6 +269,7 @@ mod tests {
                 },
             ],
             log: true,
+            allow: None,
         });
         assert_eq!(j.decide(nr("execve"), [0; 6]), Decision::Continue);
         assert_eq!(j.decide(nr("execve"), [0; 6]), Decision::Errno(libc::EPERM));

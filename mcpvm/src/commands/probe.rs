@@ -169,7 +169,10 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         let timings = dir.path().join("probe-timings.json");
         let exe = std::env::current_exe().map_err(ProbeCliError::Exe)?;
         let mut cmd = vec![exe.display().to_string(), "run".into()];
+        let events = dir.path().join("probe-events.jsonl");
         cmd.push(format!("--timings={}", timings.display()));
+        cmd.push(format!("--events={}", events.display()));
+        opts.vm_events = Some(events);
         cmd.extend(args.vm_options.to_run_args());
         cmd.push("--".into());
         cmd.extend(args.command);

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use guest_agent::policy::{Action, Policy, Resource, Rlimit, Rule, Seccomp, When};
+use guest_agent::policy::{Action, Allow, Policy, Resource, Rlimit, Rule, Seccomp, When};
 use guest_agent::syscalls;
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +55,10 @@ pub struct Knobs {
     /// packet, vsock.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_socket_families: Vec<String>,
+    /// Allow only these system calls (names or `@group`); the rest fail
+    /// with this profile's errno. Composed allow-lists intersect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<Vec<String>>,
     /// Record every system call the server makes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_syscalls: Option<bool>,
@@ -225,11 +229,26 @@ impl Profiles {
         }
         let mut merged = self.defaults.clone();
         let mut rules = Vec::new();
+        let mut allow: Option<Allow> = None;
         let mut parts = BTreeMap::new();
         let mut descriptions = Vec::new();
         for name in &names {
             let k = self.knobs(name)?;
             rules.extend(rules_of(name, &k)?);
+            if let Some(list) = &k.allow {
+                let calls = allow_list(name, &k, list)?;
+                allow = Some(match allow.take() {
+                    Some(a) => Allow {
+                        syscalls: a
+                            .syscalls
+                            .into_iter()
+                            .filter(|c| calls.syscalls.contains(c))
+                            .collect(),
+                        errno: a.errno,
+                    },
+                    None => calls,
+                });
+            }
             descriptions.extend(k.description.clone());
             merged = apply(merged, &k);
             parts.insert(name.to_string(), k);
@@ -257,7 +276,11 @@ impl Profiles {
                 no_tmp: merged.no_tmp.unwrap_or(false),
                 bare_env: merged.clear_env.unwrap_or(false),
                 rlimits,
-                seccomp: (log || !rules.is_empty()).then_some(Seccomp { rules, log }),
+                seccomp: (log || !rules.is_empty() || allow.is_some()).then_some(Seccomp {
+                    rules,
+                    log,
+                    allow,
+                }),
             },
             parts,
         })
@@ -287,6 +310,12 @@ fn apply(mut over: Knobs, k: &Knobs) -> Knobs {
     over.deny.extend(k.deny.iter().cloned());
     over.deny_socket_families
         .extend(k.deny_socket_families.iter().cloned());
+    if let Some(allow) = &k.allow {
+        over.allow = Some(match over.allow.take() {
+            Some(before) => before.into_iter().filter(|c| allow.contains(c)).collect(),
+            None => allow.clone(),
+        });
+    }
     over
 }
 
@@ -339,6 +368,34 @@ fn rules_of(name: &str, k: &Knobs) -> Result<Vec<Rule>, ProfileError> {
         }
     }
     Ok(rules)
+}
+
+/// A profile's allow-list, names and groups expanded.
+fn allow_list(name: &str, k: &Knobs, list: &[String]) -> Result<Allow, ProfileError> {
+    let field = |field, why: String| ProfileError::Field {
+        profile: name.into(),
+        field,
+        why,
+    };
+    let errno = match &k.errno {
+        Some(e) => syscalls::errno(e).ok_or_else(|| field("errno", unknown_errno(e)))?,
+        None => libc::EPERM,
+    };
+    let mut syscalls = Vec::new();
+    for a in list {
+        for call in expand(a).map_err(|why| field("allow", why))? {
+            if !syscalls.iter().any(|c: &String| c == call) {
+                syscalls.push(call.to_string());
+            }
+        }
+    }
+    if !syscalls.iter().any(|c| c == "execve") {
+        return Err(field(
+            "allow",
+            "without execve the server cannot start; add it".into(),
+        ));
+    }
+    Ok(Allow { syscalls, errno })
 }
 
 /// A syscall name or `@group` to names.
@@ -430,6 +487,9 @@ fn check(name: &str, k: &Knobs) -> Result<(), ProfileError> {
         if key.is_empty() || key.contains('=') || key.contains('\0') {
             return Err(field("env", format!("'{key}' is not a variable name")));
         }
+    }
+    if let Some(list) = &k.allow {
+        allow_list(name, k, list)?;
     }
     rules_of(name, k).map(|_| ())
 }
@@ -524,6 +584,26 @@ mod tests {
         assert!(!p.resolve("no-rng").unwrap().rng);
         assert_eq!(p.resolve("one-cpu").unwrap().vcpus, 1);
         assert!(p.resolve("no-tmp").unwrap().policy.no_tmp);
+    }
+
+    #[test]
+    fn allow_lists_intersect_and_must_let_the_server_start() {
+        let p = profiles(
+            "[profile.a]\nallow = [\"execve\", \"read\", \"write\", \"@exec\"]\nerrno = \"ENOSYS\"\n\
+             [profile.b]\nallow = [\"execve\", \"write\", \"openat\"]\n",
+        );
+        let allow = p
+            .resolve("a+b")
+            .unwrap()
+            .policy
+            .seccomp
+            .unwrap()
+            .allow
+            .unwrap();
+        assert_eq!(allow.syscalls, vec!["execve".to_string(), "write".into()]);
+        assert_eq!(allow.errno, libc::ENOSYS);
+        let e = error("[profile.x]\nallow = [\"read\"]\n");
+        assert!(e.contains("without execve the server cannot start"), "{e}");
     }
 
     #[test]
