@@ -123,7 +123,9 @@ pub enum When {
     /// Calls whose argument `arg` (0-based) is one of `values` (compared
     /// as 32-bit values: flags, families, fds).
     ArgIn { arg: u8, values: Vec<u32> },
-    /// Every call after the first: for `execve`, the server may start but
-    /// not run anything else.
-    AfterFirst,
+    /// Calls from every process but the first to make this call (the
+    /// server's own process): for `execve`, the server may exec its way
+    /// into its runtime (a shebang, `env`, `exec` in a shell), but no
+    /// process it spawns may run another program.
+    InChildren,
 }

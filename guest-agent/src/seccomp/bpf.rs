@@ -8,7 +8,7 @@
 //! rule's verdict; then, with an allow-list, each allowed number passes
 //! and the rest is notified; the default is allow, or notify in log mode.
 //! Errno and
-//! after-first rules return `USER_NOTIF`: the supervisor decides and
+//! in-children rules return `USER_NOTIF`: the supervisor decides and
 //! counts, so it re-checks the same rule in user space.
 
 use libc::sock_filter;
@@ -49,7 +49,7 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
 /// The kernel's verdict for a rule's action.
 fn verdict(action: Action, when: &When) -> u32 {
     match (action, when) {
-        (Action::Kill, When::AfterFirst) | (Action::Errno(_), _) => libc::SECCOMP_RET_USER_NOTIF,
+        (Action::Kill, When::InChildren) | (Action::Errno(_), _) => libc::SECCOMP_RET_USER_NOTIF,
         (Action::Kill, _) => libc::SECCOMP_RET_KILL_PROCESS,
     }
 }
@@ -79,7 +79,7 @@ pub fn compile(policy: &Seccomp, exempt_fd: Option<i32>) -> Result<Vec<sock_filt
             .ok_or_else(|| SeccompError::UnknownSyscall(rule.syscall.clone()))?;
         let ret = stmt(RET_K, verdict(rule.action, &rule.when));
         match &rule.when {
-            When::Always | When::AfterFirst => {
+            When::Always | When::InChildren => {
                 p.extend([jump(JEQ_K, nr, 0, 1), ret]);
             }
             When::ArgIn { arg, values } => {
@@ -190,7 +190,7 @@ pub mod tests {
                         values: vec![libc::AF_INET as u32, libc::AF_INET6 as u32],
                     },
                 ),
-                rule("execve", Action::Errno(libc::EPERM), When::AfterFirst),
+                rule("execve", Action::Errno(libc::EPERM), When::InChildren),
                 rule("ptrace", Action::Kill, When::Always),
             ],
             log: false,

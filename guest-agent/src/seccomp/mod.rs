@@ -2,8 +2,8 @@
 //! the agent (seccomp(2), `SECCOMP_RET_USER_NOTIF`, Linux 5.5+).
 //!
 //! [`bpf::compile`] turns a [`Seccomp`] policy into a classic BPF filter.
-//! Calls a rule denies with an errno, calls a rule allows only after the
-//! first (`execve` for "deny-exec"), and, in log mode, every call, are
+//! Calls a rule denies with an errno, calls a rule denies only in spawned
+//! processes (`execve` for "deny-exec"), and, in log mode, every call, are
 //! sent to the agent as user notifications instead of being decided in
 //! the kernel: [`supervisor::Supervisor`] answers each one (the errno, or
 //! "continue") and counts it, so a report can say which call was denied,

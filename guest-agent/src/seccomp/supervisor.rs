@@ -1,6 +1,6 @@
 //! Answers the filter's user notifications: the errno a rule names, or
 //! "continue" (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`) for an allowed call in
-//! log mode and for the first call of an after-first rule. Counts every
+//! log mode and for a call an in-children rule lets through (the first caller's own). Counts every
 //! answer, so the agent can report what the server was denied and, in log
 //! mode, everything it called.
 //!
@@ -45,7 +45,8 @@ pub struct Judge {
     log: bool,
     /// The allow-list's numbers and the errno for the rest.
     allow: Option<(HashSet<u32>, i32)>,
-    seen_first: HashSet<u32>,
+    /// The first caller of each in-children rule's call.
+    first_caller: std::collections::HashMap<u32, u32>,
     denied: BTreeMap<(u32, String), u64>,
     used: BTreeMap<u32, u64>,
 }
@@ -73,14 +74,15 @@ impl Judge {
         }
     }
 
-    pub fn decide(&mut self, nr: u32, args: [u64; 6]) -> Decision {
+    /// One call: its number, arguments, and the calling process's pid.
+    pub fn decide(&mut self, nr: u32, args: [u64; 6], pid: u32) -> Decision {
         if self.log {
             *self.used.entry(nr).or_default() += 1;
         }
         let rule = self.rules.iter().find(|(n, r)| {
             *n == nr
                 && match &r.when {
-                    When::Always | When::AfterFirst => true,
+                    When::Always | When::InChildren => true,
                     When::ArgIn { arg, values } => {
                         let v = args.get(*arg as usize).copied().unwrap_or(0) as u32;
                         values.contains(&v)
@@ -100,7 +102,7 @@ impl Judge {
                 _ => Decision::Continue,
             };
         };
-        if rule.when == When::AfterFirst && self.seen_first.insert(nr) {
+        if rule.when == When::InChildren && *self.first_caller.entry(nr).or_insert(pid) == pid {
             return Decision::Continue;
         }
         let (decision, errno) = match rule.action {
@@ -216,10 +218,11 @@ fn serve(listener: &OwnedFd, judge: &Mutex<Judge>) {
             // ENOENT: the caller died before we read it.
             continue;
         }
-        let decision = judge
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .decide(req.data.nr as u32, req.data.args);
+        let decision = judge.lock().unwrap_or_else(|p| p.into_inner()).decide(
+            req.data.nr as u32,
+            req.data.args,
+            req.pid,
+        );
         let mut resp = libc::seccomp_notif_resp {
             id: req.id,
             val: 0,
@@ -257,7 +260,7 @@ mod tests {
                 Rule {
                     syscall: "execve".into(),
                     action: Action::Errno(libc::EPERM),
-                    when: When::AfterFirst,
+                    when: When::InChildren,
                 },
                 Rule {
                     syscall: "socket".into(),
@@ -271,18 +274,27 @@ mod tests {
             log: true,
             allow: None,
         });
-        assert_eq!(j.decide(nr("execve"), [0; 6]), Decision::Continue);
-        assert_eq!(j.decide(nr("execve"), [0; 6]), Decision::Errno(libc::EPERM));
-        assert_eq!(j.decide(nr("execve"), [0; 6]), Decision::Errno(libc::EPERM));
+        // The server execs twice (a shebang, then env to node): allowed.
+        assert_eq!(j.decide(nr("execve"), [0; 6], 10), Decision::Continue);
+        assert_eq!(j.decide(nr("execve"), [0; 6], 10), Decision::Continue);
+        // What it spawns may not.
         assert_eq!(
-            j.decide(nr("socket"), [1, 0, 0, 0, 0, 0]),
+            j.decide(nr("execve"), [0; 6], 11),
+            Decision::Errno(libc::EPERM)
+        );
+        assert_eq!(
+            j.decide(nr("execve"), [0; 6], 12),
+            Decision::Errno(libc::EPERM)
+        );
+        assert_eq!(
+            j.decide(nr("socket"), [1, 0, 0, 0, 0, 0], 10),
             Decision::Continue
         );
         assert_eq!(
-            j.decide(nr("socket"), [2, 0, 0, 0, 0, 0]),
+            j.decide(nr("socket"), [2, 0, 0, 0, 0, 0], 10),
             Decision::Errno(libc::EACCES)
         );
-        assert_eq!(j.decide(nr("read"), [0; 6]), Decision::Continue);
+        assert_eq!(j.decide(nr("read"), [0; 6], 10), Decision::Continue);
         assert_eq!(
             j.denied(),
             vec![
@@ -304,7 +316,7 @@ mod tests {
             vec![
                 ("read".into(), 1),
                 ("socket".into(), 2),
-                ("execve".into(), 3)
+                ("execve".into(), 4)
             ]
         );
     }

@@ -342,7 +342,7 @@ fn rules_of(name: &str, k: &Knobs) -> Result<Vec<Rule>, ProfileError> {
             rules.push(Rule {
                 syscall: call.into(),
                 action: Action::Errno(libc::EPERM),
-                when: When::AfterFirst,
+                when: When::InChildren,
             });
         }
     }
@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(ptrace.action, Action::Errno(libc::EACCES));
         assert!(rules.iter().any(|r| r.syscall == "pivot_root"));
         let exec = rules.iter().find(|r| r.syscall == "execve").unwrap();
-        assert_eq!(exec.when, When::AfterFirst);
+        assert_eq!(exec.when, When::InChildren);
         assert_eq!(exec.action, Action::Errno(libc::EPERM));
     }
 
