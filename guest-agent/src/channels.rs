@@ -39,6 +39,11 @@ pub struct RunSpec {
     pub cwd: Option<String>,
     #[serde(default)]
     pub workspace: Option<Workspace>,
+    /// A shell line run before the server (with its environment, output
+    /// to its stderr), outside the policy: scaffolding such as creating a
+    /// repository, not part of what is audited.
+    #[serde(default)]
+    pub setup: Option<String>,
     /// What is withheld from the server (the guest half of a profile).
     #[serde(default)]
     pub policy: Policy,

@@ -175,6 +175,13 @@ pub fn run_over_vsock() -> io::Result<u8> {
         None => None,
     };
 
+    if let Some(setup) = &spec.setup {
+        if let Err(msg) = run_setup(setup, &spec, &stderr_ch) {
+            return Ok(not_started(
+                &events, &control, &stdio, &stderr_ch, &msg, 126,
+            ));
+        }
+    }
     let policy = &spec.policy;
     if let Err(e) = crate::withhold::apply_mounts(policy) {
         return Ok(not_started(
@@ -282,6 +289,36 @@ pub fn run_over_vsock() -> io::Result<u8> {
     Ok(finish(
         &events, &control, &stdio, &stderr_ch, byte, code, signal,
     ))
+}
+
+/// Runs the setup line with the server's environment; its output goes to
+/// the server's stderr channel (never to stdout, which is MCP's).
+fn run_setup(setup: &str, spec: &RunSpec, stderr_ch: &File) -> Result<(), String> {
+    let err = |e: io::Error| format!("cannot run the setup line: {e}");
+    let out = stderr_ch.try_clone().map_err(err)?;
+    let out2 = stderr_ch.try_clone().map_err(err)?;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", setup])
+        .env_clear()
+        .env("PATH", DEFAULT_PATH)
+        .env("HOME", "/root")
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(out2));
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    let child = cmd.spawn().map_err(err)?;
+    // We are PID 1: wait_for reaps whatever else ends meanwhile.
+    let status = wait_for(child.id() as libc::pid_t);
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "the setup line failed (wait status {status}): {setup}"
+        ))
+    }
 }
 
 /// The server could not start: say why on its stderr and as an event,

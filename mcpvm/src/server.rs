@@ -12,6 +12,8 @@ pub struct ServerPlan {
     pub layer: PathBuf,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// A shell line the agent runs before the server, outside its policy.
+    pub setup: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,5 +65,6 @@ pub fn plan(
         layer,
         argv: entry.argv(name),
         env,
+        setup: entry.setup.clone(),
     })
 }

@@ -47,6 +47,9 @@ pub struct Entry {
     /// `name@1.2.3` (node).
     #[serde(default)]
     pub pins: Vec<String>,
+    /// Tools an audit calls, with their arguments; when given, only these.
+    #[serde(default)]
+    pub audit_calls: BTreeMap<String, toml::Table>,
     #[serde(default)]
     pub notes: Option<String>,
 }
@@ -252,8 +255,9 @@ impl Entry {
         format!("/opt/mcp/{name}")
     }
 
-    /// The guest command line: the executable in its layer, the args, and
-    /// the setup line first when there is one.
+    /// The guest command line: the executable in its layer and the args.
+    /// (The setup line, if any, runs before it: the agent runs it outside
+    /// the server's withholding policy.)
     pub fn argv(&self, name: &str) -> Vec<String> {
         let dir = Self::dir(name);
         let exe = match self.runtime {
@@ -262,18 +266,7 @@ impl Entry {
         };
         let mut argv = vec![exe];
         argv.extend(self.args.iter().cloned());
-        match &self.setup {
-            Some(setup) => {
-                let mut wrapped = vec![
-                    "/bin/sh".to_string(),
-                    "-c".to_string(),
-                    format!("{setup} && exec \"$0\" \"$@\""),
-                ];
-                wrapped.extend(argv);
-                wrapped
-            }
-            None => argv,
-        }
+        argv
     }
 
     /// The guest environment, with credentials filled from `lookup`;
@@ -351,9 +344,8 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
         let built_in = Catalogue::built_in();
         let git = built_in.get("git").unwrap();
         let argv = git.argv("git");
-        assert_eq!(argv[..2], ["/bin/sh", "-c"]);
-        assert!(argv[2].ends_with("&& exec \"$0\" \"$@\""));
-        assert_eq!(argv[3], "/opt/mcp/git/bin/mcp-server-git");
+        assert_eq!(argv[0], "/opt/mcp/git/bin/mcp-server-git");
+        assert!(git.setup.as_deref().unwrap().contains("git init"));
         let env = git.environment("git", |_| None).unwrap();
         assert!(env.contains(&("PYTHONPATH".into(), "/opt/mcp/git".into())));
     }

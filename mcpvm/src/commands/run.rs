@@ -327,6 +327,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         workspace: opts.workspace.as_ref().map(|w| Workspace {
             writable: w.writable,
         }),
+        setup: server.as_ref().and_then(|s| s.setup.clone()),
         policy: profile
             .as_ref()
             .map(|p| p.policy.clone())
