@@ -1,6 +1,7 @@
 //! `mcpvm`: the one binary users run. Thin: it parses options and composes
 //! the vmm (and, later, guest image and probe) crates.
 
+mod audit;
 mod commands;
 mod disk_arg;
 mod image;
@@ -38,6 +39,8 @@ enum Command {
     Run(commands::run::RunArgs),
     /// Talk to an MCP server as a client would and report every step.
     Probe(commands::probe::ProbeArgs),
+    /// Audit servers × withholding profiles in microVMs and report what breaks.
+    Audit(commands::audit::AuditArgs),
     /// Boot a Linux kernel in a microVM and wait for it to stop.
     Boot(commands::boot::BootArgs),
     /// Guest images: the runtime image and catalogued servers' layers.
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => commands::run::run(args, start, cli.json),
         Command::Probe(args) => commands::probe::run(args, cli.json),
+        Command::Audit(args) => commands::audit::run(args, cli.json),
         Command::Boot(args) => commands::boot::run(args, start, cli.json),
         Command::Bench(cmd) => commands::bench::run(cmd, cli.json),
         Command::Image(cmd) => commands::image::run(cmd, cli.json),

@@ -1,3 +1,4 @@
+pub mod audit;
 pub mod bench;
 pub mod boot;
 pub mod image;

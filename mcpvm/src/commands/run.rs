@@ -217,7 +217,7 @@ pub enum RunError {
 }
 
 /// `<dir of this binary>/../<rel>`: where scripts/build puts artifacts.
-fn default_artifact(
+pub fn default_artifact(
     what: &'static str,
     given: Option<PathBuf>,
     rel: &str,

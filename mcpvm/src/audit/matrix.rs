@@ -1,0 +1,86 @@
+//! The audit matrix: servers × profiles in a fixed order, and the share
+//! of it one shard runs.
+
+/// One run: a server under a profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub server: String,
+    pub profile: String,
+}
+
+/// `--shard i/n`: this process runs cells whose index is i modulo n
+/// (0-based, as Kubernetes' JOB_COMPLETION_INDEX).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+}
+
+pub fn parse_shard(s: &str) -> Result<Shard, String> {
+    let bad = || format!("'{s}' is not a shard; use I/N with 0 <= I < N, e.g. 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (index, count): (usize, usize) =
+        (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if count == 0 || index >= count {
+        return Err(bad());
+    }
+    Ok(Shard { index, count })
+}
+
+/// Every cell, server-major (a server's profiles run close together, so a
+/// failing server shows early), then the shard's share.
+pub fn cells(servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell> {
+    servers
+        .iter()
+        .flat_map(|s| {
+            profiles.iter().map(move |p| Cell {
+                server: s.clone(),
+                profile: p.clone(),
+            })
+        })
+        .enumerate()
+        .filter(|(i, _)| i % shard.count == shard.index)
+        .map(|(_, c)| c)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn shards_split_the_matrix_without_overlap_or_gaps() {
+        let (s, p) = (names(&["a", "b", "c"]), names(&["x", "y"]));
+        let all = cells(&s, &p, Shard::ALL);
+        assert_eq!(all.len(), 6);
+        assert_eq!(
+            all[1],
+            Cell {
+                server: "a".into(),
+                profile: "y".into()
+            }
+        );
+        let mut joined: Vec<Cell> = (0..4)
+            .flat_map(|i| cells(&s, &p, Shard { index: i, count: 4 }))
+            .collect();
+        assert_eq!(joined.len(), 6);
+        joined.sort_by(|a, b| (&a.server, &a.profile).cmp(&(&b.server, &b.profile)));
+        assert_eq!(joined, all);
+    }
+
+    #[test]
+    fn shard_syntax_is_checked() {
+        assert_eq!(parse_shard("1/3"), Ok(Shard { index: 1, count: 3 }));
+        for bad in ["3/3", "1", "a/2", "0/0", "-1/2"] {
+            assert!(parse_shard(bad).unwrap_err().contains("use I/N"), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,576 @@
+//! `mcpvm audit`: servers × withholding profiles, each cell a probe of the
+//! server in its own microVM, run with bounded parallelism, recorded in an
+//! append-only journal, and reported (docs/audit.md).
+//!
+//! A cell is a child `mcpvm probe --json --server S --profile P` process:
+//! a cell that hangs or crashes cannot take the audit with it, and its
+//! wall limit is enforced by killing it (the VM has its own `--timeout`
+//! too, and powers off when its stdin closes).
+
+pub mod journal;
+pub mod matrix;
+pub mod record;
+pub mod report;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mcpvm_images::catalogue::Catalogue;
+
+use crate::withholding::Profiles;
+use journal::Journal;
+use matrix::{Cell, Shard};
+use record::{Outcome, Record};
+use report::{Meta, ServerMeta};
+
+/// The profiles an audit runs when none are named.
+pub const DEFAULT_PROFILES: &[&str] = &[
+    "baseline",
+    "no-rng",
+    "ro-root",
+    "no-tmp",
+    "tiny-mem",
+    "one-cpu",
+    "low-fds",
+    "no-env",
+    "deny-exec",
+    "deny-net-sockets",
+];
+
+pub struct AuditOptions {
+    pub catalogue: Option<PathBuf>,
+    pub images: Option<PathBuf>,
+    pub servers: Option<Vec<String>>,
+    pub profiles: Vec<String>,
+    pub profiles_file: Option<PathBuf>,
+    pub jobs: Option<usize>,
+    pub out: PathBuf,
+    pub shard: Shard,
+    /// Seconds one cell's VM may run.
+    pub run_timeout: u64,
+    pub init_timeout: u64,
+    pub step_timeout: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("Cannot create or write the audit directory {path}")]
+    Out {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} holds an audit of other inputs ({what} changed); give a new --out directory, or delete it to start over")]
+    Changed { path: PathBuf, what: String },
+    #[error("{path} is not an audit directory (no audit.json)")]
+    NotAudit { path: PathBuf },
+    #[error("The shards differ: {what} ({a} vs {b}); merge only shards of one audit")]
+    ShardsDiffer {
+        what: String,
+        a: PathBuf,
+        b: PathBuf,
+    },
+    #[error("No servers to audit: the catalogue has none that run offline without credentials; name some with --servers")]
+    NoServers,
+}
+
+fn out_err(path: &Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {
+    move |source| AuditError::Out {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `text` to `path` through a temporary file: never half-written.
+fn write_atomic(path: &Path, text: &str) -> Result<(), AuditError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(out_err(path))
+}
+
+fn sha256_16(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    match std::fs::File::open(path) {
+        Ok(mut f) => {
+            let _ = std::io::copy(&mut f, &mut h);
+            h.finalize()
+                .iter()
+                .take(8)
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        }
+        Err(_) => "missing".into(),
+    }
+}
+
+/// How many cells at once: one per CPU, and no more VMs than the
+/// available memory holds (each needs its guest memory plus about
+/// 256 MiB for the VMM, the probe and the page cache it touches).
+pub fn default_jobs(guest_mib: u64) -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let avail_mib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(4096, |kib| kib / 1024);
+    let by_mem = (avail_mib.saturating_sub(512) / (guest_mib + 256)) as usize;
+    cpus.min(by_mem).max(1)
+}
+
+/// Everything an audit is about, checked before any VM starts.
+fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Error>> {
+    let catalogue = match &o.catalogue {
+        Some(p) => Catalogue::load(p)?,
+        None => Catalogue::built_in(),
+    };
+    let names: Vec<String> = match &o.servers {
+        Some(list) => list.clone(),
+        None => catalogue
+            .servers
+            .iter()
+            .filter(|(_, e)| !e.network && e.credentials.is_empty())
+            .map(|(n, _)| n.clone())
+            .collect(),
+    };
+    if names.is_empty() {
+        return Err(AuditError::NoServers.into());
+    }
+    let profiles = Profiles::from_option(o.profiles_file.as_deref())?;
+    let mut definitions = BTreeMap::new();
+    for p in &o.profiles {
+        definitions.insert(p.clone(), serde_json::to_value(profiles.resolve(p)?)?);
+    }
+    let mut servers = BTreeMap::new();
+    let mut runtime_image = String::new();
+    for name in &names {
+        let entry = catalogue.get(name)?;
+        let plan = crate::server::plan(name, &o.catalogue, &o.images)?;
+        let file = |p: &Path| {
+            p.file_name()
+                .map(|f| f.to_string_lossy().to_string())
+                .unwrap_or_default()
+        };
+        runtime_image = file(&plan.runtime);
+        servers.insert(
+            name.clone(),
+            ServerMeta {
+                package: entry.package.clone(),
+                version: entry.version.clone(),
+                runtime: format!("{:?}", entry.runtime).to_lowercase(),
+                layer: file(&plan.layer),
+            },
+        );
+    }
+    let kernel = crate::commands::run::default_artifact(
+        "kernel",
+        std::env::var_os("MCPVM_KERNEL").map(PathBuf::from),
+        "kernel/vmlinux",
+    )?;
+    let meta = Meta {
+        schema: 1,
+        mcpvm_version: env!("CARGO_PKG_VERSION").into(),
+        kernel_sha256: sha256_16(&kernel),
+        kernel: kernel.display().to_string(),
+        runtime_image,
+        catalogue: catalogue.source.clone(),
+        servers,
+        profiles: o.profiles.clone(),
+        profile_definitions: definitions,
+        shard: o.shard,
+        started_at: record::now(),
+    };
+    Ok((meta, catalogue))
+}
+
+/// Runs the audit; returns the process exit code (0: every cell ran).
+pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let (meta, catalogue) = prepare(&o)?;
+    std::fs::create_dir_all(o.out.join("runs")).map_err(out_err(&o.out))?;
+    let meta_path = o.out.join("audit.json");
+    let meta = match std::fs::read(&meta_path) {
+        Ok(bytes) => {
+            let before: Meta = serde_json::from_slice(&bytes).map_err(|e| AuditError::Changed {
+                path: o.out.clone(),
+                what: format!("audit.json is unreadable: {e}"),
+            })?;
+            let diff = before.same_inputs(&meta);
+            if !diff.is_empty() || before.shard != meta.shard {
+                let mut what = diff.join(", ");
+                if before.shard != meta.shard {
+                    what = [what, "shard".into()]
+                        .into_iter()
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                }
+                return Err(AuditError::Changed {
+                    path: o.out.clone(),
+                    what,
+                }
+                .into());
+            }
+            before
+        }
+        Err(_) => {
+            write_atomic(&meta_path, &serde_json::to_string_pretty(&meta)?)?;
+            meta
+        }
+    };
+    let mut journal = Journal::open(&o.out.join("results.jsonl")).map_err(out_err(&o.out))?;
+    let servers: Vec<String> = meta.servers.keys().cloned().collect();
+    let all = matrix::cells(&servers, &meta.profiles, o.shard);
+    let todo: VecDeque<Cell> = all
+        .iter()
+        .filter(|c| !journal.has(&c.server, &c.profile))
+        .cloned()
+        .collect();
+    let skipped = all.len() - todo.len();
+    // Per-server calls files, for servers whose entry names its calls.
+    let calls_dir = o.out.join("calls");
+    let mut calls = BTreeMap::new();
+    for s in &servers {
+        let entry = catalogue.get(s)?;
+        if !entry.audit_calls.is_empty() {
+            std::fs::create_dir_all(&calls_dir).map_err(out_err(&calls_dir))?;
+            let path = calls_dir.join(format!("{s}.json"));
+            write_atomic(&path, &serde_json::to_string_pretty(&entry.audit_calls)?)?;
+            calls.insert(s.clone(), path);
+        }
+    }
+    let guest_mib = meta
+        .profile_definitions
+        .values()
+        .filter_map(|d| d["mem_mib"].as_u64())
+        .max()
+        .unwrap_or(512);
+    let jobs = o.jobs.unwrap_or_else(|| default_jobs(guest_mib)).max(1);
+    eprintln!(
+        "audit: {} servers × {} profiles{}: {} runs, {} already recorded, {} to go, {} at a time",
+        servers.len(),
+        meta.profiles.len(),
+        if o.shard.count > 1 {
+            format!(" (shard {}/{})", o.shard.index, o.shard.count)
+        } else {
+            String::new()
+        },
+        all.len(),
+        skipped,
+        todo.len(),
+        jobs
+    );
+
+    let exe = std::env::current_exe()?;
+    let queue = Arc::new(Mutex::new(todo));
+    let total = queue.lock().map(|q| q.len()).unwrap_or(0);
+    let (tx, rx) = mpsc::channel::<Record>();
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for _ in 0..jobs.min(total.max(1)) {
+        let (queue, tx) = (queue.clone(), tx.clone());
+        let ctx = CellContext {
+            exe: exe.clone(),
+            out: o.out.clone(),
+            catalogue: o.catalogue.clone(),
+            images: o.images.clone(),
+            profiles_file: o.profiles_file.clone(),
+            calls: calls.clone(),
+            run_timeout: o.run_timeout,
+            init_timeout: o.init_timeout,
+            step_timeout: o.step_timeout,
+        };
+        workers.push(std::thread::spawn(move || loop {
+            let Some(cell) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+                return;
+            };
+            if tx.send(ctx.run(&cell)).is_err() {
+                return;
+            }
+        }));
+    }
+    drop(tx);
+    let mut done = 0;
+    for r in rx {
+        done += 1;
+        let elapsed = started.elapsed().as_secs_f64();
+        let eta = elapsed / done as f64 * (total - done) as f64;
+        eprintln!(
+            "audit: [{done}/{total}] {} × {}: {}{} in {:.1} s; ETA {}",
+            r.server,
+            r.profile,
+            r.outcome.name(),
+            r.failed_step
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default(),
+            r.timings.wall_ms / 1000.0,
+            human(eta)
+        );
+        journal.append(r).map_err(out_err(journal.path()))?;
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    write_reports(&o.out, &meta, &journal.records)?;
+    let counts = count(&journal.records);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"out": o.out, "runs": journal.records.len(), "outcomes": counts})
+        );
+    } else {
+        eprintln!(
+            "audit: {} runs recorded ({}); reports in {}",
+            journal.records.len(),
+            counts
+                .iter()
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            o.out.display()
+        );
+    }
+    let errors = journal
+        .records
+        .values()
+        .any(|r| r.outcome == Outcome::Error);
+    Ok(if errors { 3 } else { 0 })
+}
+
+fn count(records: &BTreeMap<(String, String), Record>) -> BTreeMap<&'static str, usize> {
+    let mut c = BTreeMap::new();
+    for r in records.values() {
+        *c.entry(r.outcome.name()).or_default() += 1;
+    }
+    c
+}
+
+fn human(secs: f64) -> String {
+    if secs < 90.0 {
+        format!("{secs:.0} s")
+    } else {
+        format!("{:.0} min", secs / 60.0)
+    }
+}
+
+/// report.md, report.html and the proposed allow-list profiles.
+pub fn write_reports(
+    out: &Path,
+    meta: &Meta,
+    records: &BTreeMap<(String, String), Record>,
+) -> Result<(), AuditError> {
+    write_atomic(&out.join("report.md"), &report::markdown(meta, records))?;
+    write_atomic(&out.join("report.html"), &report::html(meta, records))?;
+    let dir = out.join("profiles");
+    for s in meta.servers.keys() {
+        if let Some(text) = report::proposal(meta, records, s) {
+            std::fs::create_dir_all(&dir).map_err(out_err(&dir))?;
+            write_atomic(&dir.join(format!("{s}-minimal.toml")), &text)?;
+        }
+    }
+    Ok(())
+}
+
+/// `mcpvm audit merge`: shards of one audit into one report.
+pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let mut meta: Option<(Meta, PathBuf)> = None;
+    let mut records = BTreeMap::new();
+    for dir in shards {
+        let bytes = std::fs::read(dir.join("audit.json"))
+            .map_err(|_| AuditError::NotAudit { path: dir.clone() })?;
+        let m: Meta = serde_json::from_slice(&bytes)
+            .map_err(|_| AuditError::NotAudit { path: dir.clone() })?;
+        if let Some((first, first_dir)) = &meta {
+            let diff = first.same_inputs(&m);
+            if !diff.is_empty() {
+                return Err(AuditError::ShardsDiffer {
+                    what: diff.join(", "),
+                    a: first_dir.clone(),
+                    b: dir.clone(),
+                }
+                .into());
+            }
+        } else {
+            meta = Some((m, dir.clone()));
+        }
+        let j = Journal::open(&dir.join("results.jsonl")).map_err(out_err(dir))?;
+        records.extend(j.records);
+    }
+    let Some((mut meta, _)) = meta else {
+        return Err(
+            "Give the shard directories to merge: mcpvm audit merge --out DIR SHARD_DIR...".into(),
+        );
+    };
+    meta.shard = Shard::ALL;
+    std::fs::create_dir_all(out).map_err(out_err(out))?;
+    let results = out.join("results.jsonl");
+    let mut lines = String::new();
+    for r in records.values() {
+        lines += &serde_json::to_string(r)?;
+        lines.push('\n');
+    }
+    write_atomic(&results, &lines)?;
+    write_atomic(
+        &out.join("audit.json"),
+        &serde_json::to_string_pretty(&meta)?,
+    )?;
+    write_reports(out, &meta, &records)?;
+    let total = meta.servers.len() * meta.profiles.len();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"out": out, "runs": records.len(), "of": total})
+        );
+    } else {
+        eprintln!(
+            "audit merge: {} of {total} runs from {} shards; reports in {}",
+            records.len(),
+            shards.len(),
+            out.display()
+        );
+    }
+    Ok(0)
+}
+
+/// What a worker needs to run a cell.
+struct CellContext {
+    exe: PathBuf,
+    out: PathBuf,
+    catalogue: Option<PathBuf>,
+    images: Option<PathBuf>,
+    profiles_file: Option<PathBuf>,
+    calls: BTreeMap<String, PathBuf>,
+    run_timeout: u64,
+    init_timeout: u64,
+    step_timeout: u64,
+}
+
+impl CellContext {
+    fn command(&self, c: &Cell) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args([
+            "--json",
+            "probe",
+            "--server",
+            &c.server,
+            "--profile",
+            &c.profile,
+        ]);
+        cmd.arg(format!("--init-timeout={}", self.init_timeout))
+            .arg(format!("--step-timeout={}", self.step_timeout))
+            .arg(format!("--timeout={}", self.run_timeout))
+            .arg("--exit-grace=5");
+        for (flag, v) in [
+            ("catalogue", &self.catalogue),
+            ("images", &self.images),
+            ("profiles", &self.profiles_file),
+        ] {
+            if let Some(p) = v {
+                cmd.arg(format!("--{flag}={}", p.display()));
+            }
+        }
+        if let Some(calls) = self.calls.get(&c.server) {
+            cmd.arg(format!("--calls={}", calls.display()))
+                .arg("--only-given");
+        }
+        cmd
+    }
+
+    /// Runs one cell to a record; the probe's full result and its log are
+    /// kept under runs/<server>/.
+    fn run(&self, c: &Cell) -> Record {
+        let t0 = Instant::now();
+        let wall = || t0.elapsed().as_secs_f64() * 1000.0;
+        let dir = self.out.join("runs").join(&c.server);
+        let log = dir.join(format!("{}.log", c.profile));
+        let spawned = std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::File::create(&log))
+            .and_then(|log| {
+                self.command(c)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(log)
+                    .process_group(0)
+                    .spawn()
+            });
+        let mut child = match spawned {
+            Ok(ch) => ch,
+            Err(e) => {
+                return Record::failed(
+                    &c.server,
+                    &c.profile,
+                    Outcome::Error,
+                    format!("cannot start the probe: {e}"),
+                    wall(),
+                )
+            }
+        };
+        let mut stdout = child.stdout.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = stdout.read_to_string(&mut s);
+            s
+        });
+        // The probe's own limits end a slow server; this catches the rest.
+        let limit = Duration::from_secs(self.run_timeout + 60);
+        let mut killed = false;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if t0.elapsed() > limit && !killed => {
+                    // SAFETY: a signal to the probe's own process group.
+                    unsafe { libc::kill(-(child.id() as i32), libc::SIGTERM) };
+                    std::thread::sleep(Duration::from_secs(5));
+                    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                    killed = true;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+                Err(_) => break,
+            }
+        }
+        let _ = child.wait();
+        let text = reader.join().unwrap_or_default();
+        if killed {
+            return Record::failed(
+                &c.server,
+                &c.profile,
+                Outcome::Timeout,
+                format!(
+                    "the run outlived its {} s limit and was killed",
+                    limit.as_secs()
+                ),
+                wall(),
+            );
+        }
+        match serde_json::from_str::<serde_json::Value>(text.trim()) {
+            Ok(probe) => {
+                let _ = std::fs::write(dir.join(format!("{}.json", c.profile)), &text);
+                Record::from_probe(&c.server, &c.profile, &probe, wall())
+            }
+            Err(_) => {
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                let last = said
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no output");
+                Record::failed(
+                    &c.server,
+                    &c.profile,
+                    Outcome::Error,
+                    format!("the probe gave no result: {last}"),
+                    wall(),
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! One line of `results.jsonl`: what one server did under one profile,
+//! classified, with the evidence. docs/audit.md documents the schema.
+
+use guest_agent::seccomp::supervisor::SyscallCount;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Handshake, listings and every call worked.
+    Ok,
+    /// The server answered, but some tool calls failed.
+    Degraded,
+    /// The handshake or `tools/list` failed.
+    Broken,
+    /// A step, or the whole run, ran out of time.
+    Timeout,
+    /// The server went away during a step.
+    Crash,
+    /// The guest kernel's OOM killer ended a server process.
+    Oom,
+    /// The audit could not run this cell (the probe itself failed).
+    Error,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Ok,
+        Outcome::Degraded,
+        Outcome::Broken,
+        Outcome::Timeout,
+        Outcome::Crash,
+        Outcome::Oom,
+        Outcome::Error,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Degraded => "degraded",
+            Outcome::Broken => "broken",
+            Outcome::Timeout => "timeout",
+            Outcome::Crash => "crash",
+            Outcome::Oom => "oom",
+            Outcome::Error => "error",
+        }
+    }
+
+    /// One character for the Markdown matrix.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Outcome::Ok => "✓",
+            Outcome::Degraded => "◐",
+            Outcome::Broken => "✗",
+            Outcome::Timeout => "⌛",
+            Outcome::Crash => "✝",
+            Outcome::Oom => "M",
+            Outcome::Error => "?",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// The whole cell, as the audit saw it.
+    pub wall_ms: f64,
+    /// `mcpvm run` start to the guest agent's first event.
+    pub boot_ms: Option<f64>,
+    /// Spawn to the handshake's answer: the first response.
+    pub handshake_ms: Option<f64>,
+    pub tools_list_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// System calls the profile denied, with the errno the server saw.
+    pub denied: Vec<SyscallCount>,
+    /// Failed steps: `step: outcome: what the server said`.
+    pub errors: Vec<String>,
+    /// The server's last stderr lines.
+    pub stderr_tail: String,
+    /// How the server process ended (the probe's `exit`).
+    pub exit: Value,
+    pub oom: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub schema: u32,
+    pub server: String,
+    pub profile: String,
+    pub outcome: Outcome,
+    /// The first step that failed.
+    pub failed_step: Option<String>,
+    pub lifecycle: Option<String>,
+    pub tools_ok: Vec<String>,
+    pub tools_failed: Vec<String>,
+    pub timings: Timings,
+    pub evidence: Evidence,
+    /// Every call the server made, in a profile that logs them (baseline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls_used: Option<Vec<SyscallCount>>,
+    /// Seconds since the epoch when the cell finished.
+    pub finished_at: u64,
+}
+
+const STDERR_TAIL: usize = 2048;
+const DETAIL: usize = 300;
+
+impl Record {
+    /// A cell the audit could not run, or that outlived its wall limit.
+    pub fn failed(
+        server: &str,
+        profile: &str,
+        outcome: Outcome,
+        why: String,
+        wall_ms: f64,
+    ) -> Self {
+        Record {
+            schema: SCHEMA,
+            server: server.into(),
+            profile: profile.into(),
+            outcome,
+            failed_step: None,
+            lifecycle: None,
+            tools_ok: Vec::new(),
+            tools_failed: Vec::new(),
+            timings: Timings {
+                wall_ms,
+                ..Timings::default()
+            },
+            evidence: Evidence {
+                errors: vec![why],
+                ..Evidence::default()
+            },
+            syscalls_used: None,
+            finished_at: now(),
+        }
+    }
+
+    /// Classifies a probe result (`mcpvm probe --json`, schema 3).
+    pub fn from_probe(server: &str, profile: &str, probe: &Value, wall_ms: f64) -> Self {
+        let steps = probe["steps"].as_array().cloned().unwrap_or_default();
+        let events = probe["guest_events"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let event = |name: &str| events.iter().find(|e| e["event"] == name);
+        let oom = event("oom_killed").is_some();
+        let syscalls = event("syscalls");
+        let counts = |key: &str| -> Vec<SyscallCount> {
+            syscalls
+                .and_then(|s| serde_json::from_value(s[key].clone()).ok())
+                .unwrap_or_default()
+        };
+        let used = counts("used");
+        let failures: Vec<&str> = probe["verdict"]["real_client_failures"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let outcome_of = |step: &str| {
+            steps
+                .iter()
+                .rev()
+                .find(|s| s["step"] == step)
+                .and_then(|s| s["outcome"].as_str())
+                .unwrap_or("")
+                .to_string()
+        };
+        let (mut tools_ok, mut tools_failed) = (Vec::new(), Vec::new());
+        let mut errors = Vec::new();
+        for s in &steps {
+            let name = s["step"].as_str().unwrap_or("");
+            let outcome = s["outcome"].as_str().unwrap_or("");
+            if let Some(tool) = name.strip_prefix("tools/call:") {
+                match outcome {
+                    "ok" => tools_ok.push(tool.to_string()),
+                    "skipped" => {}
+                    _ => tools_failed.push(tool.to_string()),
+                }
+            }
+            let failed = match outcome {
+                "ok" | "skipped" => false,
+                _ => name.starts_with("tools/call:") || failures.contains(&name),
+            };
+            if failed {
+                let detail = &s["detail"];
+                let said = detail["error"]
+                    .as_str()
+                    .or(detail["text"].as_str())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| detail.to_string());
+                errors.push(format!("{name}: {outcome}: {}", clip(&said, DETAIL)));
+            }
+        }
+        let handshake_failed = probe["lifecycle"].is_null();
+        let listing_failed = failures.contains(&"tools/list");
+        let first_tool_failure = steps.iter().find(|s| {
+            s["step"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("tools/call:"))
+                && !matches!(s["outcome"].as_str(), Some("ok" | "skipped"))
+        });
+        let (outcome, failed_step) = if handshake_failed || listing_failed {
+            let step = if handshake_failed {
+                failures
+                    .first()
+                    .copied()
+                    .unwrap_or("initialize")
+                    .to_string()
+            } else {
+                "tools/list".to_string()
+            };
+            let o = match outcome_of(&step).as_str() {
+                _ if oom => Outcome::Oom,
+                "timeout" => Outcome::Timeout,
+                "closed" => Outcome::Crash,
+                _ => Outcome::Broken,
+            };
+            (o, Some(step))
+        } else if let Some(s) = first_tool_failure {
+            let step = s["step"].as_str().unwrap_or("").to_string();
+            let o = match s["outcome"].as_str() {
+                _ if oom => Outcome::Oom,
+                Some("closed") => Outcome::Crash,
+                _ => Outcome::Degraded,
+            };
+            (o, Some(step))
+        } else if let Some(f) = failures.first() {
+            // ping, a listing: a real client would notice.
+            (Outcome::Degraded, Some(f.to_string()))
+        } else {
+            (Outcome::Ok, None)
+        };
+        let vm = &probe["timings"]["vm"];
+        Record {
+            schema: SCHEMA,
+            server: server.into(),
+            profile: profile.into(),
+            outcome,
+            failed_step,
+            lifecycle: probe["lifecycle"].as_str().map(str::to_string),
+            tools_ok,
+            tools_failed,
+            timings: Timings {
+                wall_ms,
+                boot_ms: vm["agent_start"].as_f64(),
+                handshake_ms: probe["timings"]["handshake_ms"].as_f64(),
+                tools_list_ms: probe["timings"]["tools_list_ms"].as_f64(),
+            },
+            evidence: Evidence {
+                denied: counts("denied"),
+                errors,
+                stderr_tail: tail(probe["stderr"]["tail"].as_str().unwrap_or(""), STDERR_TAIL),
+                exit: probe["exit"].clone(),
+                oom,
+            },
+            syscalls_used: (!used.is_empty()).then_some(used),
+            finished_at: now(),
+        }
+    }
+}
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+fn tail(s: &str, max: usize) -> String {
+    let start = s.len().saturating_sub(max);
+    let start = (start..=s.len())
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(s.len());
+    s[start..].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(name: &str, outcome: &str, detail: Value) -> Value {
+        json!({"step": name, "outcome": outcome, "detail": detail})
+    }
+
+    fn probe(
+        steps: Vec<Value>,
+        failures: &[&str],
+        lifecycle: Option<&str>,
+        events: Value,
+    ) -> Value {
+        json!({
+            "schema": 3,
+            "lifecycle": lifecycle,
+            "steps": steps,
+            "verdict": {"real_client_failures": failures},
+            "timings": {"handshake_ms": 812.5, "tools_list_ms": 900.0, "vm": {"agent_start": 410.0}},
+            "stderr": {"tail": "line1\nline2\n"},
+            "exit": {"code": 0, "signal": null, "exited_by_itself": true},
+            "guest_events": events,
+        })
+    }
+
+    fn ok_start() -> Vec<Value> {
+        vec![
+            step("initialize", "ok", json!({})),
+            step("tools/list", "ok", json!(["a", "b"])),
+        ]
+    }
+
+    #[test]
+    fn a_clean_run_is_ok_with_its_timings_and_used_calls() {
+        let mut steps = ok_start();
+        steps.push(step("tools/call:a", "ok", json!({"text": "fine"})));
+        let events =
+            json!([{"event": "syscalls", "denied": [], "used": [{"syscall": "read", "count": 4}]}]);
+        let r = Record::from_probe(
+            "s",
+            "baseline",
+            &probe(steps, &[], Some("initialize"), events),
+            1500.0,
+        );
+        assert_eq!(r.outcome, Outcome::Ok);
+        assert_eq!(r.failed_step, None);
+        assert_eq!(r.tools_ok, ["a"]);
+        assert_eq!(r.timings.boot_ms, Some(410.0));
+        assert_eq!(r.timings.handshake_ms, Some(812.5));
+        assert_eq!(r.syscalls_used.unwrap()[0].syscall, "read");
+    }
+
+    #[test]
+    fn a_failing_tool_degrades_with_its_error_and_denials_as_evidence() {
+        let mut steps = ok_start();
+        steps.push(step("tools/call:a", "ok", json!({"text": "fine"})));
+        steps.push(step(
+            "tools/call:b",
+            "tool_error",
+            json!({"text": "git: Operation not permitted"}),
+        ));
+        let events = json!([{"event": "syscalls", "denied": [{"syscall": "execve", "errno": "EPERM", "count": 2}], "used": []}]);
+        let r = Record::from_probe(
+            "git",
+            "deny-exec",
+            &probe(steps, &[], Some("initialize"), events),
+            1.0,
+        );
+        assert_eq!(r.outcome, Outcome::Degraded);
+        assert_eq!(r.failed_step.as_deref(), Some("tools/call:b"));
+        assert_eq!(r.tools_failed, ["b"]);
+        assert_eq!(r.evidence.denied[0].syscall, "execve");
+        assert_eq!(
+            r.evidence.errors,
+            ["tools/call:b: tool_error: git: Operation not permitted"]
+        );
+        assert!(r.syscalls_used.is_none());
+    }
+
+    #[test]
+    fn handshake_failures_are_broken_timeout_crash_or_oom() {
+        let cases = [
+            ("error", json!([]), Outcome::Broken),
+            ("timeout", json!([]), Outcome::Timeout),
+            ("closed", json!([]), Outcome::Crash),
+            ("closed", json!([{"event": "oom_killed"}]), Outcome::Oom),
+        ];
+        for (outcome, events, want) in cases {
+            let steps = vec![step("initialize", outcome, json!({"error": "boom"}))];
+            let r = Record::from_probe("s", "p", &probe(steps, &["initialize"], None, events), 1.0);
+            assert_eq!(r.outcome, want, "{outcome}");
+            assert_eq!(r.failed_step.as_deref(), Some("initialize"));
+            assert_eq!(r.evidence.errors.len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_failed_listing_is_broken_and_a_server_dying_in_a_call_is_a_crash() {
+        let steps = vec![
+            step("initialize", "ok", json!({})),
+            step("tools/list", "error", json!({"error": "nope"})),
+        ];
+        let r = Record::from_probe(
+            "s",
+            "p",
+            &probe(steps, &["tools/list"], Some("initialize"), json!([])),
+            1.0,
+        );
+        assert_eq!(
+            (r.outcome, r.failed_step.as_deref()),
+            (Outcome::Broken, Some("tools/list"))
+        );
+        let mut steps = ok_start();
+        steps.push(step("tools/call:a", "closed", Value::Null));
+        let r = Record::from_probe(
+            "s",
+            "p",
+            &probe(steps, &["tools/call:a"], Some("initialize"), json!([])),
+            1.0,
+        );
+        assert_eq!(r.outcome, Outcome::Crash);
+    }
+
+    #[test]
+    fn records_round_trip_through_json() {
+        let r = Record::failed(
+            "s",
+            "p",
+            Outcome::Timeout,
+            "killed after 600 s".into(),
+            600_000.0,
+        );
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), r);
+        assert_eq!(tail("ééé", 3), "é");
+        assert_eq!(clip("abcdef", 3), "abc…");
+    }
+}

@@ -1,0 +1,648 @@
+//! The audit's reports, from `audit.json` and `results.jsonl`: a Markdown
+//! matrix with the evidence per server, an HTML page with the matrix as a
+//! coloured grid and the timing distributions (self-contained: inline CSS
+//! and SVG, no CDN), and, from each baseline run that logged system
+//! calls, a ready-to-use allow-list profile.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::matrix::Shard;
+use super::record::{Outcome, Record};
+
+/// `audit.json`: what the audit ran on, so it can be repeated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub schema: u32,
+    pub mcpvm_version: String,
+    /// The guest kernel: path and the first 16 hex digits of its SHA-256.
+    pub kernel: String,
+    pub kernel_sha256: String,
+    /// The runtime image file (its name carries its content key).
+    pub runtime_image: String,
+    pub catalogue: String,
+    pub servers: BTreeMap<String, ServerMeta>,
+    /// In the order of the matrix columns.
+    pub profiles: Vec<String>,
+    /// Each profile as resolved: every value, and the definitions it was
+    /// composed from.
+    pub profile_definitions: BTreeMap<String, serde_json::Value>,
+    pub shard: Shard,
+    pub started_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerMeta {
+    pub package: String,
+    pub version: String,
+    pub runtime: String,
+    /// The server layer's content key.
+    pub layer: String,
+}
+
+impl Meta {
+    /// What must match for two audits (or shards) to be one: everything
+    /// but when it started and which shard ran.
+    pub fn same_inputs(&self, other: &Meta) -> Vec<&'static str> {
+        let mut diff = Vec::new();
+        if self.kernel_sha256 != other.kernel_sha256 {
+            diff.push("kernel");
+        }
+        if self.runtime_image != other.runtime_image {
+            diff.push("runtime image");
+        }
+        if self.servers != other.servers {
+            diff.push("servers (packages, versions or layers)");
+        }
+        if self.profiles != other.profiles || self.profile_definitions != other.profile_definitions
+        {
+            diff.push("profiles");
+        }
+        diff
+    }
+}
+
+fn cell<'a>(
+    records: &'a BTreeMap<(String, String), Record>,
+    s: &str,
+    p: &str,
+) -> Option<&'a Record> {
+    records.get(&(s.to_string(), p.to_string()))
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.0} ms"))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn evidence_line(r: &Record) -> String {
+    let mut parts = Vec::new();
+    if let Some(step) = &r.failed_step {
+        parts.push(format!("failed at `{step}`"));
+    }
+    if !r.evidence.denied.is_empty() {
+        let d: Vec<String> = r
+            .evidence
+            .denied
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} ×{} ({})",
+                    d.syscall,
+                    d.count,
+                    d.errno.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        parts.push(format!("denied {}", d.join(", ")));
+    }
+    if r.evidence.oom {
+        parts.push("OOM killer acted".into());
+    }
+    if let Some(sig) = r.evidence.exit["signal"].as_i64() {
+        parts.push(format!("exit signal {sig}"));
+    } else if let Some(code) = r.evidence.exit["code"].as_i64().filter(|&c| c != 0) {
+        parts.push(format!("exit code {code}"));
+    }
+    parts.join("; ")
+}
+
+/// Distinct calls of a baseline run that logged them.
+fn used(r: &Record) -> Option<Vec<&str>> {
+    r.syscalls_used
+        .as_ref()
+        .map(|u| u.iter().map(|c| c.syscall.as_str()).collect())
+}
+
+pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String {
+    let servers: Vec<&String> = meta.servers.keys().collect();
+    let total = servers.len() * meta.profiles.len();
+    let done = records.len();
+    let mut m = String::new();
+    let _ = writeln!(m, "# mcpvm audit\n");
+    let _ = writeln!(
+        m,
+        "{} servers × {} profiles: {done} of {total} runs recorded. mcpvm {}, kernel `{}` (sha256 {}), runtime image `{}`, catalogue {}.\n",
+        servers.len(),
+        meta.profiles.len(),
+        meta.mcpvm_version,
+        meta.kernel,
+        meta.kernel_sha256,
+        meta.runtime_image,
+        meta.catalogue,
+    );
+    let _ = writeln!(m, "## Matrix\n");
+    let _ = write!(m, "| server |");
+    for p in &meta.profiles {
+        let _ = write!(m, " {p} |");
+    }
+    let _ = write!(m, "\n|---|");
+    for _ in &meta.profiles {
+        let _ = write!(m, ":-:|");
+    }
+    m.push('\n');
+    for s in &servers {
+        let _ = write!(m, "| {s} |");
+        for p in &meta.profiles {
+            let sym = cell(records, s, p)
+                .map(|r| r.outcome.symbol())
+                .unwrap_or(" ");
+            let _ = write!(m, " {sym} |");
+        }
+        m.push('\n');
+    }
+    let legend: Vec<String> = Outcome::ALL
+        .iter()
+        .map(|o| format!("{} {}", o.symbol(), o.name()))
+        .collect();
+    let _ = writeln!(m, "\n{} (blank: not run yet)\n", legend.join(" · "));
+    let _ = writeln!(
+        m,
+        "## Profiles\n\n| profile | what is withheld |\n|---|---|"
+    );
+    for p in &meta.profiles {
+        let d = meta
+            .profile_definitions
+            .get(p)
+            .and_then(|d| d["description"].as_str())
+            .unwrap_or("");
+        let _ = writeln!(m, "| {p} | {d} |");
+    }
+    let _ = writeln!(m, "\n## Servers\n");
+    for s in &servers {
+        let sm = &meta.servers[*s];
+        let _ = writeln!(
+            m,
+            "### {s}\n\n{} {} ({})\n",
+            sm.package, sm.version, sm.runtime
+        );
+        for p in &meta.profiles {
+            let Some(r) = cell(records, s, p) else {
+                continue;
+            };
+            let _ = write!(
+                m,
+                "- **{p}**: {} — first response {}, boot {}",
+                r.outcome.name(),
+                ms(r.timings.handshake_ms),
+                ms(r.timings.boot_ms)
+            );
+            let e = evidence_line(r);
+            if !e.is_empty() {
+                let _ = write!(m, "; {e}");
+            }
+            if let Some(u) = used(r) {
+                let _ = write!(
+                    m,
+                    "; {} distinct system calls (allow-list: `profiles/{s}-minimal.toml`)",
+                    u.len()
+                );
+            }
+            m.push('\n');
+            for err in &r.evidence.errors {
+                let _ = writeln!(m, "  - {}", err.replace('\n', " "));
+            }
+            if r.outcome != Outcome::Ok && !r.evidence.stderr_tail.trim().is_empty() {
+                let last: Vec<&str> = r
+                    .evidence
+                    .stderr_tail
+                    .trim_end()
+                    .lines()
+                    .rev()
+                    .take(3)
+                    .collect();
+                let last: Vec<&str> = last.into_iter().rev().collect();
+                let _ = writeln!(m, "  - stderr: `{}`", last.join(" ⏎ ").replace('`', "'"));
+            }
+        }
+        m.push('\n');
+    }
+    m
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn colour(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Ok => "#2e9d5b",
+        Outcome::Degraded => "#e0b43a",
+        Outcome::Broken => "#d2453b",
+        Outcome::Timeout => "#8e5cc2",
+        Outcome::Crash => "#7a1f1a",
+        Outcome::Oom => "#3a6fd2",
+        Outcome::Error => "#777777",
+    }
+}
+
+/// An SVG histogram of `values` (ms) in `bins` equal bins.
+fn histogram(title: &str, values: &[f64], bins: usize) -> String {
+    let (w, h, pad) = (420.0, 160.0, 30.0);
+    let mut svg = format!(
+        "<figure><figcaption>{}</figcaption><svg width=\"{w}\" height=\"{}\" role=\"img\">",
+        esc(title),
+        h + pad
+    );
+    if values.is_empty() {
+        svg += "<text x=\"10\" y=\"20\">no data yet</text></svg></figure>";
+        return svg;
+    }
+    let max = values.iter().cloned().fold(f64::MIN, f64::max);
+    let min = values.iter().cloned().fold(f64::MAX, f64::min);
+    let span = (max - min).max(1.0);
+    let mut counts = vec![0usize; bins];
+    for v in values {
+        let i = (((v - min) / span) * bins as f64).floor() as usize;
+        counts[i.min(bins - 1)] += 1;
+    }
+    let top = *counts.iter().max().unwrap_or(&1) as f64;
+    let bw = (w - 2.0 * pad) / bins as f64;
+    for (i, c) in counts.iter().enumerate() {
+        let bh = (*c as f64 / top) * (h - pad);
+        let _ = write!(
+            svg,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4a7bd0\"><title>{c} runs</title></rect>",
+            pad + i as f64 * bw,
+            h - bh,
+            bw - 2.0
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{pad}\" y=\"{}\" font-size=\"11\">{min:.0} ms</text><text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{max:.0} ms</text></svg></figure>",
+        h + 18.0,
+        w - pad,
+        h + 18.0
+    );
+    svg
+}
+
+pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String {
+    let servers: Vec<&String> = meta.servers.keys().collect();
+    let mut page = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>mcpvm audit</title><style>\
+         body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}\
+         table.grid{border-collapse:collapse}table.grid td,table.grid th{border:1px solid #ccc;padding:.3em .6em;text-align:center}\
+         table.grid td.cell{color:#fff;font-weight:600}th.server{text-align:left}\
+         .legend span{display:inline-block;padding:.1em .5em;margin-right:.4em;color:#fff;border-radius:3px}\
+         figure{display:inline-block;margin:1em 2em 1em 0}figcaption{font-weight:600}\
+         details{margin:.4em 0}pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap}\
+         </style></head><body><h1>mcpvm audit</h1>",
+    );
+    let _ = write!(
+        page,
+        "<p>{} servers × {} profiles: {} of {} runs recorded. mcpvm {}, kernel {} (sha256 {}), runtime image {}.</p>",
+        servers.len(),
+        meta.profiles.len(),
+        records.len(),
+        servers.len() * meta.profiles.len(),
+        esc(&meta.mcpvm_version),
+        esc(&meta.kernel),
+        esc(&meta.kernel_sha256),
+        esc(&meta.runtime_image)
+    );
+    page += "<h2>Matrix</h2><p class=\"legend\">";
+    for o in Outcome::ALL {
+        let _ = write!(
+            page,
+            "<span style=\"background:{}\">{}</span>",
+            colour(o),
+            o.name()
+        );
+    }
+    page += "</p><table class=\"grid\"><tr><th>server</th>";
+    for p in &meta.profiles {
+        let _ = write!(page, "<th>{}</th>", esc(p));
+    }
+    page += "</tr>";
+    for s in &servers {
+        let _ = write!(page, "<tr><th class=\"server\">{}</th>", esc(s));
+        for p in &meta.profiles {
+            match cell(records, s, p) {
+                Some(r) => {
+                    let tip = format!("{} × {}: {}. {}", s, p, r.outcome.name(), evidence_line(r));
+                    let _ = write!(
+                        page,
+                        "<td class=\"cell\" style=\"background:{}\" title=\"{}\">{}</td>",
+                        colour(r.outcome),
+                        esc(&tip),
+                        r.outcome.name()
+                    );
+                }
+                None => page += "<td></td>",
+            }
+        }
+        page += "</tr>";
+    }
+    page += "</table><h2>Timings</h2>";
+    let all: Vec<&Record> = records.values().collect();
+    let boot: Vec<f64> = all.iter().filter_map(|r| r.timings.boot_ms).collect();
+    let first: Vec<f64> = all.iter().filter_map(|r| r.timings.handshake_ms).collect();
+    page += &histogram("Boot: mcpvm run to the guest agent (all runs)", &boot, 12);
+    page += &histogram(
+        "First response: spawn to the handshake answer (all runs)",
+        &first,
+        12,
+    );
+    // Slowest (baseline first response) and most fragile (non-ok cells).
+    let mut slow: Vec<(&String, f64)> = servers
+        .iter()
+        .filter_map(|s| {
+            let r = cell(records, s, meta.profiles.first()?)?;
+            Some((*s, r.timings.handshake_ms?))
+        })
+        .collect();
+    slow.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut fragile: Vec<(&String, usize)> = servers
+        .iter()
+        .map(|s| {
+            let n = meta
+                .profiles
+                .iter()
+                .filter(|p| cell(records, s, p).is_some_and(|r| r.outcome != Outcome::Ok))
+                .count();
+            (*s, n)
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    fragile.sort_by(|a, b| b.1.cmp(&a.1));
+    let _ = write!(
+        page,
+        "<h2>Slowest servers</h2><p>First response under the first profile ({}).</p><ol>",
+        esc(meta.profiles.first().map(String::as_str).unwrap_or(""))
+    );
+    for (s, v) in slow.iter().take(5) {
+        let _ = write!(page, "<li>{} — {v:.0} ms</li>", esc(s));
+    }
+    page += "</ol><h2>Most fragile servers</h2><ol>";
+    for (s, n) in fragile.iter().take(5) {
+        let _ = write!(
+            page,
+            "<li>{} — fails or degrades under {n} of {} profiles</li>",
+            esc(s),
+            meta.profiles.len()
+        );
+    }
+    page += "</ol><h2>Evidence</h2>";
+    for s in &servers {
+        let sm = &meta.servers[*s];
+        let _ = write!(
+            page,
+            "<h3>{} <small>{} {}</small></h3>",
+            esc(s),
+            esc(&sm.package),
+            esc(&sm.version)
+        );
+        for p in &meta.profiles {
+            let Some(r) = cell(records, s, p) else {
+                continue;
+            };
+            let _ = write!(
+                page,
+                "<details><summary><b>{}</b>: <span style=\"color:{}\">{}</span> — first response {}, boot {}</summary>",
+                esc(p),
+                colour(r.outcome),
+                r.outcome.name(),
+                ms(r.timings.handshake_ms),
+                ms(r.timings.boot_ms)
+            );
+            let e = evidence_line(r);
+            if !e.is_empty() {
+                let _ = write!(page, "<p>{}</p>", esc(&e));
+            }
+            if !r.evidence.errors.is_empty() {
+                page += "<ul>";
+                for err in &r.evidence.errors {
+                    let _ = write!(page, "<li>{}</li>", esc(err));
+                }
+                page += "</ul>";
+            }
+            if let Some(u) = used(r) {
+                let _ = write!(
+                    page,
+                    "<p>{} distinct system calls: {}</p>",
+                    u.len(),
+                    esc(&u.join(" "))
+                );
+            }
+            if !r.evidence.stderr_tail.trim().is_empty() {
+                let _ = write!(
+                    page,
+                    "<pre>{}</pre>",
+                    esc(r.evidence.stderr_tail.trim_end())
+                );
+            }
+            page += "</details>";
+        }
+    }
+    page += "</body></html>\n";
+    page
+}
+
+/// From a server's logging run: a profile that allows only the calls it
+/// made. None when no run of the server logged its calls.
+pub fn proposal(
+    meta: &Meta,
+    records: &BTreeMap<(String, String), Record>,
+    server: &str,
+) -> Option<String> {
+    let (profile, r) = meta.profiles.iter().find_map(|p| {
+        cell(records, server, p)
+            .filter(|r| r.syscalls_used.is_some())
+            .map(|r| (p, r))
+    })?;
+    let calls = used(r)?;
+    let sm = meta.servers.get(server)?;
+    let list: Vec<String> = calls.iter().map(|c| format!("\"{c}\"")).collect();
+    let mut lines = Vec::new();
+    let mut line = String::from("   ");
+    for item in list {
+        if line.len() + item.len() > 90 {
+            lines.push(line);
+            line = String::from("   ");
+        }
+        line += &format!(" {item},");
+    }
+    lines.push(line);
+    Some(format!(
+        "# Proposed by `mcpvm audit` from the {profile} run of {server} ({} {}):\n\
+         # the {} system calls it made there. A call it makes only on paths that\n\
+         # run did not take will fail with EPERM (and be reported): audit again\n\
+         # with this profile to check it.\n\
+         # Use: mcpvm run --server {server} --profiles THIS_FILE --profile {server}-minimal\n\n\
+         [profile.{server}-minimal]\n\
+         description = \"Only the {} system calls {server} made in its {profile} run\"\n\
+         allow = [\n{}\n]\n",
+        sm.package,
+        sm.version,
+        calls.len(),
+        calls.len(),
+        lines.join("\n")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::record::{Evidence, Timings};
+    use guest_agent::seccomp::supervisor::SyscallCount;
+
+    fn meta() -> Meta {
+        let server = |p: &str| ServerMeta {
+            package: p.into(),
+            version: "1.0".into(),
+            runtime: "python".into(),
+            layer: "k".into(),
+        };
+        Meta {
+            schema: 1,
+            mcpvm_version: "0.1.0".into(),
+            kernel: "vmlinux".into(),
+            kernel_sha256: "abcd".into(),
+            runtime_image: "runtime-1.erofs".into(),
+            catalogue: "(built in)".into(),
+            servers: [
+                ("git".to_string(), server("mcp-server-git")),
+                ("time".to_string(), server("mcp-server-time")),
+            ]
+            .into_iter()
+            .collect(),
+            profiles: vec!["baseline".into(), "deny-exec".into()],
+            profile_definitions: [
+                (
+                    "baseline".to_string(),
+                    serde_json::json!({"description": "nothing withheld"}),
+                ),
+                (
+                    "deny-exec".to_string(),
+                    serde_json::json!({"description": "no exec"}),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            shard: Shard::ALL,
+            started_at: 0,
+        }
+    }
+
+    fn record(s: &str, p: &str, outcome: Outcome, handshake: f64) -> Record {
+        Record {
+            schema: 1,
+            server: s.into(),
+            profile: p.into(),
+            outcome,
+            failed_step: (outcome != Outcome::Ok).then(|| "tools/call:git_status".into()),
+            lifecycle: Some("initialize".into()),
+            tools_ok: vec![],
+            tools_failed: vec![],
+            timings: Timings {
+                wall_ms: 1.0,
+                boot_ms: Some(400.0),
+                handshake_ms: Some(handshake),
+                tools_list_ms: None,
+            },
+            evidence: Evidence {
+                denied: if outcome == Outcome::Ok {
+                    vec![]
+                } else {
+                    vec![SyscallCount {
+                        syscall: "execve".into(),
+                        errno: Some("EPERM".into()),
+                        count: 2,
+                    }]
+                },
+                errors: if outcome == Outcome::Ok {
+                    vec![]
+                } else {
+                    vec!["tools/call:git_status: tool_error: <denied>".into()]
+                },
+                stderr_tail: "Traceback\nPermissionError: [Errno 1]\n".into(),
+                exit: serde_json::json!({"code": 0}),
+                oom: false,
+            },
+            syscalls_used: (p == "baseline").then(|| {
+                vec![
+                    SyscallCount {
+                        syscall: "read".into(),
+                        errno: None,
+                        count: 9,
+                    },
+                    SyscallCount {
+                        syscall: "execve".into(),
+                        errno: None,
+                        count: 1,
+                    },
+                ]
+            }),
+            finished_at: 0,
+        }
+    }
+
+    fn records() -> BTreeMap<(String, String), Record> {
+        [
+            record("git", "baseline", Outcome::Ok, 900.0),
+            record("git", "deny-exec", Outcome::Degraded, 950.0),
+            record("time", "baseline", Outcome::Ok, 1200.0),
+        ]
+        .into_iter()
+        .map(|r| ((r.server.clone(), r.profile.clone()), r))
+        .collect()
+    }
+
+    #[test]
+    fn the_markdown_matrix_has_a_symbol_per_cell_and_the_evidence() {
+        let md = markdown(&meta(), &records());
+        assert!(md.contains("| server | baseline | deny-exec |"), "{md}");
+        assert!(md.contains("| git | ✓ | ◐ |"), "{md}");
+        assert!(md.contains("| time | ✓ |   |"), "{md}");
+        assert!(md.contains("3 of 4 runs recorded"), "{md}");
+        assert!(md.contains("- **deny-exec**: degraded — first response 950 ms, boot 400 ms; failed at `tools/call:git_status`; denied execve ×2 (EPERM)"), "{md}");
+        assert!(
+            md.contains("allow-list: `profiles/git-minimal.toml`"),
+            "{md}"
+        );
+        assert!(
+            md.contains("stderr: `Traceback ⏎ PermissionError: [Errno 1]`"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn the_html_page_is_self_contained_and_escapes_what_servers_said() {
+        let h = html(&meta(), &records());
+        assert!(
+            !h.contains("http://") && !h.contains("https://"),
+            "no external resources"
+        );
+        assert!(h.contains("&lt;denied&gt;") && !h.contains("<denied>"));
+        assert!(h.contains("<svg"));
+        assert!(h.contains("title=\"git × deny-exec: degraded."));
+        assert!(h.contains("<li>time — 1200 ms</li>"), "slowest first");
+        assert!(h.contains("<li>git — fails or degrades under 1 of 2 profiles</li>"));
+    }
+
+    #[test]
+    fn a_proposal_is_a_profile_the_profiles_parser_accepts() {
+        let text = proposal(&meta(), &records(), "git").unwrap();
+        let p = crate::withholding::Profiles::parse(&text, "proposal").unwrap();
+        let r = p.resolve("git-minimal").unwrap();
+        let allow = r.policy.seccomp.unwrap().allow.unwrap();
+        assert_eq!(allow.syscalls, ["read", "execve"]);
+        assert!(proposal(&meta(), &BTreeMap::new(), "git").is_none());
+    }
+
+    #[test]
+    fn changed_inputs_are_named() {
+        let (a, mut b) = (meta(), meta());
+        assert!(a.same_inputs(&b).is_empty());
+        b.kernel_sha256 = "ffff".into();
+        b.profiles.push("ro-root".into());
+        assert_eq!(a.same_inputs(&b), ["kernel", "profiles"]);
+    }
+}

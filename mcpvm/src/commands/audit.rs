@@ -1,0 +1,112 @@
+//! `mcpvm audit`: run catalogued servers × withholding profiles and
+//! report what breaks (the runner is in `crate::audit`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::audit::{self, matrix, AuditOptions, DEFAULT_PROFILES};
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    command: Option<AuditCommand>,
+    #[command(flatten)]
+    run: RunAudit,
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Combine the output directories of shards into one report.
+    Merge {
+        /// Where the merged results and reports go.
+        #[arg(long)]
+        out: PathBuf,
+        /// The shards' --out directories.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+    },
+}
+
+#[derive(Args)]
+struct RunAudit {
+    /// Server catalogue (TOML) [default: the built-in one].
+    #[arg(long)]
+    catalogue: Option<PathBuf>,
+    /// The image store [default: ~/.cache/mcpvm/images].
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// Servers to audit, comma-separated [default: every catalogued server
+    /// that runs offline without credentials].
+    #[arg(long, value_delimiter = ',')]
+    servers: Option<Vec<String>>,
+    /// Profiles, comma-separated; each may compose with '+'
+    /// [default: the ten built-in profiles].
+    #[arg(long, value_delimiter = ',')]
+    profiles: Option<Vec<String>>,
+    /// Profiles file (TOML) adding to the built-in profiles.
+    #[arg(long)]
+    profiles_file: Option<PathBuf>,
+    /// Runs at once [default: CPUs, fewer if memory is short].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Output directory; an audit already there resumes.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Run only shard I of N (0-based): cells whose index is I mod N.
+    #[arg(long, value_parser = matrix::parse_shard)]
+    shard: Option<matrix::Shard>,
+    /// List the profiles (built-in and --profiles-file) and exit.
+    #[arg(long)]
+    list_profiles: bool,
+    /// Seconds one run's microVM may live.
+    #[arg(long, default_value_t = 600)]
+    run_timeout: u64,
+    /// Seconds for the server to start and answer the handshake.
+    #[arg(long, default_value_t = 300)]
+    init_timeout: u64,
+    /// Seconds for each later step.
+    #[arg(long, default_value_t = 120)]
+    step_timeout: u64,
+}
+
+pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    if let Some(AuditCommand::Merge { out, shards }) = args.command {
+        return audit::merge(&out, &shards, json);
+    }
+    let a = args.run;
+    if a.list_profiles {
+        let profiles = crate::withholding::Profiles::from_option(a.profiles_file.as_deref())?;
+        for name in profiles.names() {
+            let p = profiles.resolve(&name)?;
+            if json {
+                println!("{}", serde_json::to_string(&p)?);
+            } else {
+                println!("{name:<22} {}", p.description);
+            }
+        }
+        return Ok(0);
+    }
+    let out = a
+        .out
+        .ok_or("mcpvm audit needs --out DIR: where results and reports go")?;
+    audit::run(
+        AuditOptions {
+            catalogue: a.catalogue,
+            images: a.images,
+            servers: a.servers,
+            profiles: a
+                .profiles
+                .unwrap_or_else(|| DEFAULT_PROFILES.iter().map(|s| s.to_string()).collect()),
+            profiles_file: a.profiles_file,
+            jobs: a.jobs,
+            out,
+            shard: a.shard.unwrap_or(matrix::Shard::ALL),
+            run_timeout: a.run_timeout,
+            init_timeout: a.init_timeout,
+            step_timeout: a.step_timeout,
+        },
+        json,
+    )
+}
