@@ -12,9 +12,10 @@ t=$top/target/mcpvm
 scenario=$(mktemp)
 trap 'rm -f "$scenario"' EXIT
 cat > "$scenario" <<SCEN
-g='t0=\$(cut -d" " -f1 /proc/uptime); dd if=/dev/vda of=/dev/null bs=1M 2>/dev/null; t1=\$(cut -d" " -f1 /proc/uptime);'
-g="\$g"' dd if=/dev/vda of=/dev/null bs=1M 2>/dev/null; t2=\$(cut -d" " -f1 /proc/uptime);'
-g="\$g"' dd if=/dev/zero of=/dev/vdb bs=1M count=64 conv=fsync 2>/dev/null; t3=\$(cut -d" " -f1 /proc/uptime);'
+# No double quotes inside: the kernel command line cannot nest them.
+g='read t0 x < /proc/uptime; dd if=/dev/vda of=/dev/null bs=1M 2>/dev/null; read t1 x < /proc/uptime;'
+g="\$g"' dd if=/dev/vda of=/dev/null bs=1M 2>/dev/null; read t2 x < /proc/uptime;'
+g="\$g"' dd if=/dev/zero of=/dev/vdb bs=1M count=64 conv=fsync 2>/dev/null; read t3 x < /proc/uptime;'
 g="\$g"' echo RESULT cold_read \$t0 \$t1 warm_read \$t1 \$t2 write \$t2 \$t3'
 for i in \$(seq $runs); do
   for mode in page direct; do

@@ -258,3 +258,121 @@ fn run_leaves_no_run_directory_behind_on_error() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn bad_profiles_are_refused_before_any_vm() {
+    assert_error(
+        &["run", "--profile", "ro-rot", "--", "/bin/true"],
+        1,
+        "No profile named 'ro-rot'; known: baseline",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(&file, "[profile.x]\nerrno = \"EWHAT\"\n").unwrap();
+    assert_error(
+        &[
+            "run",
+            "--profiles",
+            file.to_str().unwrap(),
+            "--profile",
+            "x",
+            "--",
+            "/bin/true",
+        ],
+        1,
+        "Profile 'x': errno: unknown errno 'EWHAT'",
+    );
+}
+
+#[test]
+fn bad_audit_options_are_refused_before_any_vm() {
+    let out = tempfile::tempdir().unwrap();
+    let out_s = out.path().join("a");
+    let out_s = out_s.to_str().unwrap();
+    assert_error(&["audit"], 1, "mcpvm audit needs --out DIR");
+    assert_error(
+        &["audit", "--out", out_s, "--shard", "4/4"],
+        2,
+        "'4/4' is not a shard; use I/N",
+    );
+    assert_error(
+        &["audit", "--out", out_s, "--servers", "nope"],
+        1,
+        "No server 'nope' in the catalogue",
+    );
+    assert_error(
+        &[
+            "audit",
+            "--out",
+            out_s,
+            "--servers",
+            "memory",
+            "--profiles",
+            "baseline,ro-rot",
+        ],
+        1,
+        "No profile named 'ro-rot'",
+    );
+    assert!(
+        !out.path().join("a").exists(),
+        "nothing written for a refused audit"
+    );
+}
+
+/// Two shard directories of one audit (as `mcpvm audit --shard` leaves
+/// them) merge into one report; shards of different inputs do not.
+#[test]
+fn audit_merge_joins_shards_and_refuses_mixed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta = |shard: usize, kernel: &str| {
+        serde_json::json!({
+            "schema": 1, "mcpvm_version": "0.1.0", "kernel": "vmlinux", "kernel_sha256": kernel,
+            "runtime_image": "runtime-x.erofs", "catalogue": "(built in)",
+            "servers": {"time": {"package": "mcp-server-time", "version": "1", "runtime": "python", "layer": "l"}},
+            "profiles": ["baseline", "no-rng"],
+            "profile_definitions": {"baseline": {"description": "b"}, "no-rng": {"description": "n"}},
+            "shard": {"index": shard, "count": 2}, "started_at": 0
+        })
+    };
+    let record = |profile: &str| {
+        serde_json::json!({
+            "schema": 1, "server": "time", "profile": profile, "outcome": "ok", "failed_step": null,
+            "lifecycle": "stateless", "tools_ok": ["get_current_time"], "tools_failed": [],
+            "timings": {"wall_ms": 1000.0, "boot_ms": 300.0, "handshake_ms": 900.0, "tools_list_ms": 950.0},
+            "evidence": {"denied": [], "errors": [], "stderr_tail": "", "exit": {"code": 0}, "oom": false},
+            "finished_at": 0
+        })
+    };
+    for (i, (profile, kernel)) in [("baseline", "k1"), ("no-rng", "k1"), ("no-rng", "k2")]
+        .iter()
+        .enumerate()
+    {
+        let d = dir.path().join(format!("s{i}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("audit.json"), meta(i % 2, kernel).to_string()).unwrap();
+        std::fs::write(d.join("results.jsonl"), format!("{}\n", record(profile))).unwrap();
+    }
+    let p = |n: &str| dir.path().join(n).display().to_string();
+    let (rc, stderr) = mcpvm(&["audit", "merge", "--out", &p("m"), &p("s0"), &p("s1")]);
+    assert_eq!(rc, 0, "{stderr}");
+    assert!(stderr.contains("2 of 2 runs from 2 shards"), "{stderr}");
+    let md = std::fs::read_to_string(dir.path().join("m/report.md")).unwrap();
+    assert!(md.contains("| time | ✓ | ✓ |"), "{md}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("m/results.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    assert_error(
+        &["audit", "merge", "--out", &p("m2"), &p("s0"), &p("s2")],
+        1,
+        "The shards differ: kernel",
+    );
+    assert_error(
+        &["audit", "merge", "--out", &p("m3"), &p("nope")],
+        1,
+        "is not an audit directory",
+    );
+}

@@ -20,19 +20,7 @@ fn results() -> &'static Results {
             ),
         ];
         // The store as built: the index and every image it names.
-        let store = artifact("images");
-        let index: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
-        let mut names = vec![
-            "index.json".to_string(),
-            index["runtime"].as_str().unwrap().to_string(),
-        ];
-        for (_, rec) in index["servers"].as_object().unwrap() {
-            names.push(rec["layer"].as_str().unwrap().to_string());
-        }
-        for n in names {
-            files.push(format!("{}:images/{n}", store.join(&n).display()));
-        }
+        files.extend(common::image_store_files(&[]));
         let scenario = common::workspace().join("mcpvm/tests/scenarios/servers.sh");
         // Node and python start-ups under nested emulation take tens of
         // seconds each (docs/testbed.md).

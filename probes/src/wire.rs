@@ -143,6 +143,16 @@ impl Wire {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // If the probe dies (an audit's wall limit, a signal), the server
+        // is told rather than left running: `mcpvm run` stops its VM on
+        // SIGTERM.
+        // SAFETY: prctl is async-signal-safe and touches no memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         let spawned = Instant::now();
         let mut child = cmd.spawn().map_err(|source| WireError::Spawn {
             command: program.clone(),

@@ -441,6 +441,24 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
     Ok(0)
 }
 
+trait PdeathSig {
+    /// The child gets SIGTERM if this thread ends first (the audit was
+    /// killed), and passes it on to its VM the same way.
+    fn pre_exec_pdeathsig(&mut self) -> &mut Self;
+}
+
+impl PdeathSig for Command {
+    fn pre_exec_pdeathsig(&mut self) -> &mut Self {
+        // SAFETY: prctl is async-signal-safe and touches no memory.
+        unsafe {
+            self.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            })
+        }
+    }
+}
+
 /// What a worker needs to run a cell.
 struct CellContext {
     exe: PathBuf,
@@ -500,6 +518,7 @@ impl CellContext {
                     .stdout(Stdio::piped())
                     .stderr(log)
                     .process_group(0)
+                    .pre_exec_pdeathsig()
                     .spawn()
             });
         let mut child = match spawned {

@@ -195,3 +195,24 @@ pub fn step<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
         .find(|s| s["step"] == name)
         .unwrap_or_else(|| panic!("no step {name}: {r}"))
 }
+
+/// testbed `--file` arguments for the image store as built: its index,
+/// the runtime image and the layers of `servers`.
+pub fn image_store_files(servers: &[&str]) -> Vec<String> {
+    let store = artifact("images");
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
+    let mut names = vec![
+        "index.json".to_string(),
+        index["runtime"].as_str().unwrap().to_string(),
+    ];
+    for (name, rec) in index["servers"].as_object().unwrap() {
+        if servers.is_empty() || servers.contains(&name.as_str()) {
+            names.push(rec["layer"].as_str().unwrap().to_string());
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| format!("{}:images/{n}", store.join(&n).display()))
+        .collect()
+}

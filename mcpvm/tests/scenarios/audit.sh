@@ -1,0 +1,29 @@
+# mcpvm audit on real KVM (testbed/run): three catalogued servers × four
+# profiles, interrupted after its first cell and resumed; then a server
+# run under the allow-list profile the audit proposed for it.
+# Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/.
+set -u
+. ./case.sh
+A="mcpvm audit --images images --servers memory,git,sequential-thinking --profiles baseline,no-tmp,deny-exec,ro-root --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out a"
+
+progress "audit: first run, stopped after its first cell"
+$A > "$MCPVM_OUT/first.out" 2> "$MCPVM_OUT/first.err" &
+pid=$!
+i=0
+while [ "$(cat a/results.jsonl 2>/dev/null | wc -l)" -lt 1 ] && [ $i -lt 900 ]; do sleep 1; i=$((i+1)); done
+kill -TERM $pid
+wait $pid
+echo $? > "$MCPVM_OUT/first.rc"
+sleep 5
+# Nothing of the stopped audit may be left running.
+ps -o pid,args | grep -E 'mcpvm (probe|run|audit)' | grep -v grep > "$MCPVM_OUT/after_kill.txt"
+head -n 1 a/results.jsonl > "$MCPVM_OUT/first_record.json"
+
+CASE_LIMIT=1800 case_ resume $A
+for f in results.jsonl report.md report.html audit.json; do cp "a/$f" "$MCPVM_OUT/$f"; done
+for f in a/profiles/*.toml; do cp "$f" "$MCPVM_OUT/proposal_$(basename "$f")"; done
+
+# The proposed allow-list is a working profile for the server it came from.
+case_ proposal mcpvm probe --json --images images --server memory \
+  --profiles a/profiles/memory-minimal.toml --profile memory-minimal \
+  --calls a/calls/memory.json --only-given --init-timeout 400 --step-timeout 200
