@@ -50,8 +50,9 @@ pub struct RelayArgs {
 pub struct FirstResponseArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     runs: u64,
-    /// The server as a host command (the bare-process peer).
-    #[arg(long, num_args = 1.., required = true)]
+    /// The server as a host command (the bare-process peer); its words
+    /// may start with '-', so give it after the other options.
+    #[arg(long, num_args = 1.., required = true, allow_hyphen_values = true)]
     host: Vec<String>,
     /// In the VM: a catalogued server instead of a guest command.
     #[arg(long)]
