@@ -4,7 +4,10 @@
 # Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/.
 set -u
 . ./case.sh
-A="mcpvm audit --images images --servers memory,git,sequential-thinking --profiles baseline,no-tmp,deny-exec,ro-root --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out a"
+# The testbed host has one CPU: two vCPUs there only make the guests
+# wait on each other (docs/testbed.md), so the defaults give one.
+printf '[defaults]\nvcpus = 1\n' > testbed-profiles.toml
+A="mcpvm audit --images images --profiles-file testbed-profiles.toml --servers memory,git,sequential-thinking --profiles baseline,no-tmp,deny-exec,ro-root --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out a"
 
 progress "audit: first run, stopped after its first cell"
 $A > "$MCPVM_OUT/first.out" 2> "$MCPVM_OUT/first.err" &
@@ -25,5 +28,5 @@ for f in a/profiles/*.toml; do cp "$f" "$MCPVM_OUT/proposal_$(basename "$f")"; d
 
 # The proposed allow-list is a working profile for the server it came from.
 case_ proposal mcpvm probe --json --images images --server memory \
-  --profiles a/profiles/memory-minimal.toml --profile memory-minimal \
+  --profiles a/profiles/memory-minimal.toml --profile memory-minimal --vcpus 1 \
   --calls a/calls/memory.json --only-given --init-timeout 400 --step-timeout 200
