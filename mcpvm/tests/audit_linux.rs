@@ -8,20 +8,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use common::{artifact, run_scenario_within, Results};
+use common::{run_scenario_within, Results};
 use serde_json::Value;
 
 fn results() -> &'static Results {
     static R: OnceLock<Results> = OnceLock::new();
     R.get_or_init(|| {
-        let mut files = vec![
-            format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
-            format!("{}:kernel/vmlinux", artifact("kernel/vmlinux").display()),
-            format!(
-                "{}:initramfs-test.cpio",
-                artifact("initramfs-test.cpio").display()
-            ),
-        ];
+        let mut files = common::run_payload();
         files.extend(common::image_store_files(&[
             "memory",
             "git",

@@ -12,15 +12,11 @@ use common::{artifact, run_scenario, Case, Results};
 fn results() -> &'static Results {
     static R: OnceLock<Results> = OnceLock::new();
     R.get_or_init(|| {
-        let files = vec![
-            format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
-            format!("{}:kernel/vmlinux", artifact("kernel/vmlinux").display()),
-            format!(
-                "{}:initramfs-test.cpio",
-                artifact("initramfs-test.cpio").display()
-            ),
-            format!("{}:runtime.erofs", artifact("runtime.erofs").display()),
-        ];
+        let mut files = common::run_payload();
+        files.push(format!(
+            "{}:runtime.erofs",
+            artifact("runtime.erofs").display()
+        ));
         let scenario = common::workspace().join("mcpvm/tests/scenarios/image.sh");
         run_scenario(&scenario, &files)
     })

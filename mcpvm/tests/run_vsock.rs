@@ -6,19 +6,12 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{artifact, run_scenario, Case, Results};
+use common::{run_scenario, Case, Results};
 
 fn results() -> &'static Results {
     static R: OnceLock<Results> = OnceLock::new();
     R.get_or_init(|| {
-        let files = vec![
-            format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
-            format!("{}:kernel/vmlinux", artifact("kernel/vmlinux").display()),
-            format!(
-                "{}:initramfs-test.cpio",
-                artifact("initramfs-test.cpio").display()
-            ),
-        ];
+        let files = common::run_payload();
         run_scenario(
             &common::workspace().join("mcpvm/tests/scenarios/run.sh"),
             &files,

@@ -6,19 +6,12 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{artifact, run_scenario_within, Case, Results};
+use common::{run_scenario_within, Case, Results};
 
 fn results() -> &'static Results {
     static R: OnceLock<Results> = OnceLock::new();
     R.get_or_init(|| {
-        let mut files = vec![
-            format!("{}:bin/mcpvm", artifact("bin/mcpvm").display()),
-            format!("{}:kernel/vmlinux", artifact("kernel/vmlinux").display()),
-            format!(
-                "{}:initramfs-test.cpio",
-                artifact("initramfs-test.cpio").display()
-            ),
-        ];
+        let mut files = common::run_payload();
         // The store as built: the index and every image it names.
         files.extend(common::image_store_files(&[]));
         let scenario = common::workspace().join("mcpvm/tests/scenarios/servers.sh");
