@@ -27,8 +27,11 @@ used() { awk '/MemTotal/ {t=\$2} /MemAvailable/ {a=\$2} END {print int((t-a)/102
 idle=\$(used); echo \$idle > peak
 ( while :; do u=\$(used); [ "\$u" -gt "\$(cat peak)" ] && echo \$u > peak; sleep 1; done ) &
 sampler=\$!
+# The nested testbed host has one CPU: guests get one vCPU there.
+extra=
+if [ "\$MCPVM_TESTBED" = nested ]; then printf '[defaults]\\nvcpus = 1\\n' > tb.toml; extra="--profiles-file tb.toml"; fi
 start=\$(date +%s)
-mcpvm --json audit $opts --out a > summary.json
+mcpvm --json audit $opts \$extra --out a > summary.json
 end=\$(date +%s)
 kill \$sampler
 cp a/report.md "\$MCPVM_OUT/report.md"; cp a/results.jsonl "\$MCPVM_OUT/results.jsonl"
