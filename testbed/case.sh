@@ -6,6 +6,8 @@
 #                             $MCPVM_OUT/NAME.out, .err and .rc
 #   CASE_LIMIT=SECS           per-case limit (default 300); on expiry the
 #                             case's whole session is killed and .rc is 124
+#   CASE_TEE=1                the case's stderr lines also go to the
+#                             serial log as they come (long cases)
 #   progress TEXT             a line in the serial log (nested) or on stderr
 
 progress() {
@@ -24,14 +26,22 @@ case_() {
   # Its own session, so the limit reaches every process the case started
   # (pipelines inside sh -c, VMMs, their children). Background jobs of a
   # script read /dev/null unless told otherwise, which every case expects.
-  setsid "$@" > "$MCPVM_OUT/$name.out" 2> "$MCPVM_OUT/$name.err" &
+  err=$MCPVM_OUT/$name.err tee_pid=
+  if [ -n "${CASE_TEE:-}" ]; then
+    err=$MCPVM_OUT/.$name.fifo
+    rm -f "$err"; mkfifo "$err"
+    (while IFS= read -r l; do echo "$l"; progress "$name: $l"; done < "$err" > "$MCPVM_OUT/$name.err") &
+    tee_pid=$!
+  fi
+  setsid "$@" > "$MCPVM_OUT/$name.out" 2> "$err" &
   pid=$!
   rm -f "$MCPVM_OUT/$name.expired"
-  (sleep "$limit"; : > "$MCPVM_OUT/$name.expired"; kill -KILL -- "-$pid") > /dev/null 2>&1 &
+  (sleep "$limit"; : > "$MCPVM_OUT/$name.expired"; kill -KILL "-$pid") > /dev/null 2>&1 &
   watchdog=$!
   wait "$pid"
   rc=$?
   kill "$watchdog" 2>/dev/null
+  if [ -n "$tee_pid" ]; then wait "$tee_pid"; rm -f "$err"; fi
   if [ -e "$MCPVM_OUT/$name.expired" ]; then
     rm -f "$MCPVM_OUT/$name.expired"
     rc=124

@@ -22,7 +22,7 @@ sleep 5
 ps -o pid,args | grep -E 'mcpvm (probe|run|audit)' | grep -v grep > "$MCPVM_OUT/after_kill.txt"
 head -n 1 a/results.jsonl > "$MCPVM_OUT/first_record.json"
 
-CASE_LIMIT=1800 case_ resume $A
+CASE_LIMIT=1800 CASE_TEE=1 case_ resume $A
 for f in results.jsonl report.md report.html audit.json; do cp "a/$f" "$MCPVM_OUT/$f"; done
 for f in a/profiles/*.toml; do cp "$f" "$MCPVM_OUT/proposal_$(basename "$f")"; done
 
