@@ -486,7 +486,9 @@ impl CellContext {
         cmd.arg(format!("--init-timeout={}", self.init_timeout))
             .arg(format!("--step-timeout={}", self.step_timeout))
             .arg(format!("--timeout={}", self.run_timeout))
-            .arg("--exit-grace=5");
+            // Python servers under emulation take seconds to exit; a
+            // killed VM leaves no timings.
+            .arg("--exit-grace=20");
         for (flag, v) in [
             ("catalogue", &self.catalogue),
             ("images", &self.images),

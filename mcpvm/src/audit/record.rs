@@ -214,10 +214,14 @@ impl Record {
             } else {
                 "tools/list".to_string()
             };
+            // A server that exits with a status before it ever answered
+            // did not start (an import failed, a file was missing):
+            // broken. A signal is a crash.
+            let signalled = !probe["exit"]["signal"].is_null();
             let o = match outcome_of(&step).as_str() {
                 _ if oom => Outcome::Oom,
                 "timeout" => Outcome::Timeout,
-                "closed" => Outcome::Crash,
+                "closed" if signalled => Outcome::Crash,
                 _ => Outcome::Broken,
             };
             (o, Some(step))
@@ -247,7 +251,11 @@ impl Record {
             tools_failed,
             timings: Timings {
                 wall_ms,
-                boot_ms: vm["agent_start"].as_f64(),
+                // The events file is written as events come; the
+                // timings file only when `mcpvm run` ends by itself.
+                boot_ms: event("agent_start")
+                    .and_then(|e| e["at_ms"].as_f64())
+                    .or(vm["agent_start"].as_f64()),
                 handshake_ms: probe["timings"]["handshake_ms"].as_f64(),
                 tools_list_ms: probe["timings"]["tools_list_ms"].as_f64(),
             },
@@ -325,8 +333,10 @@ mod tests {
     fn a_clean_run_is_ok_with_its_timings_and_used_calls() {
         let mut steps = ok_start();
         steps.push(step("tools/call:a", "ok", json!({"text": "fine"})));
-        let events =
-            json!([{"event": "syscalls", "denied": [], "used": [{"syscall": "read", "count": 4}]}]);
+        let events = json!([
+            {"event": "agent_start", "at_ms": 395.5},
+            {"event": "syscalls", "denied": [], "used": [{"syscall": "read", "count": 4}]}
+        ]);
         let r = Record::from_probe(
             "s",
             "baseline",
@@ -336,7 +346,7 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Ok);
         assert_eq!(r.failed_step, None);
         assert_eq!(r.tools_ok, ["a"]);
-        assert_eq!(r.timings.boot_ms, Some(410.0));
+        assert_eq!(r.timings.boot_ms, Some(395.5), "from the events, first");
         assert_eq!(r.timings.handshake_ms, Some(812.5));
         assert_eq!(r.syscalls_used.unwrap()[0].syscall, "read");
     }
@@ -371,14 +381,22 @@ mod tests {
     #[test]
     fn handshake_failures_are_broken_timeout_crash_or_oom() {
         let cases = [
-            ("error", json!([]), Outcome::Broken),
-            ("timeout", json!([]), Outcome::Timeout),
-            ("closed", json!([]), Outcome::Crash),
-            ("closed", json!([{"event": "oom_killed"}]), Outcome::Oom),
+            ("error", json!([]), None, Outcome::Broken),
+            ("timeout", json!([]), None, Outcome::Timeout),
+            ("closed", json!([]), None, Outcome::Broken),
+            ("closed", json!([]), Some(11), Outcome::Crash),
+            (
+                "closed",
+                json!([{"event": "oom_killed"}]),
+                Some(9),
+                Outcome::Oom,
+            ),
         ];
-        for (outcome, events, want) in cases {
+        for (outcome, events, signal, want) in cases {
             let steps = vec![step("initialize", outcome, json!({"error": "boom"}))];
-            let r = Record::from_probe("s", "p", &probe(steps, &["initialize"], None, events), 1.0);
+            let mut p = probe(steps, &["initialize"], None, events);
+            p["exit"]["signal"] = json!(signal);
+            let r = Record::from_probe("s", "p", &p, 1.0);
             assert_eq!(r.outcome, want, "{outcome}");
             assert_eq!(r.failed_step.as_deref(), Some("initialize"));
             assert_eq!(r.evidence.errors.len(), 1);

@@ -11,7 +11,7 @@ P="mcpvm probe --json --images images --mem 768 --init-timeout 400 --step-timeou
 
 # Every no-network server: handshake and listings, no tool calls. (memory,
 # sequential-thinking and git answer, and are called, in the audit test:
-# its baseline runs, audit_linux.rs.)
+# its baseline runs: catalogue_linux.rs, mod audit.)
 for s in everything time sqlite markitdown; do
   case_ "server_$s" $P --only-given --server "$s"
 done

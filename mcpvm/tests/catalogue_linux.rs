@@ -1,0 +1,298 @@
+//! Catalogued MCP servers in microVMs on real KVM (the testbed here), in
+//! two testbed sessions that run at the same time (a testbed host has one
+//! CPU; the machines this runs on have two):
+//!
+//! - `servers`: every offline server answering a real MCP client, the
+//!   filesystem server on a host workspace, and clear errors;
+//! - `audit`: `mcpvm audit` over three servers × four profiles, stopped and
+//!   resumed, and the allow-list profile it proposes.
+
+mod common;
+
+/// Starts both sessions on first use, each on its own thread.
+fn start_sessions() {
+    static START: std::sync::Once = std::sync::Once::new();
+    START.call_once(|| {
+        std::thread::spawn(|| {
+            servers::results();
+        });
+        std::thread::spawn(|| {
+            audit::results();
+        });
+    });
+}
+
+mod servers {
+    // Catalogued MCP servers (npm and PyPI packages on the runtime image plus
+    // their layers, built by `mcpvm image build` in scripts/build) answering
+    // a real MCP client inside microVMs, on real KVM (the testbed here).
+
+    use std::sync::OnceLock;
+
+    use super::common::{run_scenario_within, Case, Results};
+
+    pub fn results() -> &'static Results {
+        super::start_sessions();
+        static R: OnceLock<Results> = OnceLock::new();
+        R.get_or_init(|| {
+            let mut files = super::common::run_payload();
+            // The store as built: the index and every image it names.
+            files.extend(super::common::image_store_files(&[]));
+            let scenario = super::common::workspace().join("mcpvm/tests/scenarios/servers.sh");
+            // Node and python start-ups under nested emulation take tens of
+            // seconds each (docs/testbed.md).
+            run_scenario_within(&scenario, &files, 1500)
+        })
+    }
+
+    fn case(name: &str) -> &'static Case {
+        results().case(name)
+    }
+
+    fn answered(name: &str) -> serde_json::Value {
+        let c = case(&format!("server_{name}"));
+        assert_eq!(c.rc, 0, "{name}: {c:?}");
+        let r = c.json();
+        assert_eq!(r["transport"], "vm");
+        assert!(r["lifecycle"].is_string(), "{name}: no handshake: {r}");
+        assert!(
+            !r["tools"].as_array().unwrap().is_empty(),
+            "{name}: no tools: {r}"
+        );
+        r
+    }
+
+    #[test]
+    fn node_servers_answer_in_a_vm() {
+        // server-memory and server-sequential-thinking: mod audit below, in
+        // the baseline runs of its audit.
+        let r = answered("everything");
+        assert_eq!(r["lifecycle"], "initialize");
+        assert!(!r["prompts"].as_array().unwrap().is_empty());
+    }
+
+    #[test]
+    fn python_servers_answer_in_a_vm() {
+        // Report every server that failed, not only the first.
+        // mcp-server-git: mod audit below (baseline and deny-exec runs).
+        let failed: Vec<&str> = ["time", "sqlite", "markitdown"]
+            .into_iter()
+            .filter(|s| std::panic::catch_unwind(|| answered(s)).is_err())
+            .collect();
+        assert!(failed.is_empty(), "no answer in a VM from: {failed:?}");
+        assert_eq!(answered("time")["lifecycle"], "stateless");
+    }
+
+    fn call<'a>(r: &'a serde_json::Value, tool: &str) -> &'a serde_json::Value {
+        r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"] == format!("tools/call:{tool}"))
+            .unwrap_or_else(|| panic!("no call of {tool}: {r}"))
+    }
+
+    #[test]
+    fn the_filesystem_server_works_on_a_host_workspace_written_back_only_when_writable() {
+        for (case, listing) in [
+            ("filesystem", "ws_ro_after.txt"),
+            ("filesystem_rw", "ws_rw_after.txt"),
+        ] {
+            let r = answered(case);
+            let read = call(&r, "read_text_file");
+            assert_eq!(read["outcome"], "ok", "{read}");
+            assert!(
+                read["detail"]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("hello from the host workspace"),
+                "{read}"
+            );
+            // Inside the guest the write succeeds either way.
+            assert_eq!(call(&r, "write_file")["outcome"], "ok");
+            let files: Vec<&str> = results().file(listing).split_whitespace().collect();
+            if case == "filesystem" {
+                assert_eq!(files, ["hello.txt"], "read-only: nothing came back");
+            } else {
+                assert_eq!(files, ["hello.txt", "new.txt"]);
+            }
+        }
+        assert_eq!(results().file("ws_rw_new.txt"), "written-in-the-guest");
+    }
+
+    #[test]
+    fn missing_credentials_and_unknown_servers_are_clear_errors() {
+        let c = case("server_needs_key");
+        assert_eq!(c.rc, 1, "{c:?}");
+        assert!(
+            c.stderr.contains("needs the credential GITHUB_TOKEN"),
+            "{}",
+            c.stderr
+        );
+        let c = case("server_unknown");
+        assert_eq!(c.rc, 1, "{c:?}");
+        assert!(
+            c.stderr.contains("No server 'no-such-server'"),
+            "{}",
+            c.stderr
+        );
+    }
+}
+
+mod audit {
+    // `mcpvm audit` on real KVM (the testbed here): real catalogued servers
+    // under withholding profiles, the outcomes and evidence in the reports,
+    // an interrupted audit that resumes without repeating a cell, and the
+    // allow-list profile it proposes working for its server.
+
+    use std::collections::BTreeMap;
+    use std::sync::OnceLock;
+
+    use super::common::{run_scenario_within, Results};
+    use serde_json::Value;
+
+    pub fn results() -> &'static Results {
+        super::start_sessions();
+        static R: OnceLock<Results> = OnceLock::new();
+        R.get_or_init(|| {
+            let mut files = super::common::run_payload();
+            files.extend(super::common::image_store_files(&[
+                "memory",
+                "git",
+                "sequential-thinking",
+            ]));
+            let scenario = super::common::workspace().join("mcpvm/tests/scenarios/audit.sh");
+            // Twelve runs of node and python servers under nested emulation.
+            run_scenario_within(&scenario, &files, 2400)
+        })
+    }
+
+    /// results.jsonl by (server, profile).
+    fn records() -> BTreeMap<(String, String), Value> {
+        results()
+            .file("results.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|r| {
+                let key = (
+                    r["server"].as_str().unwrap().to_string(),
+                    r["profile"].as_str().unwrap().to_string(),
+                );
+                (key, r)
+            })
+            .collect()
+    }
+
+    fn record(server: &str, profile: &str) -> Value {
+        records()
+            .remove(&(server.to_string(), profile.to_string()))
+            .unwrap_or_else(|| panic!("no record for {server} × {profile}"))
+    }
+
+    #[test]
+    fn every_server_passes_its_baseline_and_logs_its_calls() {
+        for s in ["memory", "git", "sequential-thinking"] {
+            let r = record(s, "baseline");
+            assert_eq!(r["outcome"], "ok", "{r}");
+            for t in ["handshake_ms", "boot_ms", "tools_list_ms"] {
+                assert!(
+                    r["timings"][t].as_f64().is_some_and(|v| v > 0.0),
+                    "{t}: {r}"
+                );
+            }
+            let used = r["syscalls_used"].as_array().unwrap();
+            assert!(used.iter().any(|u| u["syscall"] == "execve"), "{r}");
+            assert!(results()
+                .file(&format!("proposal_{s}-minimal.toml"))
+                .contains("allow = ["));
+        }
+    }
+
+    #[test]
+    fn deny_exec_breaks_mcp_server_git_with_execve_as_evidence() {
+        // GitPython runs `git version` when it is imported: the server
+        // cannot start at all.
+        let r = record("git", "deny-exec");
+        assert_eq!(r["outcome"], "broken", "{r}");
+        let stderr = r["evidence"]["stderr_tail"].as_str().unwrap();
+        assert!(stderr.contains("Bad git executable"), "{r}");
+        let denied = r["evidence"]["denied"].as_array().unwrap();
+        assert!(
+            denied
+                .iter()
+                .any(|d| d["syscall"] == "execve" && d["errno"] == "EPERM"),
+            "{r}"
+        );
+        // A server that runs no programs does not notice.
+        assert_eq!(record("memory", "deny-exec")["outcome"], "ok");
+    }
+
+    #[test]
+    fn a_server_that_writes_its_file_fails_without_a_writable_tmp_with_erofs() {
+        // server-memory keeps its graph in /tmp/memory.jsonl (the catalogue's
+        // MEMORY_FILE_PATH): without /tmp its write fails, with the root
+        // read-only it does not care.
+        let r = record("memory", "no-tmp");
+        assert_eq!(r["outcome"], "degraded", "{r}");
+        assert!(r.to_string().contains("EROFS"), "{r}");
+        assert_eq!(record("memory", "ro-root")["outcome"], "ok");
+    }
+
+    #[test]
+    fn the_interrupted_audit_resumed_without_repeating_a_cell() {
+        assert_ne!(results().case("first").rc, 0, "stopped by SIGTERM");
+        assert_eq!(results().file("after_kill.txt").trim(), "", "left running");
+        let first: Value = serde_json::from_str(results().file("first_record.json")).unwrap();
+        let resume = results().case("resume");
+        assert_eq!(resume.rc, 0, "{resume:?}");
+        assert!(
+            resume
+                .stderr
+                .contains("12 runs, 1 already recorded, 11 to go"),
+            "{}",
+            resume.stderr
+        );
+        let lines = results().file("results.jsonl").lines().count();
+        assert_eq!(lines, 12);
+        assert_eq!(records().len(), 12, "one line per cell");
+        let again = record(
+            first["server"].as_str().unwrap(),
+            first["profile"].as_str().unwrap(),
+        );
+        assert_eq!(again, first, "the recorded cell was not run again");
+    }
+
+    #[test]
+    fn the_reports_show_the_matrix_and_the_evidence() {
+        let md = results().file("report.md");
+        assert!(
+            md.contains("| server | baseline | no-tmp | deny-exec | ro-root |"),
+            "{md}"
+        );
+        assert!(md.contains("12 of 12 runs recorded"), "{md}");
+        assert!(md.contains("denied execve"), "{md}");
+        let html = results().file("report.html");
+        assert!(html.contains("<svg") && html.contains("class=\"grid\""));
+        let meta: Value = serde_json::from_str(results().file("audit.json")).unwrap();
+        assert_eq!(meta["servers"]["git"]["package"], "mcp-server-git");
+        assert!(meta["profile_definitions"]["deny-exec"]["policy"]["seccomp"].is_object());
+        assert_eq!(meta["kernel_sha256"].as_str().unwrap().len(), 16);
+    }
+
+    #[test]
+    fn the_proposed_allow_list_runs_the_server_it_came_from() {
+        let c = results().case("proposal");
+        assert_eq!(c.rc, 0, "{c:?}");
+        let r = c.json();
+        let calls: Vec<&Value> = r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["step"].as_str().unwrap().starts_with("tools/call:"))
+            .collect();
+        assert!(
+            !calls.is_empty() && calls.iter().all(|s| s["outcome"] == "ok"),
+            "{r}"
+        );
+    }
+}
