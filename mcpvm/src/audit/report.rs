@@ -371,7 +371,7 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
         })
         .filter(|(_, n)| *n > 0)
         .collect();
-    fragile.sort_by(|a, b| b.1.cmp(&a.1));
+    fragile.sort_by_key(|f| std::cmp::Reverse(f.1));
     let _ = write!(
         page,
         "<h2>Slowest servers</h2><p>First response under the first profile ({}).</p><ol>",

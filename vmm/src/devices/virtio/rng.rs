@@ -109,7 +109,6 @@ mod tests {
     use std::sync::Arc;
     use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
     use virtio_queue::mock::MockSplitQueue;
-    use virtio_queue::QueueT;
     use vm_memory::{Bytes, GuestAddress};
 
     const WRITE: u16 = 2;
