@@ -304,7 +304,8 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
         let elapsed = started.elapsed().as_secs_f64();
         let eta = elapsed / done as f64 * (total - done) as f64;
         eprintln!(
-            "audit: [{done}/{total}] {} × {}: {}{} in {:.1} s; ETA {}",
+            "audit: {} {done}/{total} {} × {}: {}{} in {:.1} s; ETA {}",
+            bar(done, total, 20),
             r.server,
             r.profile,
             r.outcome.name(),
@@ -352,6 +353,13 @@ fn count(records: &BTreeMap<(String, String), Record>) -> BTreeMap<&'static str,
         *c.entry(r.outcome.name()).or_default() += 1;
     }
     c
+}
+
+/// `[#####-----]`: a line-per-run progress bar that reads well in a log
+/// as in a terminal.
+fn bar(done: usize, total: usize, width: usize) -> String {
+    let filled = (done * width).checked_div(total).unwrap_or(width);
+    format!("[{}{}]", "#".repeat(filled), "-".repeat(width - filled))
 }
 
 fn human(secs: f64) -> String {
@@ -593,5 +601,20 @@ impl CellContext {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_bar_fills_with_the_runs() {
+        assert_eq!(bar(0, 4, 8), "[--------]");
+        assert_eq!(bar(1, 4, 8), "[##------]");
+        assert_eq!(bar(4, 4, 8), "[########]");
+        assert_eq!(bar(0, 0, 4), "[####]");
+        assert_eq!(human(30.0), "30 s");
+        assert_eq!(human(600.0), "10 min");
     }
 }
