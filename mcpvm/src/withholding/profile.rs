@@ -13,54 +13,38 @@ pub const BUILT_IN: &str = include_str!("profiles.toml");
 /// The fields a profile (or `[defaults]`) may set; unset fields leave the
 /// value from the profiles applied before it.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Knobs {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Guest memory, MiB.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mem_mib: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vcpus: Option<u8>,
     /// The virtio-rng device.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rng: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only_root: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_tmp: Option<bool>,
     /// The server's environment is only what profiles set in `env`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clear_env: Option<bool>,
     /// Variables to set (fake credentials, for example).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
     /// Resource limits by name: nofile, nproc, cpu (seconds), fsize and
     /// as (bytes).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rlimits: BTreeMap<String, u64>,
     /// System calls to deny, by name or `@group`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<String>,
     /// The errno this profile's denials return (default EPERM).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errno: Option<String>,
     /// Kill the server (SIGSYS) on this profile's denials instead.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill: Option<bool>,
-    /// The server may start, then not execve anything.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Processes the server spawns may not execve (docs/withholding.md).
     pub deny_exec: Option<bool>,
     /// socket() with these families fails: inet, inet6, unix, netlink,
     /// packet, vsock.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_socket_families: Vec<String>,
     /// Allow only these system calls (names or `@group`); the rest fail
     /// with this profile's errno. Composed allow-lists intersect.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow: Option<Vec<String>>,
     /// Record every system call the server makes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_syscalls: Option<bool>,
 }
 
