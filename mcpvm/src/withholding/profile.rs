@@ -303,18 +303,27 @@ fn apply(mut over: Knobs, k: &Knobs) -> Knobs {
     over
 }
 
+fn field_error(profile: &str, field: &'static str, why: String) -> ProfileError {
+    ProfileError::Field {
+        profile: profile.into(),
+        field,
+        why,
+    }
+}
+
+/// The errno a profile's denials return: its `errno`, or EPERM.
+fn errno_of(name: &str, k: &Knobs) -> Result<i32, ProfileError> {
+    match &k.errno {
+        Some(e) => syscalls::errno(e).ok_or_else(|| field_error(name, "errno", unknown_errno(e))),
+        None => Ok(libc::EPERM),
+    }
+}
+
 /// The seccomp rules one profile contributes (its errno or kill applies
 /// to its own denials only).
 fn rules_of(name: &str, k: &Knobs) -> Result<Vec<Rule>, ProfileError> {
-    let field = |field, why: String| ProfileError::Field {
-        profile: name.into(),
-        field,
-        why,
-    };
-    let errno = match &k.errno {
-        Some(e) => syscalls::errno(e).ok_or_else(|| field("errno", unknown_errno(e)))?,
-        None => libc::EPERM,
-    };
+    let field = |field, why| field_error(name, field, why);
+    let errno = errno_of(name, k)?;
     let action = if k.kill == Some(true) {
         Action::Kill
     } else {
@@ -356,15 +365,8 @@ fn rules_of(name: &str, k: &Knobs) -> Result<Vec<Rule>, ProfileError> {
 
 /// A profile's allow-list, names and groups expanded.
 fn allow_list(name: &str, k: &Knobs, list: &[String]) -> Result<Allow, ProfileError> {
-    let field = |field, why: String| ProfileError::Field {
-        profile: name.into(),
-        field,
-        why,
-    };
-    let errno = match &k.errno {
-        Some(e) => syscalls::errno(e).ok_or_else(|| field("errno", unknown_errno(e)))?,
-        None => libc::EPERM,
-    };
+    let field = |field, why| field_error(name, field, why);
+    let errno = errno_of(name, k)?;
     let mut syscalls = Vec::new();
     for a in list {
         for call in expand(a).map_err(|why| field("allow", why))? {
@@ -427,21 +429,17 @@ fn check_name(name: &str) -> Result<(), ProfileError> {
     if ok {
         Ok(())
     } else {
-        Err(ProfileError::Field {
-            profile: name.into(),
-            field: "name",
-            why: "use lowercase letters, digits, '-' and '_' ('+' joins profiles in a run)".into(),
-        })
+        Err(field_error(
+            name,
+            "name",
+            "use lowercase letters, digits, '-' and '_' ('+' joins profiles in a run)".into(),
+        ))
     }
 }
 
 /// Every field checked, so a bad value is refused before any VM starts.
 fn check(name: &str, k: &Knobs) -> Result<(), ProfileError> {
-    let field = |field, why: String| ProfileError::Field {
-        profile: name.into(),
-        field,
-        why,
-    };
+    let field = |field, why| field_error(name, field, why);
     if let Some(m) = k.mem_mib {
         if !(32..=65536).contains(&m) {
             return Err(field("mem_mib", format!("{m} MiB is outside 32..=65536")));
