@@ -44,6 +44,7 @@ use crate::devices::{EventSender, VmEvent};
 use crate::kvm::vcpu::{Vcpu, VcpuError};
 use crate::kvm::vm::{Vm, VmError};
 use crate::kvm::{self, HostError};
+use crate::seccomp::SeccompMode;
 use crate::VmConfig;
 use kvm_ioctls::IoEventAddress;
 
@@ -133,6 +134,7 @@ pub struct BuiltVm {
     pub panicked: Arc<AtomicBool>,
     pub entry: BootEntry,
     pub cmdline: String,
+    pub seccomp: SeccompMode,
 }
 
 pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
@@ -227,7 +229,7 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
             MMIO_DEVICES_START + i as u64 * MMIO_DEVICE_WINDOW,
             VIRTIO_IRQ_START + i as u32,
         );
-        attach_virtio(&vm, &mut mmio, device, base, irq)?;
+        attach_virtio(&vm, &mut mmio, device, base, irq, config.seccomp)?;
         windows.push((base, irq));
     }
 
@@ -310,6 +312,7 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
         panicked,
         entry,
         cmdline,
+        seccomp: config.seccomp,
     })
 }
 
@@ -378,6 +381,7 @@ fn attach_virtio(
     device: Box<dyn VirtioDevice>,
     base: u64,
     irq: u32,
+    seccomp: SeccompMode,
 ) -> Result<(), BootError> {
     let io = |what| move |e: std::io::Error| BootError::Device { what, source: e };
     let kvm_io = |what| {
@@ -390,11 +394,12 @@ fn attach_virtio(
     vm.fd
         .register_irqfd(&irq_evt, irq)
         .map_err(kvm_io("virtio IRQ"))?;
-    let transport =
-        MmioTransport::new(device, vm.mem.clone(), irq_evt).map_err(|e| BootError::Device {
+    let transport = MmioTransport::new(device, vm.mem.clone(), irq_evt, seccomp).map_err(|e| {
+        BootError::Device {
             what: "virtio transport",
             source: std::io::Error::other(e),
-        })?;
+        }
+    })?;
     for (i, evt) in transport.queue_evts().iter().enumerate() {
         let addr = IoEventAddress::Mmio(base + mmio::REG_QUEUE_NOTIFY);
         vm.fd

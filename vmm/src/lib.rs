@@ -11,6 +11,7 @@ pub mod cmdline;
 pub mod devices;
 pub mod kvm;
 pub mod outcome;
+pub mod seccomp;
 pub mod signals;
 
 use std::io::Write;
@@ -18,7 +19,7 @@ use std::os::unix::thread::JoinHandleExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,7 @@ pub use devices::virtio::block::CacheMode;
 use devices::VmEvent;
 use kvm::vcpu::VcpuContext;
 pub use outcome::{BootTimings, ExitReason, RunOutcome};
+pub use seccomp::{SeccompMode, ThreadKind};
 
 pub type GuestMemoryMmap = vm_memory::GuestMemoryMmap<()>;
 
@@ -57,6 +59,8 @@ pub struct VmConfig {
     pub disks: Vec<DiskConfig>,
     /// A virtio-rng device feeding the guest's entropy pool.
     pub rng: bool,
+    /// Host seccomp filters on the VMM's own threads (see [`seccomp`]).
+    pub seccomp: SeccompMode,
 }
 
 /// A disk image file given to the guest as a virtio-blk device.
@@ -87,6 +91,8 @@ pub enum VmmError {
     Signals(#[source] std::io::Error),
     #[error("Cannot start a vCPU thread")]
     Thread(#[source] std::io::Error),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
 }
 
 /// Boots the VM and runs it to the end.
@@ -108,20 +114,49 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
         stop: stop.clone(),
         start,
     };
+    // Each vCPU thread confines itself, then waits until every thread,
+    // main included, is confined: no guest code runs before that.
+    let mode = built.seccomp;
+    let gate = Arc::new(Gate::default());
+    let (confined_tx, confined) = mpsc::channel();
     let mut threads = Vec::new();
     for vcpu in built.vcpus {
-        let ctx = ctx.clone();
+        let (ctx, confined_tx) = (ctx.clone(), confined_tx.clone());
+        let held = gate.clone();
         let name = format!("vcpu{}", vcpu.id);
-        match std::thread::Builder::new()
-            .name(name)
-            .spawn(move || vcpu.run(ctx))
-        {
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            let result = seccomp::confine(ThreadKind::Vcpu, mode);
+            let ok = result.is_ok();
+            let _ = confined_tx.send(result);
+            if held.wait() && ok {
+                vcpu.run(ctx);
+            }
+        });
+        match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {
+                gate.open(false);
                 stop_vcpus(&stop, threads);
                 return Err(VmmError::Thread(e));
             }
         }
+    }
+    drop(confined_tx);
+    // One report per thread (each keeps its sender while it runs).
+    let mut failed = confined
+        .iter()
+        .take(threads.len())
+        .find_map(Result::err)
+        .map(VmmError::from);
+    if failed.is_none() {
+        failed = seccomp::confine(ThreadKind::Main, mode)
+            .err()
+            .map(VmmError::from);
+    }
+    gate.open(failed.is_none());
+    if let Some(e) = failed {
+        stop_vcpus(&stop, threads);
+        return Err(e);
     }
 
     let mut reason = loop {
@@ -151,6 +186,30 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
         serial.lock().unwrap_or_else(|e| e.into_inner()).flush();
     }
     Ok(RunOutcome { reason, timings })
+}
+
+/// Holds vCPU threads until main says whether they may run.
+#[derive(Default)]
+struct Gate {
+    run: Mutex<Option<bool>>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn open(&self, run: bool) {
+        *self.run.lock().unwrap_or_else(|e| e.into_inner()) = Some(run);
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) -> bool {
+        let mut run = self.run.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match *run {
+                Some(r) => return r,
+                None => run = self.opened.wait(run).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
 }
 
 /// Sets the stop flag and kicks every vCPU thread out of `KVM_RUN` until it

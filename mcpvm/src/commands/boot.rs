@@ -50,6 +50,9 @@ pub struct BootArgs {
     /// Run even where /dev/kvm is kvm_pvm (Linux boots there take ~30 s).
     #[arg(long)]
     allow_pvm: bool,
+    /// Host seccomp filters on the VMM's threads: off, log or on.
+    #[arg(long, default_value = "on", value_name = "off|log|on")]
+    seccomp: vmm::SeccompMode,
     /// Attach a virtio-vsock device (guest CID 3) bridged to this Unix
     /// socket path: host connects with `CONNECT <port>`, guest connects
     /// reach `<path>_<port>`.
@@ -119,6 +122,7 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
         }),
         disks: args.disks.into_iter().map(|d| d.config).collect(),
         rng: args.rng,
+        seccomp: args.seccomp,
     };
     log::debug!(
         "booting {} with {} MiB, {} vCPUs",

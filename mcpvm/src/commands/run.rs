@@ -91,6 +91,11 @@ pub struct VmOptions {
     /// Withhold the virtio-rng entropy device.
     #[arg(long)]
     no_rng: bool,
+    /// Host seccomp filters on the VMM's threads (docs/security.md): on
+    /// stops the VMM at a call outside a thread's list, log lets it
+    /// through and the kernel logs it, off installs none.
+    #[arg(long, default_value = "on", value_name = "off|log|on")]
+    seccomp: vmm::SeccompMode,
     /// Largest workspace the guest may send back, MiB.
     #[arg(long, default_value_t = 1024)]
     workspace_limit: u64,
@@ -145,6 +150,7 @@ impl VmOptions {
         if self.no_rng {
             a.push("--no-rng".into());
         }
+        a.push(format!("--seccomp={}", self.seccomp.as_str()));
         a.push(format!("--workspace-limit={}", self.workspace_limit));
         for (name, v) in [
             ("workspace", self.workspace.as_ref().map(|w| w.text.clone())),
@@ -346,43 +352,35 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     let spec_line = serde_json::to_string(&spec)? + "\n";
     let agent_times = std::sync::Arc::new(std::sync::Mutex::new(serde_json::Map::new()));
     let times = agent_times.clone();
-    let control_done = {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            control_channel(control, spec_line, start, times, events_file);
-            let _ = tx.send(());
-        });
-        rx
-    };
-    let stdout_done = {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            if let Ok((s, _)) = stdio.accept() {
-                let to_guest = s.try_clone().expect("clone stdio socket");
-                // Our stdin → server stdin; EOF closes the server's stdin.
-                std::thread::spawn(move || {
-                    copy(io::stdin().lock(), &to_guest);
-                    let _ = to_guest.shutdown(std::net::Shutdown::Write);
-                });
-                copy(&s, io::stdout().lock());
-                // Every byte is here: let the agent finish.
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-            let _ = tx.send(());
-        });
-        rx
-    };
-    let stderr_done = {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            if let Ok((s, _)) = stderr.accept() {
-                copy(&s, io::stderr().lock());
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-            let _ = tx.send(());
-        });
-        rx
-    };
+    let (confined_tx, confined) = std::sync::mpsc::channel();
+    let relay =
+        |body: Box<dyn FnOnce() + Send>| spawn_relay(opts.seccomp, confined_tx.clone(), body);
+    let control_done = relay(Box::new(move || {
+        control_channel(control, spec_line, start, times, events_file)
+    }));
+    let stdout_done = relay(Box::new(move || {
+        if let Ok((s, _)) = stdio.accept() {
+            let to_guest = s.try_clone().expect("clone stdio socket");
+            // Our stdin → server stdin; EOF closes the server's stdin.
+            std::thread::spawn(move || {
+                copy(io::stdin().lock(), &to_guest);
+                let _ = to_guest.shutdown(std::net::Shutdown::Write);
+            });
+            copy(&s, io::stdout().lock());
+            // Every byte is here: let the agent finish.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }));
+    let stderr_done = relay(Box::new(move || {
+        if let Ok((s, _)) = stderr.accept() {
+            copy(&s, io::stderr().lock());
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }));
+    drop(confined_tx);
+    if let Some(e) = confined.iter().take(3).find_map(Result::err) {
+        return Err(e.into());
+    }
 
     // The root image is the first disk (/dev/vda), then the user's.
     let mut cmdline = String::from("quiet mcpvm.channel=vsock");
@@ -427,6 +425,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         }),
         disks,
         rng: !opts.no_rng && profile.as_ref().is_none_or(|p| p.rng),
+        seccomp: opts.seccomp,
     };
     let outcome = vmm::run(config)?;
     // The VM is gone and its sockets closed: the relays see EOF.
@@ -478,6 +477,27 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         eprintln!("mcpvm: {}", outcome.reason);
     }
     Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
+}
+
+/// Runs `body` on a relay thread (the host side of one channel) confined
+/// to the relay filter; the confinement result goes to `confined`, and
+/// the returned receiver hears when `body` is done.
+fn spawn_relay(
+    mode: vmm::SeccompMode,
+    confined: std::sync::mpsc::Sender<Result<(), vmm::seccomp::SeccompError>>,
+    body: Box<dyn FnOnce() + Send>,
+) -> std::sync::mpsc::Receiver<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = vmm::seccomp::confine(vmm::ThreadKind::Relay, mode);
+        let ok = result.is_ok();
+        let _ = confined.send(result);
+        if ok {
+            body();
+        }
+        let _ = tx.send(());
+    });
+    rx
 }
 
 /// Sends the run spec, then logs the agent's events as they arrive and

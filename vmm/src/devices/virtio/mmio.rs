@@ -12,8 +12,12 @@ use std::sync::Arc;
 use virtio_queue::{Queue, QueueT};
 use vmm_sys_util::eventfd::EventFd;
 
-use super::{Activation, Interrupt, VirtioDevice, INT_CONFIG_CHANGE, VIRTIO_F_VERSION_1};
+use super::{
+    ActivateError, Activation, DeviceThread, Interrupt, VirtioDevice, INT_CONFIG_CHANGE,
+    VIRTIO_F_VERSION_1,
+};
 use crate::devices::bus::BusDevice;
+use crate::seccomp::SeccompMode;
 use crate::GuestMemoryMmap;
 
 const MAGIC_VALUE: u32 = 0x7472_6976; // "virt"
@@ -56,6 +60,7 @@ pub struct MmioTransport {
     device: Box<dyn VirtioDevice>,
     mem: GuestMemoryMmap,
     interrupt: Arc<Interrupt>,
+    thread: Arc<DeviceThread>,
     queues: Vec<Queue>,
     queue_evts: Vec<EventFd>,
     queue_sel: u32,
@@ -73,6 +78,8 @@ pub enum MmioError {
     Queue(u16),
     #[error("Cannot create a queue notification eventfd")]
     EventFd(#[source] std::io::Error),
+    #[error("Cannot start the device's thread")]
+    Thread(#[from] ActivateError),
 }
 
 impl MmioTransport {
@@ -80,7 +87,9 @@ impl MmioTransport {
         device: Box<dyn VirtioDevice>,
         mem: GuestMemoryMmap,
         irq: EventFd,
+        seccomp: SeccompMode,
     ) -> Result<Self, MmioError> {
+        let thread = Arc::new(DeviceThread::spawn(device.thread_kind(), seccomp)?);
         let mut queues = Vec::new();
         let mut queue_evts = Vec::new();
         for &size in device.queue_max_sizes() {
@@ -91,6 +100,7 @@ impl MmioTransport {
             device,
             mem,
             interrupt: Arc::new(Interrupt::new(irq)),
+            thread,
             queues,
             queue_evts,
             queue_sel: 0,
@@ -259,6 +269,7 @@ impl MmioTransport {
                     queues,
                     queue_evts,
                     interrupt: self.interrupt.clone(),
+                    thread: self.thread.clone(),
                 })
                 .map_err(|e| e.to_string()),
             (false, _, _) => Err("a ready queue is not valid in guest memory".to_string()),
@@ -343,6 +354,9 @@ mod tests {
         fn device_type(&self) -> u32 {
             42
         }
+        fn thread_kind(&self) -> crate::seccomp::ThreadKind {
+            crate::seccomp::ThreadKind::Rng
+        }
         fn queue_max_sizes(&self) -> &[u16] {
             &[16, 16]
         }
@@ -373,6 +387,7 @@ mod tests {
             Box::new(Dummy(seen.clone())),
             mem,
             EventFd::new(libc::EFD_NONBLOCK).unwrap(),
+            SeccompMode::Off,
         )
         .unwrap();
         (t, seen)

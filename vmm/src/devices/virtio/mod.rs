@@ -13,10 +13,12 @@ pub mod rng;
 pub mod vsock;
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Arc};
 
 use virtio_queue::Queue;
 use vmm_sys_util::eventfd::EventFd;
 
+use crate::seccomp::{self, SeccompError, SeccompMode, ThreadKind};
 use crate::GuestMemoryMmap;
 
 /// Device IDs (virtio 1.2, section 5).
@@ -72,7 +74,9 @@ pub struct Activation {
     pub queues: Vec<Queue>,
     /// One per queue; written when the driver notifies that queue.
     pub queue_evts: Vec<EventFd>,
-    pub interrupt: std::sync::Arc<Interrupt>,
+    pub interrupt: Arc<Interrupt>,
+    /// The device's own thread, for its worker.
+    pub thread: Arc<DeviceThread>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,12 +85,16 @@ pub enum ActivateError {
     QueueCount { expected: usize, got: usize },
     #[error("Cannot start the device worker")]
     Worker(#[source] std::io::Error),
-    #[error("The device lost its backend in an earlier failed start")]
+    #[error("The device lost its backend or its thread in an earlier failed start")]
     Lost,
+    #[error(transparent)]
+    Confine(#[from] SeccompError),
 }
 
 pub trait VirtioDevice: Send {
     fn device_type(&self) -> u32;
+    /// Which seccomp filter confines the device's thread.
+    fn thread_kind(&self) -> ThreadKind;
     /// Maximum size of each queue; its length is the number of queues.
     fn queue_max_sizes(&self) -> &[u16];
     /// Feature bits offered, VIRTIO_F_VERSION_1 included.
@@ -104,33 +112,87 @@ pub trait VirtioDevice: Send {
     fn reset(&mut self);
 }
 
-/// A device's worker thread: started on activation, stopped on reset or
-/// drop through an eventfd the worker polls. It hands back what it owned
-/// (the disk image, the host listener), so a reset device can start again.
-pub struct WorkerThread<T> {
-    kill: EventFd,
-    handle: std::thread::JoinHandle<T>,
+/// A device's thread, started when the VM is built and parked until the
+/// driver activates the device. Activation happens on a vCPU thread, and a
+/// thread inherits its creator's seccomp filter; started from the main
+/// thread before any filter, a device thread is confined by its own
+/// filter alone, which it installs before it waits.
+pub struct DeviceThread {
+    jobs: Option<mpsc::Sender<Job>>,
+    handle: Option<std::thread::JoinHandle<()>>,
 }
 
-impl<T: Send + 'static> WorkerThread<T> {
-    /// Runs `run` on a thread named `name`; `kill` is the eventfd its
-    /// worker watches (the worker holds a clone).
-    pub fn spawn(
-        name: &str,
-        kill: EventFd,
-        run: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<Self, ActivateError> {
+type Job = Box<dyn FnOnce() + Send>;
+
+impl DeviceThread {
+    /// Starts the thread for a device of `kind`, confined in `mode`.
+    pub fn spawn(kind: ThreadKind, mode: SeccompMode) -> Result<Self, ActivateError> {
+        let (jobs, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready) = mpsc::channel();
         let handle = std::thread::Builder::new()
-            .name(name.into())
-            .spawn(run)
+            .name(kind.name().into())
+            .spawn(move || {
+                let confined = seccomp::confine(kind, mode);
+                let ok = confined.is_ok();
+                let _ = ready_tx.send(confined);
+                while let (true, Ok(job)) = (ok, rx.recv()) {
+                    job();
+                }
+            })
             .map_err(ActivateError::Worker)?;
-        Ok(WorkerThread { kill, handle })
+        match ready.recv() {
+            Ok(Ok(())) => Ok(DeviceThread {
+                jobs: Some(jobs),
+                handle: Some(handle),
+            }),
+            Ok(Err(e)) => Err(ActivateError::Confine(e)),
+            Err(_) => Err(ActivateError::Worker(std::io::Error::other(
+                "the device thread ended before it was confined",
+            ))),
+        }
     }
 
+    /// Runs `run` on this thread until `kill` (an eventfd it watches)
+    /// fires; [`WorkerThread::stop`] hands back what it returns.
+    pub fn start<T: Send + 'static>(
+        &self,
+        kill: EventFd,
+        run: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<WorkerThread<T>, ActivateError> {
+        let (done_tx, done) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move || {
+            let _ = done_tx.send(run());
+        });
+        self.jobs
+            .as_ref()
+            .and_then(|j| j.send(job).ok())
+            .ok_or(ActivateError::Lost)?;
+        Ok(WorkerThread { kill, done })
+    }
+}
+
+impl Drop for DeviceThread {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A device's running worker: stopped on reset or drop through an
+/// eventfd the worker polls. It hands back what it owned (the disk image,
+/// the host listener), so a reset device can start again.
+pub struct WorkerThread<T> {
+    kill: EventFd,
+    done: mpsc::Receiver<T>,
+}
+
+impl<T> WorkerThread<T> {
     /// Stops the worker and returns what it owned (None if it panicked).
     pub fn stop(self) -> Option<T> {
         let _ = self.kill.write(1);
-        self.handle.join().ok()
+        self.done.recv().ok()
     }
 }
 
@@ -146,8 +208,13 @@ pub fn read_config_bytes(config: &[u8], offset: u64, data: &mut [u8]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A device thread without a filter, for device tests.
+    pub fn unconfined_thread() -> Arc<DeviceThread> {
+        Arc::new(DeviceThread::spawn(ThreadKind::Rng, SeccompMode::Off).unwrap())
+    }
 
     #[test]
     fn config_reads_are_bounded() {

@@ -13,6 +13,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::queue_worker::{Chain, QueueWorker};
 use super::{ActivateError, Activation, VirtioDevice, WorkerThread, TYPE_RNG, VIRTIO_F_VERSION_1};
+use crate::seccomp::ThreadKind;
 use crate::GuestMemoryMmap;
 
 pub const QUEUE_SIZES: [u16; 1] = [64];
@@ -37,6 +38,10 @@ impl Drop for Rng {
 }
 
 impl VirtioDevice for Rng {
+    fn thread_kind(&self) -> ThreadKind {
+        ThreadKind::Rng
+    }
+
     fn device_type(&self) -> u32 {
         TYPE_RNG
     }
@@ -57,9 +62,10 @@ impl VirtioDevice for Rng {
     }
 
     fn activate(&mut self, a: Activation) -> Result<(), ActivateError> {
+        let thread = a.thread.clone();
         let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
         let mut worker = QueueWorker::new(a, &kill)?;
-        self.worker = Some(WorkerThread::spawn("virtio-rng", kill, move || {
+        self.worker = Some(thread.start(kill, move || {
             worker.run("virtio-rng", fill);
         })?);
         Ok(())
@@ -124,6 +130,7 @@ mod tests {
             queues: vec![q.create_queue().unwrap()],
             queue_evts: vec![EventFd::new(libc::EFD_NONBLOCK).unwrap()],
             interrupt: Arc::new(Interrupt::new(irq.try_clone().unwrap())),
+            thread: crate::devices::virtio::tests::unconfined_thread(),
         };
         let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let mut w = QueueWorker::new(a, &kill).unwrap();

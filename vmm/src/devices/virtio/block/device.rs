@@ -10,6 +10,7 @@ use crate::devices::virtio::{
     read_config_bytes, ActivateError, Activation, VirtioDevice, WorkerThread, TYPE_BLOCK,
     VIRTIO_F_VERSION_1,
 };
+use crate::seccomp::ThreadKind;
 
 pub struct Block {
     /// Home while the worker is stopped.
@@ -56,6 +57,10 @@ impl Drop for Block {
 }
 
 impl VirtioDevice for Block {
+    fn thread_kind(&self) -> ThreadKind {
+        ThreadKind::Block
+    }
+
     fn device_type(&self) -> u32 {
         TYPE_BLOCK
     }
@@ -78,10 +83,11 @@ impl VirtioDevice for Block {
     }
 
     fn activate(&mut self, a: Activation) -> Result<(), ActivateError> {
+        let thread = a.thread.clone();
         let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
         let mut worker = QueueWorker::new(a, &kill)?;
         let mut disk = self.disk.take().ok_or(ActivateError::Lost)?;
-        self.worker = Some(WorkerThread::spawn("virtio-blk", kill, move || {
+        self.worker = Some(thread.start(kill, move || {
             worker.run("virtio-blk", |mem, chain| execute(&mut disk, mem, chain));
             disk
         })?);
@@ -161,6 +167,7 @@ mod tests {
             queues: vec![q.create_queue().unwrap()],
             queue_evts: vec![EventFd::new(libc::EFD_NONBLOCK).unwrap()],
             interrupt: Arc::new(Interrupt::new(irq.try_clone().unwrap())),
+            thread: crate::devices::virtio::tests::unconfined_thread(),
         };
         let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let mut w = QueueWorker::new(a, &kill).unwrap();

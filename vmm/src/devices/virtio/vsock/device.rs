@@ -18,6 +18,7 @@ use crate::devices::virtio::{
     read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, WorkerThread,
     TYPE_VSOCK, VIRTIO_F_VERSION_1,
 };
+use crate::seccomp::ThreadKind;
 use crate::GuestMemoryMmap;
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +81,10 @@ impl Drop for Vsock {
 }
 
 impl VirtioDevice for Vsock {
+    fn thread_kind(&self) -> ThreadKind {
+        ThreadKind::Vsock
+    }
+
     fn device_type(&self) -> u32 {
         TYPE_VSOCK
     }
@@ -109,6 +114,7 @@ impl VirtioDevice for Vsock {
             });
         }
         let listener = self.listener.take().ok_or(ActivateError::Lost)?;
+        let thread = a.thread.clone();
         let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
         let mut worker = Worker::new(
             a,
@@ -117,7 +123,7 @@ impl VirtioDevice for Vsock {
             kill.try_clone().map_err(ActivateError::Worker)?,
         )
         .map_err(ActivateError::Worker)?;
-        self.worker = Some(WorkerThread::spawn("vsock", kill, move || {
+        self.worker = Some(thread.start(kill, move || {
             worker.run();
             worker.listener
         })?);
@@ -397,6 +403,7 @@ mod tests {
                 ],
                 queue_evts: evts,
                 interrupt: Arc::new(Interrupt::new(irq)),
+                thread: crate::devices::virtio::tests::unconfined_thread(),
             };
             let listener = UnixListener::bind(&uds).unwrap();
             listener.set_nonblocking(true).unwrap();

@@ -1,0 +1,460 @@
+//! Host-side confinement: a seccomp filter per thread kind, installed by
+//! each thread on itself before the guest runs.
+//!
+//! The guest drives the vCPU threads (every MMIO and port access) and the
+//! device threads (every descriptor chain), so those are where a device
+//! bug would be exploited; each kind may make only the system calls its
+//! work needs (the lists below, documented in docs/security.md). A thread
+//! inherits the filter of the thread that creates it, so device threads
+//! are started when the VM is built, from the unconfined main thread, and
+//! wait for activation (see `devices::virtio::DeviceThread`).
+//!
+//! Modes: `On` traps any other call, says which thread made which call and
+//! ends the process with [`EXIT_BAD_SYSCALL`]; `Log` lets it through and
+//! has the kernel log it (`audit: type=1326` in the kernel log, with
+//! `syscall=N`); `Off` installs nothing.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+/// The exit status after a trapped call: 128 + SIGSYS, as a shell shows a
+/// process killed by that signal.
+pub const EXIT_BAD_SYSCALL: i32 = 128 + libc::SIGSYS;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SeccompMode {
+    Off,
+    Log,
+    #[default]
+    On,
+}
+
+impl SeccompMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeccompMode::Off => "off",
+            SeccompMode::Log => "log",
+            SeccompMode::On => "on",
+        }
+    }
+}
+
+impl FromStr for SeccompMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(SeccompMode::Off),
+            "log" => Ok(SeccompMode::Log),
+            "on" => Ok(SeccompMode::On),
+            _ => Err(format!("'{s}' is not a seccomp mode; use off, log or on")),
+        }
+    }
+}
+
+/// The kinds of thread, each with its own list of system calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadKind {
+    /// The thread that builds the VM, waits for its end and tears it down.
+    Main,
+    /// Runs `KVM_RUN` and the MMIO/port handlers of every device.
+    Vcpu,
+    /// virtio-blk: reads and writes its disk image.
+    Block,
+    /// virtio-vsock: accepts and connects host Unix sockets.
+    Vsock,
+    /// virtio-rng: `getrandom`.
+    Rng,
+    /// An embedder's thread that copies between host sockets and stdio
+    /// (mcpvm's stdio, stderr and control channels).
+    Relay,
+}
+
+impl ThreadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadKind::Main => "main",
+            ThreadKind::Vcpu => "vcpu",
+            ThreadKind::Block => "virtio-blk",
+            ThreadKind::Vsock => "vsock",
+            ThreadKind::Rng => "virtio-rng",
+            ThreadKind::Relay => "relay",
+        }
+    }
+}
+
+/// What every Rust thread needs: memory, locks and channels, signals
+/// (the vCPU kick, abort), time, logging to stderr, closing fds, exiting.
+const COMMON: &[i64] = &[
+    libc::SYS_brk,
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_mprotect,
+    libc::SYS_madvise,
+    libc::SYS_futex,
+    libc::SYS_sched_yield,
+    libc::SYS_rt_sigreturn,
+    libc::SYS_rt_sigprocmask,
+    libc::SYS_sigaltstack,
+    libc::SYS_restart_syscall,
+    libc::SYS_clock_gettime,
+    libc::SYS_clock_nanosleep,
+    libc::SYS_nanosleep,
+    libc::SYS_getrandom,
+    libc::SYS_write,
+    libc::SYS_writev,
+    libc::SYS_close,
+    libc::SYS_getpid,
+    libc::SYS_gettid,
+    libc::SYS_tgkill,
+    libc::SYS_exit,
+    libc::SYS_exit_group,
+];
+
+/// Waiting on eventfds and sockets with epoll, reading eventfds.
+const EVENT_LOOP: &[i64] = &[
+    libc::SYS_epoll_wait,
+    libc::SYS_epoll_pwait,
+    libc::SYS_epoll_ctl,
+    libc::SYS_read,
+];
+
+fn calls(kind: ThreadKind) -> Vec<i64> {
+    let own: &[i64] = match kind {
+        // Tearing down: unmapping guest memory, removing the vsock socket
+        // and, for the embedder after the run, its result files and run
+        // directory. Joining and kicking vCPUs is futex and tgkill.
+        ThreadKind::Main => &[
+            libc::SYS_read,
+            libc::SYS_openat,
+            libc::SYS_fcntl,
+            libc::SYS_fstat,
+            libc::SYS_newfstatat,
+            libc::SYS_statx,
+            libc::SYS_lseek,
+            libc::SYS_getdents64,
+            libc::SYS_unlink,
+            libc::SYS_unlinkat,
+            libc::SYS_rmdir,
+            libc::SYS_fsync,
+            libc::SYS_shutdown,
+            libc::SYS_sched_getaffinity,
+        ],
+        // KVM_RUN is the only ioctl (checked below); activation builds a
+        // device's epoll and eventfds, reset writes its kill eventfd.
+        ThreadKind::Vcpu => &[
+            libc::SYS_read,
+            libc::SYS_eventfd2,
+            libc::SYS_epoll_create1,
+            libc::SYS_epoll_ctl,
+            libc::SYS_dup,
+            libc::SYS_fcntl,
+        ],
+        ThreadKind::Block => &[
+            libc::SYS_pread64,
+            libc::SYS_preadv,
+            libc::SYS_pwrite64,
+            libc::SYS_pwritev,
+            libc::SYS_fsync,
+            libc::SYS_fdatasync,
+            libc::SYS_lseek,
+        ],
+        // socket() is limited to AF_UNIX below; connect() reaches only
+        // `<uds_path>_<port>` by construction of the muxer.
+        ThreadKind::Vsock => &[
+            libc::SYS_accept4,
+            libc::SYS_connect,
+            libc::SYS_recvfrom,
+            libc::SYS_sendto,
+            libc::SYS_recvmsg,
+            libc::SYS_sendmsg,
+            libc::SYS_shutdown,
+            libc::SYS_getsockopt,
+            libc::SYS_fcntl,
+        ],
+        ThreadKind::Rng => &[],
+        ThreadKind::Relay => &[
+            libc::SYS_read,
+            libc::SYS_accept4,
+            libc::SYS_recvfrom,
+            libc::SYS_sendto,
+            libc::SYS_shutdown,
+            libc::SYS_fcntl,
+            libc::SYS_openat,
+            libc::SYS_fstat,
+            libc::SYS_newfstatat,
+            libc::SYS_statx,
+            // The stdin relay is a thread the stdout relay starts.
+            libc::SYS_clone,
+            libc::SYS_clone3,
+            libc::SYS_set_robust_list,
+            libc::SYS_rseq,
+            libc::SYS_prctl,
+            libc::SYS_sched_getaffinity,
+        ],
+    };
+    let event_loop: &[i64] = match kind {
+        ThreadKind::Block | ThreadKind::Vsock | ThreadKind::Rng => EVENT_LOOP,
+        _ => &[],
+    };
+    let mut all: Vec<i64> = COMMON
+        .iter()
+        .chain(event_loop)
+        .chain(own)
+        .copied()
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// Calls allowed only with a given argument: (call, argument index, value).
+fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
+    match kind {
+        ThreadKind::Vcpu => vec![(libc::SYS_ioctl, 1, KVM_RUN)],
+        // std's set_nonblocking is ioctl(FIONBIO).
+        ThreadKind::Vsock => vec![
+            (libc::SYS_socket, 0, libc::AF_UNIX as u64),
+            (libc::SYS_ioctl, 1, libc::FIONBIO),
+        ],
+        ThreadKind::Relay | ThreadKind::Main => vec![(libc::SYS_ioctl, 1, libc::TCGETS)],
+        _ => Vec::new(),
+    }
+}
+
+/// `_IO(KVMIO, 0x80)`.
+const KVM_RUN: u64 = 0xae80;
+
+/// The names of the calls `kind` may make, for documentation and errors.
+pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
+    let name = |nr: i64| syscall_table::name(nr as u32).unwrap_or("?").to_string();
+    let mut names: Vec<String> = calls(kind).into_iter().map(name).collect();
+    for (nr, arg, value) in conditional(kind) {
+        names.push(format!("{}(arg{arg} = {value:#x})", name(nr)));
+    }
+    names
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    #[error("Cannot build the seccomp filter for {0} threads: {1}")]
+    Build(&'static str, String),
+    #[error("Cannot install the seccomp filter on a {0} thread")]
+    Install(&'static str, #[source] seccompiler::Error),
+    #[error("Cannot install the SIGSYS handler")]
+    Handler(#[source] std::io::Error),
+}
+
+/// The BPF program for `kind` in `mode` (None when `mode` is Off).
+pub fn program(kind: ThreadKind, mode: SeccompMode) -> Result<Option<BpfProgram>, SeccompError> {
+    let mismatch = match mode {
+        SeccompMode::Off => return Ok(None),
+        SeccompMode::Log => SeccompAction::Log,
+        SeccompMode::On => SeccompAction::Trap,
+    };
+    let err = |e: &dyn std::fmt::Display| SeccompError::Build(kind.name(), e.to_string());
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        calls(kind).into_iter().map(|nr| (nr, Vec::new())).collect();
+    for (nr, arg, value) in conditional(kind) {
+        let cond = SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
+            .map_err(|e| err(&e))?;
+        rules
+            .entry(nr)
+            .or_default()
+            .push(SeccompRule::new(vec![cond]).map_err(|e| err(&e))?);
+    }
+    let filter = SeccompFilter::new(rules, mismatch, SeccompAction::Allow, TargetArch::x86_64)
+        .map_err(|e| err(&e))?;
+    BpfProgram::try_from(filter).map(Some).map_err(|e| err(&e))
+}
+
+thread_local! {
+    /// The calling thread's kind, for the SIGSYS message.
+    static KIND: Cell<&'static str> = const { Cell::new("unconfined") };
+}
+
+/// Confines the calling thread (and the threads it creates later) to
+/// `kind`'s calls. In `On` mode, also installs the SIGSYS handler that
+/// reports a trapped call.
+pub fn confine(kind: ThreadKind, mode: SeccompMode) -> Result<(), SeccompError> {
+    let Some(prog) = program(kind, mode)? else {
+        return Ok(());
+    };
+    if mode == SeccompMode::On {
+        install_sigsys_handler().map_err(SeccompError::Handler)?;
+    }
+    KIND.with(|k| k.set(kind.name()));
+    seccompiler::apply_filter(&prog).map_err(|e| SeccompError::Install(kind.name(), e))?;
+    log::debug!("seccomp: {} thread confined ({mode:?})", kind.name());
+    Ok(())
+}
+
+fn install_sigsys_handler() -> std::io::Result<()> {
+    // SAFETY: sigaction with a zeroed struct, SA_SIGINFO and a handler
+    // that only formats into a stack buffer, writes and exits.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_sigsys as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO;
+        libc::sigemptyset(&mut act.sa_mask);
+        if libc::sigaction(libc::SIGSYS, &act, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The system call number in a SIGSYS siginfo: `si_syscall`, after
+/// `si_call_addr` in the union that starts at byte 16.
+fn trapped_syscall(info: &libc::siginfo_t) -> i32 {
+    // SAFETY: siginfo_t is 128 bytes; bytes 24..28 are si_syscall for
+    // SIGSYS (include/uapi/asm-generic/siginfo.h).
+    unsafe {
+        std::ptr::read_unaligned(
+            (info as *const libc::siginfo_t)
+                .cast::<u8>()
+                .add(24)
+                .cast::<i32>(),
+        )
+    }
+}
+
+/// Says which thread made which call, then ends the process: only write
+/// and exit_group, which every filter allows, and no allocation.
+extern "C" fn on_sigsys(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    let nr = unsafe { trapped_syscall(&*info) };
+    let name = syscall_table::name(nr as u32).unwrap_or("unknown");
+    let kind = KIND.with(Cell::get);
+    let mut msg = Message::default();
+    msg.push("mcpvm: seccomp: a ");
+    msg.push(kind);
+    msg.push(" thread made the system call ");
+    msg.push(name);
+    msg.push(" (");
+    msg.push_number(nr);
+    msg.push("), which its filter does not allow; the VMM stops. Run with --seccomp log to see every such call (kernel log), and report it.\n");
+    // SAFETY: write and _exit are async-signal-safe.
+    unsafe {
+        libc::write(2, msg.buf.as_ptr().cast(), msg.len);
+        libc::_exit(EXIT_BAD_SYSCALL);
+    }
+}
+
+/// A fixed buffer a signal handler can format into.
+struct Message {
+    buf: [u8; 320],
+    len: usize,
+}
+
+impl Default for Message {
+    fn default() -> Self {
+        Message {
+            buf: [0; 320],
+            len: 0,
+        }
+    }
+}
+
+impl Message {
+    fn push(&mut self, s: &str) {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+    }
+
+    fn push_number(&mut self, n: i32) {
+        let mut digits = [0u8; 12];
+        let mut i = digits.len();
+        let mut v = n.unsigned_abs();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        if n < 0 {
+            self.push("-");
+        }
+        // SAFETY-free: ASCII digits are valid UTF-8.
+        self.push(std::str::from_utf8(&digits[i..]).unwrap_or("?"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_bad_ones_say_the_choices() {
+        assert_eq!("on".parse::<SeccompMode>(), Ok(SeccompMode::On));
+        assert_eq!("log".parse::<SeccompMode>(), Ok(SeccompMode::Log));
+        assert_eq!("off".parse::<SeccompMode>(), Ok(SeccompMode::Off));
+        let e = "strict".parse::<SeccompMode>().unwrap_err();
+        assert!(e.contains("off, log or on"), "{e}");
+    }
+
+    #[test]
+    fn every_kind_compiles_and_off_compiles_to_nothing() {
+        for kind in [
+            ThreadKind::Main,
+            ThreadKind::Vcpu,
+            ThreadKind::Block,
+            ThreadKind::Vsock,
+            ThreadKind::Rng,
+            ThreadKind::Relay,
+        ] {
+            assert!(program(kind, SeccompMode::On).unwrap().is_some());
+            assert!(program(kind, SeccompMode::Log).unwrap().is_some());
+            assert!(program(kind, SeccompMode::Off).unwrap().is_none());
+        }
+    }
+
+    #[test]
+    fn guest_facing_threads_cannot_open_files_or_spawn() {
+        for kind in [
+            ThreadKind::Vcpu,
+            ThreadKind::Block,
+            ThreadKind::Vsock,
+            ThreadKind::Rng,
+        ] {
+            let c = calls(kind);
+            for nr in [
+                libc::SYS_openat,
+                libc::SYS_open,
+                libc::SYS_execve,
+                libc::SYS_clone,
+                libc::SYS_clone3,
+                libc::SYS_fork,
+                libc::SYS_ptrace,
+                libc::SYS_mount,
+            ] {
+                assert!(!c.contains(&nr), "{kind:?} may call {nr}");
+            }
+            assert!(!c.contains(&libc::SYS_socket), "socket is conditional only");
+            assert!(!c.contains(&libc::SYS_ioctl), "ioctl is conditional only");
+        }
+        assert!(allowed_names(ThreadKind::Vcpu).contains(&"ioctl(arg1 = 0xae80)".to_string()));
+    }
+
+    #[test]
+    fn messages_format_numbers_without_allocating() {
+        let mut m = Message::default();
+        m.push("nr ");
+        m.push_number(-41);
+        m.push_number(0);
+        assert_eq!(&m.buf[..m.len], b"nr -410");
+        for _ in 0..100 {
+            m.push("overflow ");
+        }
+        assert_eq!(m.len, m.buf.len());
+    }
+}

@@ -1,0 +1,173 @@
+//! The VMM's host seccomp filters on real threads. Each case re-runs this
+//! test binary as a child (a filter cannot be taken off again) that
+//! confines a thread and makes calls; the parent checks how it ended.
+
+use std::process::{Command, Output};
+
+use vmm::seccomp::{confine, SeccompMode, ThreadKind, EXIT_BAD_SYSCALL};
+
+const CHILD: &str = "MCPVM_SECCOMP_CHILD";
+
+/// Runs the test named `name` in a child with `CHILD` set.
+fn child(name: &str) -> Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap()
+}
+
+fn in_child() -> bool {
+    std::env::var_os(CHILD).is_some()
+}
+
+/// In the child: runs `f` on a thread confined as `kind` in `mode`.
+fn confined(kind: ThreadKind, mode: SeccompMode, f: impl FnOnce() + Send + 'static) {
+    std::thread::spawn(move || {
+        confine(kind, mode).unwrap();
+        f();
+    })
+    .join()
+    .unwrap();
+}
+
+fn inet_socket() -> i32 {
+    // SAFETY: socket() has no memory arguments.
+    unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) }
+}
+
+#[test]
+fn vcpu_thread_calling_outside_its_filter_stops_the_vmm_and_says_why() {
+    if in_child() {
+        confined(ThreadKind::Vcpu, SeccompMode::On, || {
+            inet_socket();
+            eprintln!("not reached");
+        });
+        return;
+    }
+    let out = child("vcpu_thread_calling_outside_its_filter_stops_the_vmm_and_says_why");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_SYSCALL), "{stderr}");
+    assert!(
+        stderr.contains("a vcpu thread made the system call socket (41)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not reached"), "{stderr}");
+}
+
+#[test]
+fn log_mode_lets_the_call_through() {
+    if in_child() {
+        confined(ThreadKind::Vcpu, SeccompMode::Log, || {
+            let fd = inet_socket();
+            assert!(fd >= 0, "socket refused in log mode");
+            println!("socket fd {fd}");
+        });
+        return;
+    }
+    let out = child("log_mode_lets_the_call_through");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("socket fd "), "{stdout}");
+}
+
+#[test]
+fn allowed_calls_work_under_the_filter() {
+    if in_child() {
+        // A vCPU thread: channels, sleeping, eventfds, logging, KVM_RUN
+        // (on a bad fd: refused by the kernel, not by the filter).
+        confined(ThreadKind::Vcpu, SeccompMode::On, || {
+            let (tx, rx) = std::sync::mpsc::channel();
+            tx.send(1).unwrap();
+            assert_eq!(rx.recv().unwrap(), 1);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            let e = vmm_sys_util::eventfd::EventFd::new(libc::EFD_NONBLOCK).unwrap();
+            e.write(1).unwrap();
+            assert_eq!(e.read().unwrap(), 1);
+            let _dup = e.try_clone().unwrap();
+            // SAFETY: ioctl on an invalid fd only returns EBADF.
+            let rc = unsafe { libc::ioctl(-1, 0xae80) };
+            assert_eq!(rc, -1);
+            eprintln!("vcpu ok");
+        });
+        // vsock: Unix sockets only, connected to paths it is given.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.sock_1024");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        confined(ThreadKind::Vsock, SeccompMode::On, move || {
+            let a = std::os::unix::net::UnixStream::connect(&path).unwrap();
+            a.set_nonblocking(true).unwrap();
+            let (mut b, _) = listener.accept().unwrap();
+            std::io::Write::write_all(&mut b, b"x").unwrap();
+            eprintln!("vsock ok");
+        });
+        return;
+    }
+    let out = child("allowed_calls_work_under_the_filter");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("vcpu ok") && stderr.contains("vsock ok"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn vsock_thread_may_not_open_inet_sockets_nor_vcpu_other_ioctls() {
+    if in_child() {
+        match std::env::var("CASE").as_deref() {
+            Ok("vsock") => confined(ThreadKind::Vsock, SeccompMode::On, || {
+                inet_socket();
+            }),
+            _ => confined(ThreadKind::Vcpu, SeccompMode::On, || {
+                // SAFETY: TCGETS on stdin with a valid buffer.
+                let mut t: libc::termios = unsafe { std::mem::zeroed() };
+                unsafe { libc::ioctl(0, libc::TCGETS, &mut t) };
+            }),
+        }
+        return;
+    }
+    for (case, call) in [("vsock", "socket (41)"), ("vcpu", "ioctl (16)")] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "vsock_thread_may_not_open_inet_sockets_nor_vcpu_other_ioctls",
+                "--nocapture",
+            ])
+            .env(CHILD, "1")
+            .env("CASE", case)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(EXIT_BAD_SYSCALL),
+            "{case}: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("system call {call}")),
+            "{case}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn guest_facing_threads_cannot_open_host_files() {
+    if in_child() {
+        confined(ThreadKind::Block, SeccompMode::On, || {
+            let _ = std::fs::File::open("/etc/hostname");
+        });
+        return;
+    }
+    let out = child("guest_facing_threads_cannot_open_host_files");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_SYSCALL), "{stderr}");
+    assert!(
+        stderr.contains("a virtio-blk thread made the system call openat"),
+        "{stderr}"
+    );
+}
