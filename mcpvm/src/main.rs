@@ -1,15 +1,7 @@
 //! `mcpvm`: the one binary users run. Thin: it parses options and composes
 //! the vmm (and, later, guest image and probe) crates.
 
-mod audit;
-mod commands;
-mod disk_arg;
-mod image;
-mod logger;
-mod rundir;
-mod server;
-mod withholding;
-mod workspace;
+use mcpvm::{commands, error_chain, logger};
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -71,16 +63,4 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// "Outer: inner: innermost", as the style guide asks.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(inner) = cur {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        cur = inner.source();
-    }
-    s
 }

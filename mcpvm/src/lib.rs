@@ -1,0 +1,25 @@
+//! mcpvm's commands and their parts, as a library: the `mcpvm` binary
+//! (main.rs) is the command line over it, and the fuzz targets (fuzz/)
+//! reach the parsers of profiles and catalogues through it.
+
+pub mod audit;
+pub mod commands;
+pub mod disk_arg;
+pub mod image;
+pub mod logger;
+pub mod rundir;
+pub mod server;
+pub mod withholding;
+pub mod workspace;
+
+/// "Outer: inner: innermost", as the style guide asks.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        cur = inner.source();
+    }
+    s
+}
