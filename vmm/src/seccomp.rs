@@ -289,10 +289,24 @@ pub fn confine(kind: ThreadKind, mode: SeccompMode) -> Result<(), SeccompError> 
     if mode == SeccompMode::On {
         install_sigsys_handler().map_err(SeccompError::Handler)?;
     }
+    keep_malloc_from_opening_files();
     KIND.with(|k| k.set(kind.name()));
     seccompiler::apply_filter(&prog).map_err(|e| SeccompError::Install(kind.name(), e))?;
     log::debug!("seccomp: {} thread confined ({mode:?})", kind.name());
     Ok(())
+}
+
+/// glibc shrinks a thread arena's heap after large frees, and the first
+/// time it does it reads /proc/sys/vm/overcommit_memory, an openat no
+/// confined thread may make (seen on a vsock thread after 64 streams
+/// closed). A trim threshold no heap reaches means it never shrinks one;
+/// wholly free heaps are still unmapped and large blocks still munmapped.
+fn keep_malloc_from_opening_files() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets a malloc parameter; any thread may call it.
+    unsafe {
+        libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+    }
 }
 
 fn install_sigsys_handler() -> std::io::Result<()> {

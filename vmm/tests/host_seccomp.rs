@@ -171,3 +171,23 @@ fn guest_facing_threads_cannot_open_host_files() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_thread_that_frees_much_memory_stays_within_its_filter() {
+    if in_child() {
+        // glibc shrinks a thread arena's heap after a large free, and the
+        // first time it checks /proc/sys/vm/overcommit_memory (openat).
+        confined(ThreadKind::Rng, SeccompMode::On, || {
+            for _ in 0..3 {
+                let v: Vec<Vec<u8>> = (0..20_000).map(|i| vec![i as u8; 1000]).collect();
+                drop(v);
+            }
+            eprintln!("freed");
+        });
+        return;
+    }
+    let out = child("a_thread_that_frees_much_memory_stays_within_its_filter");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("freed"), "{stderr}");
+}
