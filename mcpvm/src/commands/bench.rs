@@ -63,6 +63,9 @@ pub struct FirstResponseArgs {
     /// Guest memory in MiB for the VM runs.
     #[arg(long)]
     mem: Option<u64>,
+    /// Host seccomp mode of the VM runs (off|log|on), to measure its cost.
+    #[arg(long)]
+    seccomp: Option<vmm::SeccompMode>,
     /// The server command inside the guest.
     #[arg(last = true, required_unless_present = "server")]
     guest: Vec<String>,
@@ -131,6 +134,9 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             let mut vm_args = Vec::new();
             if let Some(m) = a.mem {
                 vm_args.push(format!("--mem={m}"));
+            }
+            if let Some(m) = a.seccomp {
+                vm_args.push(format!("--seccomp={}", m.as_str()));
             }
             if let Some(s) = a.server {
                 vm_args.push(format!("--server={s}"));
