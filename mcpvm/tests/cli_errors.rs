@@ -376,3 +376,216 @@ fn audit_merge_joins_shards_and_refuses_mixed_ones() {
         "is not an audit directory",
     );
 }
+
+/// One bad value per flag or field, each one clear error naming it, and
+/// nothing left behind: no run directory, no temp file, no output.
+#[test]
+fn every_bad_value_is_one_clear_error_and_leaves_nothing() {
+    let files = tempfile::tempdir().unwrap();
+    let kernel = files.path().join("vmlinux");
+    std::fs::write(&kernel, "not a kernel").unwrap();
+    let garbage = files.path().join("garbage.toml");
+    std::fs::write(&garbage, "this is = = not toml").unwrap();
+    let (k, g) = (kernel.to_str().unwrap(), garbage.to_str().unwrap());
+    let kvm = ["--kernel", k, "--initrd", k];
+    let with_kernel = |rest: &[&'static str]| -> Vec<String> {
+        let mut v = vec!["run".to_string()];
+        v.extend(kvm.iter().map(|s| s.to_string()));
+        v.extend(rest.iter().map(|s| s.to_string()));
+        v
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let cases: Vec<(Vec<String>, i32, &str)> = vec![
+        (
+            s(&["run", "--seccomp", "strict", "--", "/bin/true"]),
+            2,
+            "'strict' is not a seccomp mode; use off, log or on",
+        ),
+        (
+            s(&["boot", "--kernel", k, "--seccomp", "full"]),
+            2,
+            "for '--seccomp",
+        ),
+        (
+            s(&["run", "--disk", "x,cache=fast", "--", "/bin/true"]),
+            2,
+            "unknown disk option 'cache=fast'; use rw, ro",
+        ),
+        (
+            s(&["run", "--timeout", "soon", "--", "/bin/true"]),
+            2,
+            "for '--timeout",
+        ),
+        (
+            s(&["run", "--workspace", "/nonexistent", "--", "/bin/true"]),
+            1,
+            "The workspace /nonexistent is not a directory",
+        ),
+        (
+            s(&["run", "--image", "/nonexistent.erofs", "--", "/bin/true"]),
+            1,
+            "Cannot open image /nonexistent.erofs",
+        ),
+        (
+            s(&["run", "--server", "nope"]),
+            1,
+            "No server 'nope' in the catalogue",
+        ),
+        (
+            s(&["run", "--catalogue", g, "--server", "memory"]),
+            1,
+            "is not valid TOML",
+        ),
+        (
+            s(&["run", "--read-only-root", "--", "/bin/true"]),
+            1,
+            "--read-only-root needs --image or --server",
+        ),
+        (
+            s(&["run", "--profile", "tiny-mem+nope", "--", "/bin/true"]),
+            1,
+            "No profile named 'nope'",
+        ),
+        (
+            s(&["run", "--profiles", g, "--profile", "x", "--", "/bin/true"]),
+            1,
+            "not valid TOML",
+        ),
+        (
+            s(&[
+                "run",
+                "--timings",
+                "/nonexistent/dir/t.json",
+                "--",
+                "/bin/true",
+            ]),
+            1,
+            "Cannot write /nonexistent/dir/t.json: its directory does not exist",
+        ),
+        (
+            with_kernel(&["--events", "/nonexistent/dir/e.jsonl", "--", "/bin/true"]),
+            1,
+            "Cannot write /nonexistent/dir/e.jsonl",
+        ),
+        (
+            with_kernel(&["--console", "/nonexistent/dir/c.log", "--", "/bin/true"]),
+            1,
+            "Cannot write /nonexistent/dir/c.log",
+        ),
+        (
+            with_kernel(&["--mem", "1", "--", "/bin/true"]),
+            1,
+            "Guest memory of 1 MiB is out of range: use --mem between",
+        ),
+        (
+            with_kernel(&["--vcpus", "0", "--", "/bin/true"]),
+            1,
+            "0 vCPUs is out of range: use --vcpus between",
+        ),
+        (
+            s(&["probe", "--server", "nope"]),
+            1,
+            "No server 'nope' in the catalogue",
+        ),
+        (
+            s(&["probe", "--call", "=x", "--", "/bin/true"]),
+            2,
+            "names no tool",
+        ),
+        (
+            s(&["probe", "--call", "t=[1]", "--", "/bin/true"]),
+            2,
+            "arguments of 't' must be a JSON object",
+        ),
+        (s(&["audit", "--out", "o", "--jobs", "0"]), 2, "for '--jobs"),
+        (
+            s(&["audit", "--out", "o", "--run-timeout", "0"]),
+            2,
+            "for '--run-timeout",
+        ),
+        (
+            s(&[
+                "bench",
+                "first-response",
+                "--seccomp",
+                "maybe",
+                "--host",
+                "x",
+                "--",
+                "y",
+            ]),
+            2,
+            "'maybe' is not a seccomp mode",
+        ),
+    ];
+    for (args, rc, needle) in cases {
+        let runtime = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+            .args(&args)
+            .current_dir(tmp.path())
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .env("TMPDIR", tmp.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(rc), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: expected '{needle}' in:\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        if rc == 1 {
+            assert_eq!(
+                stderr.trim().lines().count(),
+                1,
+                "{args:?}: one line: {stderr}"
+            );
+        }
+        let runs: Vec<_> = std::fs::read_dir(runtime.path().join("mcpvm"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        assert!(runs.is_empty(), "{args:?}: run directories left: {runs:?}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "{args:?}: files left: {left:?}");
+    }
+}
+
+/// Where /dev/kvm cannot boot Linux (kvm_pvm here), an audit says so once
+/// and writes nothing, instead of recording every cell as broken.
+#[test]
+fn an_audit_on_a_host_that_cannot_boot_linux_is_refused_up_front() {
+    if !std::path::Path::new("/sys/module/kvm_pvm").exists() {
+        eprintln!(
+            "skipped: this host's /dev/kvm is not kvm_pvm (the testbed audit test covers real KVM)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a");
+    // The built binary finds its kernel beside it (target/mcpvm/kernel),
+    // so the host check is what stops it.
+    let _kernel = common::artifact("kernel/vmlinux");
+    let mut cmd = Command::new(common::artifact("bin/mcpvm"));
+    cmd.args([
+        "audit",
+        "--out",
+        out.to_str().unwrap(),
+        "--servers",
+        "memory",
+        "--profiles",
+        "baseline",
+    ]);
+    let o = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("kvm_pvm, which cannot boot the audit's Linux guests"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "nothing written");
+}

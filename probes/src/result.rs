@@ -277,6 +277,23 @@ impl ProbeResult {
             s += &format!("stdout: {} non-JSON lines\n", self.stdout_garbage_lines);
         }
         s += &format!("stderr: {} bytes\n", self.stderr.bytes);
+        // Without a handshake, what the server (or mcpvm run) said is
+        // usually the one line that explains it.
+        if self.timings.handshake_ms.is_none() && !self.stderr.tail.trim().is_empty() {
+            for line in self
+                .stderr
+                .tail
+                .trim()
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
+                s += &format!("  | {line}\n");
+            }
+        }
         if let Some(e) = &self.exit {
             s += &match (e.exited_by_itself, e.code, e.signal) {
                 (true, Some(c), _) => format!("exit: status {c} after stdin closed\n"),

@@ -75,6 +75,10 @@ pub enum AuditError {
         a: PathBuf,
         b: PathBuf,
     },
+    #[error("/dev/kvm on this host is kvm_pvm, which cannot boot the audit's Linux guests; run the audit on a host with VMX/SVM, or inside the testbed (benches/audit.sh shows how)")]
+    Pvm,
+    #[error("This host cannot run the audit's microVMs")]
+    Host(#[source] vmm::kvm::HostError),
     #[error("No servers to audit: the catalogue has none that run offline without credentials; name some with --servers")]
     NoServers,
 }
@@ -195,6 +199,13 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
 /// Runs the audit; returns the process exit code (0: every cell ran).
 pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     let (meta, catalogue) = prepare(&o)?;
+    // Every cell would fail to boot: say so once, before anything is
+    // written, instead of recording each one as broken.
+    match vmm::kvm::open(false) {
+        Ok(_) => {}
+        Err(vmm::kvm::HostError::Pvm) => return Err(AuditError::Pvm.into()),
+        Err(e) => return Err(AuditError::Host(e).into()),
+    }
     std::fs::create_dir_all(o.out.join("runs")).map_err(out_err(&o.out))?;
     let meta_path = o.out.join("audit.json");
     let meta = match std::fs::read(&meta_path) {

@@ -49,8 +49,8 @@ struct RunAudit {
     #[arg(long)]
     profiles_file: Option<PathBuf>,
     /// Runs at once [default: CPUs, fewer if memory is short].
-    #[arg(long)]
-    jobs: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    jobs: Option<u64>,
     /// Output directory; an audit already there resumes.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -61,13 +61,13 @@ struct RunAudit {
     #[arg(long)]
     list_profiles: bool,
     /// Seconds one run's microVM may live.
-    #[arg(long, default_value_t = 600)]
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     run_timeout: u64,
     /// Seconds for the server to start and answer the handshake.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     init_timeout: u64,
     /// Seconds for each later step.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     step_timeout: u64,
 }
 
@@ -100,7 +100,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
                 .profiles
                 .unwrap_or_else(|| DEFAULT_PROFILES.iter().map(|s| s.to_string()).collect()),
             profiles_file: a.profiles_file,
-            jobs: a.jobs,
+            jobs: a.jobs.map(|j| j as usize),
             out,
             shard: a.shard.unwrap_or(matrix::Shard::ALL),
             run_timeout: a.run_timeout,

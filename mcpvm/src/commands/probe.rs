@@ -165,6 +165,9 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
     let mut rundir = None;
     // A catalogued server always runs in a microVM.
     let command = if args.vm || args.vm_options.server().is_some() {
+        // `mcpvm run` would refuse these too, but once per spawn and
+        // inside the probe's report: say it once, here.
+        args.vm_options.check(!args.command.is_empty())?;
         let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
         let timings = dir.path().join("probe-timings.json");
         let exe = std::env::current_exe().map_err(ProbeCliError::Exe)?;

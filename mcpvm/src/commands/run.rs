@@ -21,6 +21,8 @@ use vmm::{VmConfig, VsockConfig};
 
 use crate::disk_arg::{parse_disk, DiskArg};
 use crate::rundir::RunDir;
+use crate::server::ServerPlan;
+use crate::withholding::profile::Profile;
 use crate::withholding::Profiles;
 use crate::workspace::{parse_workspace, WorkspaceArg};
 
@@ -101,7 +103,53 @@ pub struct VmOptions {
     workspace_limit: u64,
 }
 
+/// What `VmOptions::check` resolved.
+pub struct Checked {
+    pub profile: Option<Profile>,
+    pub server: Option<ServerPlan>,
+    pub root_image: Option<PathBuf>,
+}
+
 impl VmOptions {
+    /// Resolves and checks the profile, server, images and workspace
+    /// before anything is created, so that bad input is one clear error
+    /// that leaves nothing behind (`run`, and `probe` before it spawns
+    /// `mcpvm run`). `has_command`: a guest command was given too.
+    pub fn check(&self, has_command: bool) -> Result<Checked, Box<dyn std::error::Error>> {
+        let profile = match &self.profile {
+            Some(spec) => Some(Profiles::from_option(self.profiles.as_deref())?.resolve(spec)?),
+            None => None,
+        };
+        let server = match &self.server {
+            Some(name) if !has_command => {
+                Some(crate::server::plan(name, &self.catalogue, &self.images)?)
+            }
+            Some(_) => return Err(crate::server::ServerError::Both.into()),
+            None => None,
+        };
+        let root_image = server
+            .as_ref()
+            .map(|s| s.runtime.clone())
+            .or(self.image.clone());
+        if self.read_only_root && root_image.is_none() {
+            return Err("--read-only-root needs --image or --server".into());
+        }
+        if let Some(img) = &root_image {
+            crate::image::check_root_image(img)?;
+        }
+        if let Some(s) = &server {
+            crate::image::check_root_image(&s.layer)?;
+        }
+        if let Some(ws) = &self.workspace {
+            crate::workspace::check(ws)?;
+        }
+        Ok(Checked {
+            profile,
+            server,
+            root_image,
+        })
+    }
+
     /// The catalogued server asked for, if any.
     pub fn server(&self) -> Option<&str> {
         self.server.as_deref()
@@ -265,35 +313,11 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         events,
         command,
     } = args;
-    let profile = match &opts.profile {
-        Some(spec) => Some(Profiles::from_option(opts.profiles.as_deref())?.resolve(spec)?),
-        None => None,
-    };
-    // Resolved and checked before anything is created, so a bad server
-    // name, store or image leaves nothing behind.
-    let server = match &opts.server {
-        Some(name) if command.is_empty() => {
-            Some(crate::server::plan(name, &opts.catalogue, &opts.images)?)
-        }
-        Some(_) => return Err(crate::server::ServerError::Both.into()),
-        None => None,
-    };
-    let root_image = server
-        .as_ref()
-        .map(|s| s.runtime.clone())
-        .or(opts.image.clone());
-    if opts.read_only_root && root_image.is_none() {
-        return Err("--read-only-root needs --image or --server".into());
-    }
-    if let Some(img) = &root_image {
-        crate::image::check_root_image(img)?;
-    }
-    if let Some(s) = &server {
-        crate::image::check_root_image(&s.layer)?;
-    }
-    if let Some(ws) = &opts.workspace {
-        crate::workspace::check(ws)?;
-    }
+    let Checked {
+        profile,
+        server,
+        root_image,
+    } = opts.check(!command.is_empty())?;
     let (command, mut env) = match &server {
         Some(s) => (s.argv.clone(), s.env.clone()),
         None => (command, Vec::new()),
@@ -305,6 +329,18 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         env.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     env.extend(opts.env.iter().cloned());
+    // Written after the VM ends: a path that cannot be written must fail
+    // now, not after the run.
+    if let Some(path) = &timings {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            return Err(RunError::File {
+                path: path.clone(),
+                source: io::Error::new(io::ErrorKind::NotFound, "its directory does not exist"),
+            }
+            .into());
+        }
+    }
     let kernel = default_artifact("kernel", opts.kernel, "kernel/vmlinux")?;
     let initrd = default_artifact("initrd", opts.initrd, "initramfs-test.cpio")?;
     let dir = RunDir::create().map_err(RunError::RunDir)?;
