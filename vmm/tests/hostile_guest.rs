@@ -101,16 +101,29 @@ fn status(m: &GuestMemoryMmap) -> u8 {
 }
 
 /// After whatever came before, a well-formed read still works.
-fn still_serves(rig: &mut BlockRig, m: &GuestMemoryMmap, q: &MockSplitQueue<'_, GuestMemoryMmap>, at: u16) {
+fn still_serves(
+    rig: &mut BlockRig,
+    m: &GuestMemoryMmap,
+    q: &MockSplitQueue<'_, GuestMemoryMmap>,
+    at: u16,
+) {
     let d = read_request(m, 3);
     for (i, d) in d.iter().enumerate() {
         q.desc_table().store(at + i as u16, *d).unwrap();
     }
     // Re-point the chain at its new slots.
-    q.desc_table().store(at, desc(HDR, 16, NEXT, at + 1)).unwrap();
-    q.desc_table().store(at + 1, desc(DATA, 512, NEXT | WRITE, at + 2)).unwrap();
+    q.desc_table()
+        .store(at, desc(HDR, 16, NEXT, at + 1))
+        .unwrap();
+    q.desc_table()
+        .store(at + 1, desc(DATA, 512, NEXT | WRITE, at + 2))
+        .unwrap();
     let idx = q.avail().idx().load();
-    q.avail().ring().ref_at(usize::from(idx % 16)).unwrap().store(at);
+    q.avail()
+        .ring()
+        .ref_at(usize::from(idx % 16))
+        .unwrap()
+        .store(at);
     q.avail().idx().store(idx.wrapping_add(1));
     assert_eq!(rig.process(), 1);
     assert_eq!(status(m), S_OK, "a good request after hostile ones");
@@ -123,7 +136,9 @@ fn looping_chains_end_and_the_device_keeps_serving() {
     // A descriptor that names itself, and two that name each other.
     q.desc_table().store(0, desc(HDR, 16, NEXT, 0)).unwrap();
     q.desc_table().store(1, desc(HDR, 16, NEXT, 2)).unwrap();
-    q.desc_table().store(2, desc(DATA, 512, NEXT | WRITE, 1)).unwrap();
+    q.desc_table()
+        .store(2, desc(DATA, 512, NEXT | WRITE, 1))
+        .unwrap();
     for (slot, head) in [(0, 0u16), (1, 1)] {
         q.avail().ring().ref_at(slot).unwrap().store(head);
     }
@@ -140,11 +155,23 @@ fn descriptors_outside_memory_or_absurdly_long_get_io_errors() {
     let mut rig = block_rig(&m, &q);
     let cases = [
         // Data buffer past the end of guest memory.
-        [desc(HDR, 16, NEXT, 1), desc(MEM as u64 + 0x1000, 512, NEXT | WRITE, 2), desc(STATUS, 1, WRITE, 0)],
+        [
+            desc(HDR, 16, NEXT, 1),
+            desc(MEM as u64 + 0x1000, 512, NEXT | WRITE, 2),
+            desc(STATUS, 1, WRITE, 0),
+        ],
         // Data buffer claiming 4 GiB.
-        [desc(HDR, 16, NEXT, 1), desc(DATA, u32::MAX, NEXT | WRITE, 2), desc(STATUS, 1, WRITE, 0)],
+        [
+            desc(HDR, 16, NEXT, 1),
+            desc(DATA, u32::MAX, NEXT | WRITE, 2),
+            desc(STATUS, 1, WRITE, 0),
+        ],
         // A buffer that wraps the address space.
-        [desc(HDR, 16, NEXT, 1), desc(u64::MAX - 8, 512, NEXT | WRITE, 2), desc(STATUS, 1, WRITE, 0)],
+        [
+            desc(HDR, 16, NEXT, 1),
+            desc(u64::MAX - 8, 512, NEXT | WRITE, 2),
+            desc(STATUS, 1, WRITE, 0),
+        ],
     ];
     for (n, c) in cases.iter().enumerate() {
         read_request(&m, 1);
@@ -152,12 +179,19 @@ fn descriptors_outside_memory_or_absurdly_long_get_io_errors() {
             q.desc_table().store(i as u16, *d).unwrap();
         }
         let idx = q.avail().idx().load();
-        q.avail().ring().ref_at(usize::from(idx % 16)).unwrap().store(0);
+        q.avail()
+            .ring()
+            .ref_at(usize::from(idx % 16))
+            .unwrap()
+            .store(0);
         q.avail().idx().store(idx + 1);
         let used = rig.process();
         assert_eq!(used, 1, "case {n}: the chain is returned");
         let s = status(&m);
-        assert!(s == S_IOERR || s == 0xff, "case {n}: status {s:#x}, not a success");
+        assert!(
+            s == S_IOERR || s == 0xff,
+            "case {n}: status {s:#x}, not a success"
+        );
     }
     still_serves(&mut rig, &m, &q, 8);
 }
@@ -186,7 +220,12 @@ fn heads_beyond_the_table_and_chains_longer_than_the_queue_are_dropped() {
     // Every descriptor chains to the next, through the whole table and
     // back round: longer than the queue.
     for i in 0..16u16 {
-        q.desc_table().store(i, desc(DATA + u64::from(i) * 512, 512, NEXT | WRITE, (i + 1) % 16)).unwrap();
+        q.desc_table()
+            .store(
+                i,
+                desc(DATA + u64::from(i) * 512, 512, NEXT | WRITE, (i + 1) % 16),
+            )
+            .unwrap();
     }
     q.avail().ring().ref_at(0).unwrap().store(0);
     q.avail().ring().ref_at(1).unwrap().store(500);
@@ -201,9 +240,21 @@ fn rng_caps_what_a_chain_of_huge_buffers_gets() {
     let m = mem();
     let q = MockSplitQueue::create(&m, GuestAddress(0), 16);
     for i in 0..16u16 {
-        q.desc_table().store(i, desc(0x10_0000 + u64::from(i) * 0x10_0000, u32::MAX, NEXT | WRITE, i + 1)).unwrap();
+        q.desc_table()
+            .store(
+                i,
+                desc(
+                    0x10_0000 + u64::from(i) * 0x10_0000,
+                    u32::MAX,
+                    NEXT | WRITE,
+                    i + 1,
+                ),
+            )
+            .unwrap();
     }
-    q.desc_table().store(15, desc(0x10_0000, u32::MAX, WRITE, 0)).unwrap();
+    q.desc_table()
+        .store(15, desc(0x10_0000, u32::MAX, WRITE, 0))
+        .unwrap();
     q.avail().ring().ref_at(0).unwrap().store(0);
     q.avail().idx().store(1);
     let mut queue: virtio_queue::Queue = q.create_queue().unwrap();
@@ -223,7 +274,8 @@ fn xorshift(s: &mut u64) -> u64 {
 #[test]
 fn random_values_in_every_mmio_register_leave_a_device_that_still_sets_up() {
     let m = mem();
-    let mut t = MmioTransport::new(Box::new(Rng::new()), m.clone(), evt(), SeccompMode::Off).unwrap();
+    let mut t =
+        MmioTransport::new(Box::new(Rng::new()), m.clone(), evt(), SeccompMode::Off).unwrap();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     for _ in 0..20_000 {
         let r = xorshift(&mut seed);

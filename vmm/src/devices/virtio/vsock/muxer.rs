@@ -208,7 +208,7 @@ impl Muxer {
             return;
         }
         let path = format!("{}_{}", self.uds_path.display(), key.0);
-        match UnixStream::connect(&path).and_then(|s| s.set_nonblocking(true).map(|_| s)) {
+        match connect_nonblocking(&path) {
             Ok(stream) => {
                 let mut conn = Connection::new(stream, State::Established, key.0, key.1);
                 conn.update_peer_credit(h.buf_alloc, h.fwd_cnt);
@@ -392,6 +392,45 @@ impl Muxer {
     }
 }
 
+/// Connects to the Unix socket at `path` without waiting: a host
+/// listener whose backlog is full (a program that does not accept) gives
+/// EAGAIN at once instead of blocking the device thread, and every
+/// guest stream with it.
+fn connect_nonblocking(path: &str) -> std::io::Result<UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: sockaddr_un is plain data; all zeros is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    if path.len() >= addr.sun_path.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "socket path too long",
+        ));
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(path.as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: a fresh socket, owned at once; connect gets a filled-in
+    // sockaddr_un and its size.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        );
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        let a = (&addr as *const libc::sockaddr_un).cast();
+        if libc::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), a, len) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(UnixStream::from(fd))
+    }
+}
+
 /// Parses `CONNECT <port>` (the trailing newline already stripped).
 pub fn parse_connect(line: &[u8]) -> Option<u32> {
     let s = std::str::from_utf8(line).ok()?.trim_end_matches('\r');
@@ -571,6 +610,47 @@ mod tests {
         m.handle_guest_packet(&guest(99, 9, 7), &[]);
         assert_eq!(m.next_for_guest(4096).unwrap().0.op, OP_RST);
         assert_eq!(m.connection_count(), 0);
+    }
+
+    /// A Unix listener with a backlog of one that never accepts, as a
+    /// slow or stuck host program may have.
+    fn stuck_listener(path: &str) -> std::os::fd::OwnedFd {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain socket calls on a fresh fd with a zeroed,
+        // filled-in sockaddr_un.
+        unsafe {
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0);
+            let mut a: libc::sockaddr_un = std::mem::zeroed();
+            a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+            for (d, s) in a.sun_path.iter_mut().zip(path.as_bytes()) {
+                *d = *s as libc::c_char;
+            }
+            let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            assert_eq!(
+                libc::bind(fd, (&a as *const libc::sockaddr_un).cast(), len),
+                0
+            );
+            assert_eq!(libc::listen(fd, 1), 0);
+            std::os::fd::OwnedFd::from_raw_fd(fd)
+        }
+    }
+
+    #[test]
+    fn a_host_listener_that_never_accepts_cannot_stall_the_device() {
+        let (_d, uds, mut m) = setup();
+        let _l = stuck_listener(&format!("{}_7", uds.display()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for port in 0..20 {
+                m.handle_guest_packet(&guest(OP_REQUEST, port, 7), &[]);
+            }
+            let _ = tx.send(m.connection_count());
+        });
+        let n = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("guest connects blocked the device on a full backlog");
+        assert!(n < 20, "{n} connections: those past the backlog are reset");
     }
 
     #[test]
