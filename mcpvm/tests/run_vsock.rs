@@ -129,6 +129,37 @@ fn ctrl_c_stops_the_vm_with_130() {
     assert_eq!(c.rc, 130, "{c:?}");
 }
 
+/// A running `mcpvm run`: every thread (main, vCPU, devices, relays) runs
+/// under a seccomp filter, and the fd it inherited is closed.
+#[test]
+fn every_thread_of_a_running_vm_is_confined_and_inherited_fds_are_closed() {
+    let files = &results().files;
+    let threads = files.get("sigint_threads.txt").expect("thread list");
+    let names: Vec<&str> = threads
+        .lines()
+        .map(|l| l.split(' ').next().unwrap_or(""))
+        .collect();
+    for kind in ["vcpu0", "vsock", "virtio-rng"] {
+        assert!(names.contains(&kind), "no {kind} thread in:\n{threads}");
+    }
+    assert!(
+        threads.lines().count() >= 6,
+        "main, relays, vCPU, devices:\n{threads}"
+    );
+    for line in threads.lines() {
+        assert!(
+            line.ends_with(" 2"),
+            "a thread without a filter: {line}\n{threads}"
+        );
+    }
+    let fds: Vec<&str> = files
+        .get("sigint_fds.txt")
+        .expect("fd list")
+        .lines()
+        .collect();
+    assert!(!fds.contains(&"7"), "inherited fd 7 still open: {fds:?}");
+}
+
 #[test]
 fn a_killed_run_is_cleaned_up_by_the_next() {
     let after = results()

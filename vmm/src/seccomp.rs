@@ -300,6 +300,30 @@ thread_local! {
     static KIND: Cell<&'static str> = const { Cell::new("unconfined") };
 }
 
+/// Closes every file descriptor above stderr that this process inherited:
+/// whatever its parent left open (an MCP client's other pipes, sockets)
+/// is not the VM's business. Call first thing, before opening anything.
+pub fn close_inherited_fds() -> std::io::Result<()> {
+    // SAFETY: close_range only closes descriptors; nothing is open yet
+    // that this process itself needs beyond stdio.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    if rc == 0 {
+        return Ok(());
+    }
+    // Kernels before 5.9: one by one, from /proc/self/fd.
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: closing a descriptor number; the directory's own fd is
+        // gone by now (EBADF is ignored).
+        unsafe { libc::close(fd) };
+    }
+    Ok(())
+}
+
 /// Confines the calling thread (and the threads it creates later) to
 /// `kind`'s calls. In `On` mode, also installs the SIGSYS handler that
 /// reports a trapped call.

@@ -91,6 +91,9 @@ pub enum BootCmdError {
 }
 
 pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    if let Err(e) = vmm::seccomp::close_inherited_fds() {
+        log::warn!("cannot close inherited file descriptors: {e}");
+    }
     let console: Option<Box<dyn Write + Send>> = match (args.serial, &args.serial_file) {
         (SerialMode::File, None) => return Err(BootCmdError::SerialFileMissing.into()),
         (SerialMode::Stdout | SerialMode::Off, Some(_)) => {

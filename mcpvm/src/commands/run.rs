@@ -307,6 +307,9 @@ fn copy(mut from: impl Read, mut to: impl Write) {
 }
 
 pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    if let Err(e) = vmm::seccomp::close_inherited_fds() {
+        log::warn!("cannot close inherited file descriptors: {e}");
+    }
     let RunArgs {
         vm: opts,
         timings,

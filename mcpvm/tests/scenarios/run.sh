@@ -32,9 +32,15 @@ case_ host_disconnect sh -c 'mcpvm run --timeout 120 -- /bin/sh -c "yes mcpvm" |
 progress "sigint and kill -9"
 # Ctrl-C stops the VM cleanly (130). (Not a pipeline: ash's `wait PID`
 # waits for the whole job.)
-mcpvm run -- /bin/sleep 600 < /dev/null > "$MCPVM_OUT/sigint.out" 2> "$MCPVM_OUT/sigint.err" &
+# It also inherits fd 7, which it must close; while it runs, every one of
+# its threads is listed with its seccomp mode (2: filtered).
+mcpvm run -- /bin/sleep 600 < /dev/null > "$MCPVM_OUT/sigint.out" 2> "$MCPVM_OUT/sigint.err" 7> inherited &
 pid=$!
 sleep 4
+ls /proc/$pid/fd > "$MCPVM_OUT/sigint_fds.txt"
+for t in /proc/$pid/task/*; do
+  echo "$(cat $t/comm) $(awk '/^Seccomp:/ {print $2}' $t/status)"
+done > "$MCPVM_OUT/sigint_threads.txt"
 kill -INT $pid
 wait $pid
 echo $? > "$MCPVM_OUT/sigint.rc"
