@@ -63,6 +63,8 @@ pub enum WorkspaceError {
         #[source]
         source: io::Error,
     },
+    #[error("Cannot confine the workspace thread")]
+    Confine(#[source] vmm::seccomp::SeccompError),
 }
 
 pub fn check(ws: &WorkspaceArg) -> Result<(), WorkspaceError> {
@@ -81,11 +83,23 @@ pub struct Transfer {
 
 /// Serves the workspace on `listener`: sends DIR, and for a writable
 /// workspace takes the guest's copy back (up to `limit` bytes).
-pub fn serve(listener: UnixListener, ws: WorkspaceArg, limit: u64) -> Transfer {
+/// The thread confines itself to host-file work in `seccomp` mode first;
+/// if it cannot, the transfer ends with that error.
+pub fn serve(
+    listener: UnixListener,
+    ws: WorkspaceArg,
+    limit: u64,
+    seccomp: vmm::SeccompMode,
+) -> Transfer {
     let connected = Arc::new(AtomicBool::new(false));
     let (tx, done) = mpsc::channel();
     let flag = connected.clone();
     std::thread::spawn(move || {
+        if let Err(e) = vmm::seccomp::confine(vmm::ThreadKind::HostFiles, seccomp) {
+            flag.store(true, Ordering::SeqCst);
+            let _ = tx.send(Err(WorkspaceError::Confine(e)));
+            return;
+        }
         let Ok((stream, _)) = listener.accept() else {
             return;
         };

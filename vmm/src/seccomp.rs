@@ -73,6 +73,10 @@ pub enum ThreadKind {
     /// An embedder's thread that copies between host sockets and stdio
     /// (mcpvm's stdio, stderr and control channels).
     Relay,
+    /// An embedder's thread that sends a host directory to the guest and
+    /// unpacks the guest's copy beside it (mcpvm's workspace): the one
+    /// kind with host file access, and no other network than its socket.
+    HostFiles,
 }
 
 impl ThreadKind {
@@ -84,6 +88,7 @@ impl ThreadKind {
             ThreadKind::Vsock => "vsock",
             ThreadKind::Rng => "virtio-rng",
             ThreadKind::Relay => "relay",
+            ThreadKind::HostFiles => "host-files",
         }
     }
 }
@@ -178,7 +183,7 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
             libc::SYS_getsockopt,
             libc::SYS_fcntl,
         ],
-        ThreadKind::Rng => &[],
+        ThreadKind::Rng | ThreadKind::HostFiles => &[],
         ThreadKind::Relay => &[
             libc::SYS_read,
             libc::SYS_accept4,
@@ -192,6 +197,44 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
             libc::SYS_set_robust_list,
             libc::SYS_rseq,
         ],
+    };
+    let host_files: &[i64] = &[
+        libc::SYS_read,
+        libc::SYS_accept4,
+        libc::SYS_recvfrom,
+        libc::SYS_sendto,
+        libc::SYS_shutdown,
+        libc::SYS_fcntl,
+        libc::SYS_openat,
+        libc::SYS_fstat,
+        libc::SYS_newfstatat,
+        libc::SYS_statx,
+        libc::SYS_lseek,
+        libc::SYS_getdents64,
+        libc::SYS_readlinkat,
+        libc::SYS_symlink,
+        libc::SYS_readlink,
+        libc::SYS_mkdir,
+        libc::SYS_mkdirat,
+        libc::SYS_unlink,
+        libc::SYS_unlinkat,
+        libc::SYS_rmdir,
+        libc::SYS_rename,
+        libc::SYS_renameat,
+        libc::SYS_renameat2,
+        libc::SYS_symlinkat,
+        libc::SYS_linkat,
+        libc::SYS_chmod,
+        libc::SYS_fchmod,
+        libc::SYS_fchmodat,
+        libc::SYS_utimensat,
+        libc::SYS_ftruncate,
+        libc::SYS_fsync,
+    ];
+    let own = if kind == ThreadKind::HostFiles {
+        host_files
+    } else {
+        own
     };
     let event_loop: &[i64] = match kind {
         ThreadKind::Block | ThreadKind::Vsock | ThreadKind::Rng => EVENT_LOOP,
@@ -236,13 +279,14 @@ pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
 }
 
 /// Every kind, in the order docs/security.md lists them.
-pub const KINDS: [ThreadKind; 6] = [
+pub const KINDS: [ThreadKind; 7] = [
     ThreadKind::Main,
     ThreadKind::Vcpu,
     ThreadKind::Block,
     ThreadKind::Vsock,
     ThreadKind::Rng,
     ThreadKind::Relay,
+    ThreadKind::HostFiles,
 ];
 
 /// The allow-lists as the Markdown table in docs/security.md (a test

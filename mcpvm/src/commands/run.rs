@@ -355,6 +355,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             listen(dir.path(), WORKSPACE_PORT)?,
             ws.clone(),
             opts.workspace_limit << 20,
+            opts.seccomp,
         )),
         None => None,
     };
