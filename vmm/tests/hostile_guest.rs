@@ -279,7 +279,7 @@ fn random_values_in_every_mmio_register_leave_a_device_that_still_sets_up() {
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     for _ in 0..20_000 {
         let r = xorshift(&mut seed);
-        let offset = (r >> 8) % 0x200 & !3;
+        let offset = ((r >> 8) % 0x200) & !3;
         let value = (xorshift(&mut seed) as u32).to_le_bytes();
         let width = [1usize, 2, 4][(r % 3) as usize];
         if r & 0x80 == 0 {
