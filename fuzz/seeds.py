@@ -91,7 +91,7 @@ put("cmdline", "quoted", cmdline('init=/init -- "a b" c'))
 
 # Profiles and catalogues: the project's own.
 os.makedirs(os.path.join(here, "corpus", "profiles"), exist_ok=True)
-shutil.copy(os.path.join(top, "mcpvm/src/withholding/profiles.toml"),
+shutil.copy(os.path.join(top, "withholding/src/profiles.toml"),
             os.path.join(here, "corpus", "profiles", "built-in.toml"))
 put("profiles", "custom.toml", b"""[defaults]
 vcpus = 1

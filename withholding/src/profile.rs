@@ -480,12 +480,24 @@ fn check(name: &str, k: &Knobs) -> Result<(), ProfileError> {
 mod tests {
     use super::*;
 
+    /// "Outer: inner: innermost", as mcpvm prints errors.
+    fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+        let mut s = e.to_string();
+        let mut cur = e.source();
+        while let Some(inner) = cur {
+            s.push_str(": ");
+            s.push_str(&inner.to_string());
+            cur = inner.source();
+        }
+        s
+    }
+
     fn profiles(extra: &str) -> Profiles {
         Profiles::parse(&format!("{BUILT_IN}\n{extra}"), "test").unwrap()
     }
 
     fn error(text: &str) -> String {
-        crate::error_chain(&Profiles::parse(text, "t.toml").unwrap_err())
+        error_chain(&Profiles::parse(text, "t.toml").unwrap_err())
     }
 
     #[test]
@@ -654,12 +666,12 @@ mod tests {
             assert!(e.contains(want), "{text:?}: {e}");
         }
         let p = Profiles::built_in();
-        let e = crate::error_chain(&p.resolve("ro-rot").unwrap_err());
+        let e = error_chain(&p.resolve("ro-rot").unwrap_err());
         assert!(
             e.contains("No profile named 'ro-rot'; known: baseline"),
             "{e}"
         );
-        let e = crate::error_chain(&p.resolve("ro-root++no-tmp").unwrap_err());
+        let e = error_chain(&p.resolve("ro-root++no-tmp").unwrap_err());
         assert!(e.contains("empty profile name"), "{e}");
     }
 }
