@@ -398,14 +398,22 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     let control_done = relay(Box::new(move || {
         control_channel(control, spec_line, start, times, events_file)
     }));
+    // Our stdin → server stdin on a relay of its own, started here and
+    // handed the stream once the agent connects: a thread started by a
+    // confined one would carry that one's filter, not its own.
+    let (to_guest_tx, to_guest_rx) = std::sync::mpsc::channel::<std::os::unix::net::UnixStream>();
+    let _stdin_done = relay(Box::new(move || {
+        if let Ok(to_guest) = to_guest_rx.recv() {
+            copy(io::stdin().lock(), &to_guest);
+            // EOF closes the server's stdin.
+            let _ = to_guest.shutdown(std::net::Shutdown::Write);
+        }
+    }));
     let stdout_done = relay(Box::new(move || {
         if let Ok((s, _)) = stdio.accept() {
-            let to_guest = s.try_clone().expect("clone stdio socket");
-            // Our stdin → server stdin; EOF closes the server's stdin.
-            std::thread::spawn(move || {
-                copy(io::stdin().lock(), &to_guest);
-                let _ = to_guest.shutdown(std::net::Shutdown::Write);
-            });
+            if let Ok(to_guest) = s.try_clone() {
+                let _ = to_guest_tx.send(to_guest);
+            }
             copy(&s, io::stdout().lock());
             // Every byte is here: let the agent finish.
             let _ = s.shutdown(std::net::Shutdown::Both);
@@ -418,7 +426,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         }
     }));
     drop(confined_tx);
-    if let Some(e) = confined.iter().take(3).find_map(Result::err) {
+    if let Some(e) = confined.iter().take(4).find_map(Result::err) {
         return Err(e.into());
     }
 
