@@ -130,12 +130,52 @@ const EVENT_LOOP: &[i64] = &[
     libc::SYS_read,
 ];
 
+/// The host side of a socket: accepting it and copying through it.
+const SOCKET_PEER: &[i64] = &[
+    libc::SYS_read,
+    libc::SYS_accept4,
+    libc::SYS_recvfrom,
+    libc::SYS_sendto,
+    libc::SYS_shutdown,
+    libc::SYS_fcntl,
+];
+
+/// Reading a directory tree and writing one: open, stat, list, create,
+/// link, rename, remove, set modes and times.
+const FILE_TREE: &[i64] = &[
+    libc::SYS_openat,
+    libc::SYS_fstat,
+    libc::SYS_newfstatat,
+    libc::SYS_statx,
+    libc::SYS_lseek,
+    libc::SYS_getdents64,
+    libc::SYS_readlink,
+    libc::SYS_readlinkat,
+    libc::SYS_mkdir,
+    libc::SYS_mkdirat,
+    libc::SYS_symlink,
+    libc::SYS_symlinkat,
+    libc::SYS_linkat,
+    libc::SYS_unlink,
+    libc::SYS_unlinkat,
+    libc::SYS_rmdir,
+    libc::SYS_rename,
+    libc::SYS_renameat,
+    libc::SYS_renameat2,
+    libc::SYS_chmod,
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    libc::SYS_utimensat,
+    libc::SYS_ftruncate,
+    libc::SYS_fsync,
+];
+
 fn calls(kind: ThreadKind) -> Vec<i64> {
-    let own: &[i64] = match kind {
+    let own: &[&[i64]] = match kind {
         // Tearing down: unmapping guest memory, removing the vsock socket
         // and, for the embedder after the run, its result files and run
         // directory. Joining and kicking vCPUs is futex and tgkill.
-        ThreadKind::Main => &[
+        ThreadKind::Main => &[&[
             libc::SYS_read,
             libc::SYS_openat,
             libc::SYS_fcntl,
@@ -150,95 +190,48 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
             libc::SYS_fsync,
             libc::SYS_shutdown,
             libc::SYS_sched_getaffinity,
-        ],
+        ]],
         // KVM_RUN is the only ioctl (checked below); activation builds a
         // device's epoll and eventfds, reset writes its kill eventfd.
-        ThreadKind::Vcpu => &[
+        ThreadKind::Vcpu => &[&[
             libc::SYS_read,
             libc::SYS_eventfd2,
             libc::SYS_epoll_create1,
             libc::SYS_epoll_ctl,
             libc::SYS_dup,
             libc::SYS_fcntl,
-        ],
+        ]],
         ThreadKind::Block => &[
-            libc::SYS_pread64,
-            libc::SYS_preadv,
-            libc::SYS_pwrite64,
-            libc::SYS_pwritev,
-            libc::SYS_fsync,
-            libc::SYS_fdatasync,
-            libc::SYS_lseek,
+            EVENT_LOOP,
+            &[
+                libc::SYS_pread64,
+                libc::SYS_preadv,
+                libc::SYS_pwrite64,
+                libc::SYS_pwritev,
+                libc::SYS_fsync,
+                libc::SYS_fdatasync,
+                libc::SYS_lseek,
+            ],
         ],
         // socket() is limited to AF_UNIX below; connect() reaches only
         // `<uds_path>_<port>` by construction of the muxer.
         ThreadKind::Vsock => &[
-            libc::SYS_accept4,
-            libc::SYS_connect,
-            libc::SYS_recvfrom,
-            libc::SYS_sendto,
-            libc::SYS_recvmsg,
-            libc::SYS_sendmsg,
-            libc::SYS_shutdown,
-            libc::SYS_getsockopt,
-            libc::SYS_fcntl,
+            EVENT_LOOP,
+            SOCKET_PEER,
+            &[
+                libc::SYS_connect,
+                libc::SYS_recvmsg,
+                libc::SYS_sendmsg,
+                libc::SYS_getsockopt,
+            ],
         ],
-        ThreadKind::Rng | ThreadKind::HostFiles => &[],
-        ThreadKind::Relay => &[
-            libc::SYS_read,
-            libc::SYS_accept4,
-            libc::SYS_recvfrom,
-            libc::SYS_sendto,
-            libc::SYS_shutdown,
-            libc::SYS_fcntl,
-        ],
-    };
-    let host_files: &[i64] = &[
-        libc::SYS_read,
-        libc::SYS_accept4,
-        libc::SYS_recvfrom,
-        libc::SYS_sendto,
-        libc::SYS_shutdown,
-        libc::SYS_fcntl,
-        libc::SYS_openat,
-        libc::SYS_fstat,
-        libc::SYS_newfstatat,
-        libc::SYS_statx,
-        libc::SYS_lseek,
-        libc::SYS_getdents64,
-        libc::SYS_readlinkat,
-        libc::SYS_symlink,
-        libc::SYS_readlink,
-        libc::SYS_mkdir,
-        libc::SYS_mkdirat,
-        libc::SYS_unlink,
-        libc::SYS_unlinkat,
-        libc::SYS_rmdir,
-        libc::SYS_rename,
-        libc::SYS_renameat,
-        libc::SYS_renameat2,
-        libc::SYS_symlinkat,
-        libc::SYS_linkat,
-        libc::SYS_chmod,
-        libc::SYS_fchmod,
-        libc::SYS_fchmodat,
-        libc::SYS_utimensat,
-        libc::SYS_ftruncate,
-        libc::SYS_fsync,
-    ];
-    let own = if kind == ThreadKind::HostFiles {
-        host_files
-    } else {
-        own
-    };
-    let event_loop: &[i64] = match kind {
-        ThreadKind::Block | ThreadKind::Vsock | ThreadKind::Rng => EVENT_LOOP,
-        _ => &[],
+        ThreadKind::Rng => &[EVENT_LOOP],
+        ThreadKind::Relay => &[SOCKET_PEER],
+        ThreadKind::HostFiles => &[SOCKET_PEER, FILE_TREE],
     };
     let mut all: Vec<i64> = COMMON
         .iter()
-        .chain(event_loop)
-        .chain(own)
+        .chain(own.iter().flat_map(|l| l.iter()))
         .copied()
         .collect();
     all.sort_unstable();
