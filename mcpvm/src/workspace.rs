@@ -95,6 +95,12 @@ pub fn serve(
     let (tx, done) = mpsc::channel();
     let flag = connected.clone();
     std::thread::spawn(move || {
+        // Resolved while unconfined: a relative path would have tar ask
+        // for the working directory (getcwd) on every entry.
+        let mut ws = ws;
+        if let Ok(abs) = std::path::absolute(&ws.path) {
+            ws.path = abs;
+        }
         if let Err(e) = vmm::seccomp::confine(vmm::ThreadKind::HostFiles, seccomp) {
             flag.store(true, Ordering::SeqCst);
             let _ = tx.send(Err(WorkspaceError::Confine(e)));

@@ -17,7 +17,11 @@ fn the_workspace_round_trip_stays_within_its_filter() {
     if let Ok(dir) = std::env::var(CHILD) {
         let sock = format!("{dir}.sock");
         let listener = UnixListener::bind(&sock).unwrap();
-        let ws = parse_workspace(&format!("{dir},rw")).unwrap();
+        // Relative, as users give it (`--workspace ws,rw`).
+        let dir_path = std::path::Path::new(&dir);
+        std::env::set_current_dir(dir_path.parent().unwrap()).unwrap();
+        let name = dir_path.file_name().unwrap().to_str().unwrap();
+        let ws = parse_workspace(&format!("{name},rw")).unwrap();
         let t = serve(listener, ws, 1 << 20, vmm::SeccompMode::On);
         // The guest side, on this (unconfined) thread.
         let mut s = UnixStream::connect(&sock).unwrap();
