@@ -51,8 +51,9 @@ pub struct FirstResponseArgs {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     runs: u64,
     /// The server as a host command (the bare-process peer); its words
-    /// may start with '-', so give it after the other options.
-    #[arg(long, num_args = 1.., required = true, allow_hyphen_values = true)]
+    /// may start with '-', so give it after the other options, ended by
+    /// `--` when the guest command follows.
+    #[arg(long, num_args = 1.., required = true, allow_hyphen_values = true, value_terminator = "--")]
     host: Vec<String>,
     /// In the VM: a catalogued server instead of a guest command.
     #[arg(long)]
@@ -66,8 +67,12 @@ pub struct FirstResponseArgs {
     /// Host seccomp mode of the VM runs (off|log|on), to measure its cost.
     #[arg(long)]
     seccomp: Option<vmm::SeccompMode>,
-    /// The server command inside the guest.
-    #[arg(last = true, required_unless_present = "server")]
+    /// The server command inside the guest (after `--host … --`).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required_unless_present = "server"
+    )]
     guest: Vec<String>,
 }
 
