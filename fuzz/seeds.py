@@ -89,6 +89,12 @@ def cmdline(user, devices=((0xD000_0000, 5), (0xD000_1000, 6))):
 put("cmdline", "quiet", cmdline("quiet mcpvm.channel=vsock mcpvm.root=/dev/vda"))
 put("cmdline", "quoted", cmdline('init=/init -- "a b" c'))
 
+# Boot parameters: memory (MiB above the 16 minimum), kernel end, initrd
+# size, an initrd_addr_max or none, then a setup header's bytes, cmdline size.
+put("boot_params", "elf-256m", struct.pack("<IIIB", 240, 0x100_0000, 9 << 20, 0) + struct.pack("<H", 512))
+put("boot_params", "bzimage-4g", struct.pack("<IIIBI", 4096 - 16, 0x200_0000, 20 << 20, 1, 0x37FF_FFFF)
+    + b"\0" * 0x77 + struct.pack("<H", 2048))
+
 # Profiles and catalogues: the project's own.
 os.makedirs(os.path.join(here, "corpus", "profiles"), exist_ok=True)
 shutil.copy(os.path.join(top, "withholding/src/profiles.toml"),
