@@ -8,13 +8,17 @@ use vmm::seccomp::{confine, SeccompMode, ThreadKind, EXIT_BAD_SYSCALL};
 
 const CHILD: &str = "MCPVM_SECCOMP_CHILD";
 
-/// Runs the test named `name` in a child with `CHILD` set.
+/// This test binary, set to run only the test named `name`, as a child.
+fn child_command(name: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
+    c
+}
+
+/// Runs the test named `name` in a child and waits for it.
 fn child(name: &str) -> Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap()
+    child_command(name).output().unwrap()
 }
 
 fn in_child() -> bool {
@@ -65,14 +69,7 @@ fn log_mode_lets_the_call_through() {
         });
         return;
     }
-    let c = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "log_mode_lets_the_call_through",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
+    let c = child_command("log_mode_lets_the_call_through")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -161,13 +158,7 @@ fn vsock_thread_may_not_open_inet_sockets_nor_vcpu_other_ioctls() {
         return;
     }
     for (case, call) in [("vsock", "socket (41)"), ("vcpu", "ioctl (16)")] {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "vsock_thread_may_not_open_inet_sockets_nor_vcpu_other_ioctls",
-                "--nocapture",
-            ])
-            .env(CHILD, "1")
+        let out = child_command("vsock_thread_may_not_open_inet_sockets_nor_vcpu_other_ioctls")
             .env("CASE", case)
             .output()
             .unwrap();
