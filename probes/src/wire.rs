@@ -146,12 +146,9 @@ impl Wire {
         // If the probe dies (an audit's wall limit, a signal), the server
         // is told rather than left running: `mcpvm run` stops its VM on
         // SIGTERM.
-        // SAFETY: prctl is async-signal-safe and touches no memory.
+        // SAFETY: the hook makes only async-signal-safe calls.
         unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
+            cmd.pre_exec(die_with_parent(std::process::id()));
         }
         let spawned = Instant::now();
         let mut child = cmd.spawn().map_err(|source| WireError::Spawn {
@@ -294,6 +291,26 @@ impl Drop for Wire {
     }
 }
 
+/// A `pre_exec` hook for a child that must not outlive its parent
+/// `parent` (the caller's pid): the child gets SIGTERM when the thread that
+/// started it ends, and does not start at all (ESRCH) if the parent ended
+/// between fork and this hook (the signal would never come then).
+pub fn die_with_parent(parent: u32) -> impl FnMut() -> std::io::Result<()> + Send + Sync + 'static {
+    move || {
+        // SAFETY: prctl and getppid are async-signal-safe and touch no
+        // memory.
+        let orphaned = unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            libc::getppid() as u32 != parent
+        };
+        if orphaned {
+            // Only an errno crosses back from a pre_exec hook.
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        Ok(())
+    }
+}
+
 async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>) {
     while let Some(Out::Line(line)) = rx.recv().await {
         if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
@@ -433,6 +450,68 @@ mod tests {
 
     fn sh(script: &str) -> Vec<String> {
         vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    /// Set in the middle process of the parent-death test.
+    const MIDDLE: &str = "MCPVM_WIRE_DEATH_MIDDLE";
+
+    #[test]
+    fn a_child_started_with_the_hook_dies_with_its_parent() {
+        use std::os::unix::process::CommandExt;
+        if std::env::var_os(MIDDLE).is_some() {
+            // The middle process: start a long sleep with the hook, say
+            // its pid, end.
+            let mut cmd = std::process::Command::new("sleep");
+            // Not holding the test's pipe open: it reads until EOF.
+            cmd.arg("60").stdout(Stdio::null()).stderr(Stdio::null());
+            // SAFETY: the hook makes only async-signal-safe calls.
+            unsafe { cmd.pre_exec(die_with_parent(std::process::id())) };
+            println!("grandchild {}", cmd.spawn().unwrap().id());
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "wire::tests::a_child_started_with_the_hook_dies_with_its_parent",
+            ])
+            .arg("--nocapture")
+            .env(MIDDLE, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let pid: i32 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("grandchild "))
+            .unwrap_or_else(|| panic!("no pid in: {text}"))
+            .trim()
+            .parse()
+            .unwrap();
+        // Reparented to init (or a subreaper) and signalled: gone soon.
+        let t0 = Instant::now();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        };
+        while alive() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = alive();
+        if left {
+            // SAFETY: the sleep this test started.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        assert!(!left, "the grandchild outlived its parent");
+    }
+
+    #[test]
+    fn a_child_whose_parent_is_already_gone_does_not_start() {
+        use std::os::unix::process::CommandExt;
+        // Told that its parent was pid 1 while getppid() says this
+        // process: as if the parent had ended and the child been adopted.
+        let mut cmd = std::process::Command::new("true");
+        // SAFETY: the hook makes only async-signal-safe calls.
+        unsafe { cmd.pre_exec(die_with_parent(1)) };
+        let e = cmd.spawn().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ESRCH), "{e}");
     }
 
     #[test]

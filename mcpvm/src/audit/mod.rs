@@ -468,13 +468,8 @@ trait PdeathSig {
 
 impl PdeathSig for Command {
     fn pre_exec_pdeathsig(&mut self) -> &mut Self {
-        // SAFETY: prctl is async-signal-safe and touches no memory.
-        unsafe {
-            self.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            })
-        }
+        // SAFETY: the hook makes only async-signal-safe calls.
+        unsafe { self.pre_exec(probes::wire::die_with_parent(std::process::id())) }
     }
 }
 

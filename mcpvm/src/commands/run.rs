@@ -11,6 +11,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -390,27 +392,29 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     // The host side of each channel, on its own thread: accept blocks until
     // the agent connects, and the VM may end before it does.
     let spec_line = serde_json::to_string(&spec)? + "\n";
-    let agent_times = std::sync::Arc::new(std::sync::Mutex::new(serde_json::Map::new()));
+    let agent_times = Arc::new(std::sync::Mutex::new(serde_json::Map::new()));
     let times = agent_times.clone();
     let (confined_tx, confined) = std::sync::mpsc::channel();
-    let relay =
-        |body: Box<dyn FnOnce() + Send>| spawn_relay(opts.seccomp, confined_tx.clone(), body);
-    let control_done = relay(Box::new(move || {
-        control_channel(control, spec_line, start, times, events_file)
+    let relay = |body: Box<dyn FnOnce(&AtomicBool) + Send>| {
+        spawn_relay(opts.seccomp, confined_tx.clone(), body)
+    };
+    let control_relay = relay(Box::new(move |connected| {
+        control_channel(control, connected, spec_line, start, times, events_file)
     }));
     // Our stdin → server stdin on a relay of its own, started here and
     // handed the stream once the agent connects: a thread started by a
     // confined one would carry that one's filter, not its own.
     let (to_guest_tx, to_guest_rx) = std::sync::mpsc::channel::<std::os::unix::net::UnixStream>();
-    let _stdin_done = relay(Box::new(move || {
+    let _stdin_relay = relay(Box::new(move |_| {
         if let Ok(to_guest) = to_guest_rx.recv() {
             copy(io::stdin().lock(), &to_guest);
             // EOF closes the server's stdin.
             let _ = to_guest.shutdown(std::net::Shutdown::Write);
         }
     }));
-    let stdout_done = relay(Box::new(move || {
+    let stdout_relay = relay(Box::new(move |connected| {
         if let Ok((s, _)) = stdio.accept() {
+            connected.store(true, Ordering::SeqCst);
             if let Ok(to_guest) = s.try_clone() {
                 let _ = to_guest_tx.send(to_guest);
             }
@@ -419,8 +423,9 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }));
-    let stderr_done = relay(Box::new(move || {
+    let stderr_relay = relay(Box::new(move |connected| {
         if let Ok((s, _)) = stderr.accept() {
+            connected.store(true, Ordering::SeqCst);
             copy(&s, io::stderr().lock());
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
@@ -476,10 +481,13 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         seccomp: opts.seccomp,
     };
     let outcome = vmm::run(config)?;
-    // The VM is gone and its sockets closed: the relays see EOF.
-    let _ = stdout_done.recv_timeout(Duration::from_secs(2));
-    let _ = stderr_done.recv_timeout(Duration::from_secs(2));
-    let _ = control_done.recv_timeout(Duration::from_secs(2));
+    // The VM is gone and its sockets closed: a connected relay sees EOF
+    // and finishes its copy. One the agent never reached (a run stopped
+    // during boot) would wait in accept forever, and is not waited for.
+    let until = Instant::now() + RELAY_DRAIN;
+    for r in [&stdout_relay, &stderr_relay, &control_relay] {
+        r.drain(until);
+    }
     if let Some(t) = transfer {
         match t.finish() {
             Some(Ok(true)) => log::info!("workspace: the guest's copy is back in place"),
@@ -527,39 +535,65 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
 }
 
-/// Runs `body` on a relay thread (the host side of one channel) confined
-/// to the relay filter; the confinement result goes to `confined`, and
-/// the returned receiver hears when `body` is done.
+/// How long the relays get, all together, to pass on the last bytes once
+/// the VM is gone.
+const RELAY_DRAIN: Duration = Duration::from_secs(2);
+
+/// The host side of one channel, on a thread of its own.
+struct Relay {
+    /// Set by the body once the agent connected.
+    connected: Arc<AtomicBool>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Relay {
+    /// Waits, at most until `until`, for a connected relay to finish.
+    fn drain(&self, until: Instant) {
+        if self.connected.load(Ordering::SeqCst) {
+            let _ = self
+                .done
+                .recv_timeout(until.saturating_duration_since(Instant::now()));
+        }
+    }
+}
+
+/// Runs `body` on a relay thread confined to the relay filter; the
+/// confinement result goes to `confined`. `body` sets the flag it is
+/// given when the agent connects.
 fn spawn_relay(
     mode: vmm::SeccompMode,
     confined: std::sync::mpsc::Sender<Result<(), vmm::seccomp::SeccompError>>,
-    body: Box<dyn FnOnce() + Send>,
-) -> std::sync::mpsc::Receiver<()> {
-    let (tx, rx) = std::sync::mpsc::channel();
+    body: Box<dyn FnOnce(&AtomicBool) + Send>,
+) -> Relay {
+    let (tx, done) = std::sync::mpsc::channel();
+    let connected = Arc::new(AtomicBool::new(false));
+    let flag = connected.clone();
     std::thread::spawn(move || {
         let result = vmm::seccomp::confine(vmm::ThreadKind::Relay, mode);
         let ok = result.is_ok();
         let _ = confined.send(result);
         if ok {
-            body();
+            body(&flag);
         }
         let _ = tx.send(());
     });
-    rx
+    Relay { connected, done }
 }
 
 /// Sends the run spec, then logs the agent's events as they arrive and
 /// notes when each kind first arrived (ms since start).
 fn control_channel(
     listener: UnixListener,
+    connected: &AtomicBool,
     spec_line: String,
     start: Instant,
-    times: std::sync::Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
+    times: Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
     mut events_file: Option<File>,
 ) {
     let Ok((mut s, _)) = listener.accept() else {
         return;
     };
+    connected.store(true, Ordering::SeqCst);
     if s.write_all(spec_line.as_bytes()).is_err() {
         return;
     }

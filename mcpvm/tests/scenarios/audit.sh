@@ -17,9 +17,15 @@ while [ "$(cat a/results.jsonl 2>/dev/null | wc -l)" -lt 1 ] && [ $i -lt 900 ]; 
 kill -TERM $pid
 wait $pid
 echo $? > "$MCPVM_OUT/first.rc"
-sleep 5
-# Nothing of the stopped audit may be left running.
-ps -o pid,args | grep -E 'mcpvm (probe|run|audit)' | grep -v grep > "$MCPVM_OUT/after_kill.txt"
+# Nothing of the stopped audit may be left running: its probe and run
+# get SIGTERM when their parent dies, and a run stops its VM (a few
+# seconds under nested emulation). Whatever is left after 20 s stays.
+i=0
+while [ $i -lt 20 ]; do
+  ps -o pid,args | grep -E 'mcpvm (probe|run|audit)' | grep -v grep > "$MCPVM_OUT/after_kill.txt"
+  [ -s "$MCPVM_OUT/after_kill.txt" ] || break
+  sleep 1; i=$((i+1))
+done
 head -n 1 a/results.jsonl > "$MCPVM_OUT/first_record.json"
 
 CASE_LIMIT=1800 CASE_TEE=1 case_ resume $A
