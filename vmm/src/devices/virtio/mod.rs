@@ -12,8 +12,9 @@ pub mod queue_worker;
 pub mod rng;
 pub mod vsock;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use virtio_queue::Queue;
 use vmm_sys_util::eventfd::EventFd;
@@ -118,9 +119,18 @@ pub trait VirtioDevice: Send {
 /// thread before any filter, a device thread is confined by its own
 /// filter alone, which it installs before it waits.
 pub struct DeviceThread {
+    kind: ThreadKind,
     jobs: Option<mpsc::Sender<Job>>,
     handle: Option<std::thread::JoinHandle<()>>,
+    /// Set when a worker did not stop within [`WORKER_STOP_GRACE`]: the
+    /// thread is left behind, not joined.
+    abandoned: Arc<AtomicBool>,
 }
+
+/// How long a stopped worker may take to hand back what it owned. The
+/// VMM's own stop must not hang on a device: past this the worker is
+/// left behind, said in the log, and the process ends without it.
+pub const WORKER_STOP_GRACE: Duration = Duration::from_secs(5);
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -142,8 +152,10 @@ impl DeviceThread {
             .map_err(ActivateError::Worker)?;
         match ready.recv() {
             Ok(Ok(())) => Ok(DeviceThread {
+                kind,
                 jobs: Some(jobs),
                 handle: Some(handle),
+                abandoned: Arc::new(AtomicBool::new(false)),
             }),
             Ok(Err(e)) => Err(ActivateError::Confine(e)),
             Err(_) => Err(ActivateError::Worker(std::io::Error::other(
@@ -167,7 +179,12 @@ impl DeviceThread {
             .as_ref()
             .and_then(|j| j.send(job).ok())
             .ok_or(ActivateError::Lost)?;
-        Ok(WorkerThread { kill, done })
+        Ok(WorkerThread {
+            kind: self.kind,
+            kill,
+            done,
+            abandoned: self.abandoned.clone(),
+        })
     }
 }
 
@@ -175,7 +192,9 @@ impl Drop for DeviceThread {
     fn drop(&mut self) {
         drop(self.jobs.take());
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            if !self.abandoned.load(Ordering::SeqCst) {
+                let _ = h.join();
+            }
         }
     }
 }
@@ -184,15 +203,31 @@ impl Drop for DeviceThread {
 /// eventfd the worker polls. It hands back what it owned (the disk image,
 /// the host listener), so a reset device can start again.
 pub struct WorkerThread<T> {
+    kind: ThreadKind,
     kill: EventFd,
     done: mpsc::Receiver<T>,
+    abandoned: Arc<AtomicBool>,
 }
 
 impl<T> WorkerThread<T> {
-    /// Stops the worker and returns what it owned (None if it panicked).
+    /// Stops the worker and returns what it owned: None if it panicked,
+    /// or did not stop within [`WORKER_STOP_GRACE`] (then it is left
+    /// behind).
     pub fn stop(self) -> Option<T> {
         let _ = self.kill.write(1);
-        self.done.recv().ok()
+        match self.done.recv_timeout(WORKER_STOP_GRACE) {
+            Ok(owned) => Some(owned),
+            Err(mpsc::RecvTimeoutError::Disconnected) => None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                log::error!(
+                    "the {} worker did not stop within {:?}; left behind",
+                    self.kind.name(),
+                    WORKER_STOP_GRACE
+                );
+                self.abandoned.store(true, Ordering::SeqCst);
+                None
+            }
+        }
     }
 }
 
@@ -224,6 +259,41 @@ pub(crate) mod tests {
         assert_eq!(d, [3, 4, 0, 0]);
         read_config_bytes(&cfg, u64::MAX, &mut d);
         assert_eq!(d, [0; 4]);
+    }
+
+    #[test]
+    fn a_worker_that_stops_hands_back_what_it_owned() {
+        let t = DeviceThread::spawn(ThreadKind::Rng, SeccompMode::Off).unwrap();
+        let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        let seen = kill.try_clone().unwrap();
+        let w = t
+            .start(kill, move || {
+                while seen.read().is_err() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                42
+            })
+            .unwrap();
+        assert_eq!(w.stop(), Some(42));
+        drop(t); // joins the idle thread
+    }
+
+    #[test]
+    fn a_worker_that_does_not_stop_is_left_behind_not_waited_for() {
+        let t = DeviceThread::spawn(ThreadKind::Rng, SeccompMode::Off).unwrap();
+        let (release, stuck) = mpsc::channel::<()>();
+        let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+        // Ignores its kill eventfd: blocked elsewhere.
+        let w = t.start(kill, move || stuck.recv().ok()).unwrap();
+        let t0 = std::time::Instant::now();
+        assert_eq!(w.stop(), None);
+        drop(t); // must not join the stuck thread
+        let took = t0.elapsed();
+        assert!(
+            took >= WORKER_STOP_GRACE && took < WORKER_STOP_GRACE + Duration::from_secs(3),
+            "{took:?}"
+        );
+        drop(release);
     }
 
     #[test]

@@ -135,6 +135,9 @@ impl VirtioDevice for Vsock {
     }
 }
 
+/// Rounds of [`Worker::process_some`] between two looks at the epoll.
+const ROUNDS: usize = 16;
+
 /// The device side of the queues plus the muxer, driven by one epoll.
 pub struct Worker {
     mem: GuestMemoryMmap,
@@ -192,8 +195,11 @@ impl Worker {
         // Host connections that arrived before the guest driver was up.
         self.muxer.accept(&self.listener);
         self.apply_watch();
+        let mut more = false;
         loop {
-            let n = match self.epoll.wait(-1, &mut events) {
+            // With work left over, only look whether anything (the kill
+            // above all) is ready, and go on.
+            let n = match self.epoll.wait(if more { 0 } else { -1 }, &mut events) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -221,20 +227,28 @@ impl Worker {
                     }
                 }
             }
-            self.process();
+            more = self.process_some();
         }
     }
 
     /// Moves packets both ways until neither side can make progress.
     pub fn process(&mut self) {
-        loop {
+        while self.process_some() {}
+    }
+
+    /// Moves packets both ways for at most [`ROUNDS`] rounds; true if
+    /// there may be more. A guest that keeps its queues full (a flood)
+    /// would otherwise keep the worker from ever seeing its kill eventfd.
+    fn process_some(&mut self) -> bool {
+        for _ in 0..ROUNDS {
             let tx = self.process_tx();
             let rx = self.process_rx();
             self.apply_watch();
             if !tx && !rx {
-                break;
+                return false;
             }
         }
+        true
     }
 
     fn apply_watch(&mut self) {
