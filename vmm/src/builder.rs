@@ -22,7 +22,7 @@ use linux_loader::configurator::pvh::PvhBootConfigurator;
 use linux_loader::configurator::{BootConfigurator, BootParams};
 use linux_loader::loader::elf::PvhBootCapability;
 use linux_loader::loader::{self, load_cmdline, BzImage, Elf, KernelLoader};
-use vm_memory::{Bytes, GuestAddress};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
 use vmm_sys_util::eventfd::EventFd;
 
 use crate::arch::x86_64::boot_params::{self, BootParamsError};
@@ -45,6 +45,7 @@ use crate::kvm::vcpu::{Vcpu, VcpuError};
 use crate::kvm::vm::{Vm, VmError};
 use crate::kvm::{self, HostError};
 use crate::seccomp::SeccompMode;
+use crate::snapshot::{self, Body, SnapshotError, VcpuState};
 use crate::VmConfig;
 use kvm_ioctls::IoEventAddress;
 
@@ -120,6 +121,10 @@ pub enum BootError {
     TooManyDevices(usize),
     #[error("Cannot read the CPUID KVM supports")]
     Cpuid(#[source] kvm_ioctls::Error),
+    #[error("Cannot read the list of MSRs KVM saves")]
+    MsrList(#[source] kvm_ioctls::Error),
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
 }
 
 /// A VM ready to run: everything `crate::run` needs.
@@ -132,12 +137,18 @@ pub struct BuiltVm {
     pub event_rx: Receiver<VmEvent>,
     pub serial: Option<Arc<Mutex<SerialDevice>>>,
     pub panicked: Arc<AtomicBool>,
-    pub entry: BootEntry,
+    /// The guest's kernel command line.
     pub cmdline: String,
     pub seccomp: SeccompMode,
 }
 
 pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
+    if let Some(dir) = config.snapshot.restore_from.clone() {
+        return restore(config, &dir);
+    }
+    if config.snapshot.save_to.is_some() && has_virtio(&config) {
+        return Err(SnapshotError::Devices.into());
+    }
     // 1. Host.
     if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&config.mem_mib) {
         return Err(BootError::MemorySize(config.mem_mib));
@@ -166,47 +177,8 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     // 3. Devices.
     let (events, event_rx) = mpsc::channel();
     let panicked = Arc::new(AtomicBool::new(false));
-    let mut pio = Bus::new();
-    let serial = match config.console {
-        Some(out) => {
-            let irq = EventFd::new(libc::EFD_NONBLOCK).map_err(|source| BootError::Device {
-                what: "serial IRQ",
-                source,
-            })?;
-            vm.fd
-                .register_irqfd(&irq, SERIAL_IRQ)
-                .map_err(|e| BootError::Device {
-                    what: "serial IRQ",
-                    source: std::io::Error::from_raw_os_error(e.errno()),
-                })?;
-            let dev = Arc::new(Mutex::new(SerialDevice::new(
-                irq,
-                ConsoleOut::new(out, panicked.clone()),
-            )));
-            pio.insert(
-                dev.clone(),
-                u64::from(SERIAL_PORT),
-                u64::from(SERIAL_PORT_LEN),
-            )?;
-            Some(dev)
-        }
-        None => None,
-    };
-    pio.insert(
-        Arc::new(Mutex::new(I8042::new(events.clone()))),
-        u64::from(I8042_PORT),
-        u64::from(I8042_PORT_LEN),
-    )?;
-    pio.insert(
-        Arc::new(Mutex::new(BootTimer::new(config.start, events.clone()))),
-        u64::from(BOOT_TIMER_PORT),
-        1,
-    )?;
-    pio.insert(
-        Arc::new(Mutex::new(PowerPort::new(events.clone()))),
-        u64::from(POWER_PORT),
-        1,
-    )?;
+    let (pio, serial) =
+        legacy_devices(&vm, config.console, None, &events, &panicked, config.start)?;
     let mut mmio = Bus::new();
     let mut virtio: Vec<Box<dyn VirtioDevice>> = Vec::new();
     // Disks first, so that the first one is /dev/vda.
@@ -289,9 +261,11 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     let supported = kvm
         .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
         .map_err(BootError::Cpuid)?;
+    let msrs = msr_list(&kvm)?;
     let mut vcpus = Vec::with_capacity(config.vcpus as usize);
     for id in 0..config.vcpus {
-        let vcpu = Vcpu::new(&vm.fd, id)?;
+        let mut vcpu = Vcpu::new(&vm.fd, id)?;
+        vcpu.set_msr_list(msrs.clone());
         let boot = (id == 0).then_some(entry);
         vcpu.configure(
             &cpuid::for_vcpu(&supported, id, config.vcpus),
@@ -310,10 +284,180 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
         event_rx,
         serial,
         panicked,
-        entry,
         cmdline,
         seccomp: config.seccomp,
     })
+}
+
+/// The devices a snapshot cannot hold yet (see [`SnapshotError::Devices`]).
+fn has_virtio(config: &VmConfig) -> bool {
+    config.vsock.is_some() || !config.disks.is_empty() || config.rng
+}
+
+/// Builds a VM from the snapshot in `dir` instead of booting: memory
+/// mapped copy-on-write from its file, the interrupt controllers, clock,
+/// serial port and vCPUs as saved.
+fn restore(config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
+    if has_virtio(&config) {
+        return Err(SnapshotError::Devices.into());
+    }
+    let loaded = snapshot::read(dir)?;
+    let body = &loaded.body;
+    let in_snapshot = |why: String| SnapshotError::Invalid {
+        path: dir.to_path_buf(),
+        why,
+    };
+    let count = u8::try_from(body.vcpus.len())
+        .ok()
+        .filter(|n| (1..=mptable::MAX_CPUS).contains(n))
+        .ok_or_else(|| in_snapshot(format!("it has {} vCPUs", body.vcpus.len())))?;
+    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&body.mem_mib) {
+        return Err(in_snapshot(format!("it has {} MiB of memory", body.mem_mib)).into());
+    }
+    let kvm = kvm::open(config.allow_pvm)?;
+    let vm = Vm::with_memory(&kvm, body.mem_mib, Some(&loaded.memory))?;
+    vm.restore_state(&body.vm)?;
+
+    let (events, event_rx) = mpsc::channel();
+    let panicked = Arc::new(AtomicBool::new(false));
+    // A guest that booted without a UART has no driver for one.
+    let console = config.console.filter(|_| body.serial.is_some());
+    let (pio, serial) = legacy_devices(
+        &vm,
+        console,
+        body.serial.as_ref().map(Into::into),
+        &events,
+        &panicked,
+        config.start,
+    )?;
+
+    let supported = kvm
+        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .map_err(BootError::Cpuid)?;
+    let msrs = msr_list(&kvm)?;
+    let mut vcpus = Vec::with_capacity(body.vcpus.len());
+    for state in &body.vcpus {
+        let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
+        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
+        vcpu.restore_state(state).map_err(|e| match e {
+            SnapshotError::Invalid { why, .. } => in_snapshot(why),
+            other => other,
+        })?;
+        vcpu.set_msr_list(msrs.clone());
+        vcpus.push(vcpu);
+    }
+    Ok(BuiltVm {
+        vm,
+        vcpus,
+        pio: Arc::new(pio),
+        mmio: Arc::new(Bus::new()),
+        events,
+        event_rx,
+        serial,
+        panicked,
+        cmdline: body.cmdline.clone(),
+        seccomp: config.seccomp,
+    })
+}
+
+/// Writes a paused VM to `dir`: its memory, the in-kernel devices, the
+/// serial port and the vCPU states the vCPU threads saved.
+pub fn save(built: &BuiltVm, vcpus: Vec<VcpuState>, dir: &Path) -> Result<(), SnapshotError> {
+    if !built.mmio.is_empty() {
+        return Err(SnapshotError::Devices);
+    }
+    let body = Body {
+        mem_mib: built.vm.mem.iter().map(|r| r.len()).sum::<u64>() >> 20,
+        cmdline: built.cmdline.clone(),
+        vm: built.vm.save_state()?,
+        vcpus,
+        serial: built
+            .serial
+            .as_ref()
+            .map(|s| (&s.lock().unwrap_or_else(|e| e.into_inner()).state()).into()),
+    };
+    snapshot::write(dir, &body, |file| {
+        let mut written = 0u64;
+        for region in built.vm.mem.iter() {
+            let len = region.len() as usize;
+            built
+                .vm
+                .mem
+                .write_all_volatile_to(region.start_addr(), file, len)
+                .map_err(std::io::Error::other)?;
+            written += len as u64;
+        }
+        Ok(written)
+    })
+}
+
+/// The MSRs a snapshot saves: those KVM lists as saved and restored.
+fn msr_list(kvm: &kvm_ioctls::Kvm) -> Result<Vec<u32>, BootError> {
+    kvm.get_msr_index_list()
+        .map(|l| l.as_slice().to_vec())
+        .map_err(BootError::MsrList)
+}
+
+/// The port-I/O devices: the serial port (when there is a console; from
+/// `serial_state` when restoring), the i8042 (reset), the boot timer and
+/// the power port.
+fn legacy_devices(
+    vm: &Vm,
+    console: Option<Box<dyn std::io::Write + Send>>,
+    serial_state: Option<vm_superio::serial::SerialState>,
+    events: &EventSender,
+    panicked: &Arc<AtomicBool>,
+    start: std::time::Instant,
+) -> Result<(Bus, Option<Arc<Mutex<SerialDevice>>>), BootError> {
+    let mut pio = Bus::new();
+    let serial = match console {
+        Some(out) => {
+            let irq = EventFd::new(libc::EFD_NONBLOCK).map_err(|source| BootError::Device {
+                what: "serial IRQ",
+                source,
+            })?;
+            vm.fd
+                .register_irqfd(&irq, SERIAL_IRQ)
+                .map_err(|e| BootError::Device {
+                    what: "serial IRQ",
+                    source: std::io::Error::from_raw_os_error(e.errno()),
+                })?;
+            let out = ConsoleOut::new(out, panicked.clone());
+            let dev = match serial_state {
+                None => SerialDevice::new(irq, out),
+                Some(state) => SerialDevice::from_state(irq, out, &state).map_err(|why| {
+                    SnapshotError::Invalid {
+                        path: PathBuf::new(),
+                        why: format!("its serial port state: {why}"),
+                    }
+                })?,
+            };
+            let dev = Arc::new(Mutex::new(dev));
+            pio.insert(
+                dev.clone(),
+                u64::from(SERIAL_PORT),
+                u64::from(SERIAL_PORT_LEN),
+            )?;
+            Some(dev)
+        }
+        None => None,
+    };
+    pio.insert(
+        Arc::new(Mutex::new(I8042::new(events.clone()))),
+        u64::from(I8042_PORT),
+        u64::from(I8042_PORT_LEN),
+    )?;
+    pio.insert(
+        Arc::new(Mutex::new(BootTimer::new(start, events.clone()))),
+        u64::from(BOOT_TIMER_PORT),
+        1,
+    )?;
+    pio.insert(
+        Arc::new(Mutex::new(PowerPort::new(events.clone()))),
+        u64::from(POWER_PORT),
+        1,
+    )?;
+    Ok((pio, serial))
 }
 
 /// Loads an ELF vmlinux (PVH entry when the kernel has one, else its 64-bit

@@ -13,6 +13,7 @@ pub mod kvm;
 pub mod outcome;
 pub mod seccomp;
 pub mod signals;
+pub mod snapshot;
 
 use std::io::Write;
 use std::os::unix::thread::JoinHandleExt;
@@ -61,6 +62,19 @@ pub struct VmConfig {
     pub rng: bool,
     /// Host seccomp filters on the VMM's own threads (see [`seccomp`]).
     pub seccomp: SeccompMode,
+    /// Taking or starting from a snapshot (see [`snapshot`]).
+    pub snapshot: SnapshotConfig,
+}
+
+/// Snapshot options of a run.
+#[derive(Clone, Debug, Default)]
+pub struct SnapshotConfig {
+    /// On SIGUSR1 the VM pauses, is written here and the run ends with
+    /// [`ExitReason::Snapshot`].
+    pub save_to: Option<PathBuf>,
+    /// Start from this snapshot instead of booting: kernel, initrd,
+    /// command line and memory size come from it.
+    pub restore_from: Option<PathBuf>,
 }
 
 /// A disk image file given to the guest as a virtio-blk device.
@@ -93,25 +107,32 @@ pub enum VmmError {
     Thread(#[source] std::io::Error),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
+    #[error(transparent)]
+    Snapshot(#[from] snapshot::SnapshotError),
 }
 
 /// Boots the VM and runs it to the end.
 pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
-    signals::install_handlers().map_err(VmmError::Signals)?;
+    signals::install_handlers(config.snapshot.save_to.is_some()).map_err(VmmError::Signals)?;
+    let save_to = config.snapshot.save_to.clone();
     let start = config.start;
     let deadline = config.timeout.map(|t| Instant::now() + t);
-    let built = builder::build(config)?;
+    let mut built = builder::build(config)?;
     let mut timings = BootTimings {
         kvm_ready: Some(start.elapsed()),
         ..Default::default()
     };
 
     let stop = Arc::new(AtomicBool::new(false));
+    let pause = Arc::new(AtomicBool::new(false));
+    let (saved_tx, saved) = mpsc::channel();
     let ctx = VcpuContext {
         pio: built.pio.clone(),
         mmio: built.mmio.clone(),
         events: built.events.clone(),
         stop: stop.clone(),
+        pause: pause.clone(),
+        saved: saved_tx,
         start,
     };
     // Each vCPU thread confines itself, then waits until every thread,
@@ -120,7 +141,8 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
     let gate = Arc::new(Gate::default());
     let (confined_tx, confined) = mpsc::channel();
     let mut threads = Vec::new();
-    for vcpu in built.vcpus {
+    let vcpu_count = built.vcpus.len();
+    for vcpu in std::mem::take(&mut built.vcpus) {
         let (ctx, confined_tx) = (ctx.clone(), confined_tx.clone());
         let held = gate.clone();
         let name = format!("vcpu{}", vcpu.id);
@@ -159,26 +181,53 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
         return Err(e);
     }
 
-    let mut reason = loop {
+    let ending = loop {
         let wait = deadline.map_or(POLL, |d| {
             d.saturating_duration_since(Instant::now()).min(POLL)
         });
         match built.event_rx.recv_timeout(wait) {
             Ok(VmEvent::KernelEntry(t)) => timings.kernel_entry = Some(t),
             Ok(VmEvent::BootComplete(t)) => timings.boot_timer = Some(t),
-            Ok(VmEvent::Exit(reason)) => break reason,
+            Ok(VmEvent::Exit(reason)) => break Some(reason),
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
                 if let Some(sig) = signals::stop_requested() {
-                    break ExitReason::Signal(sig);
+                    break Some(ExitReason::Signal(sig));
+                }
+                if save_to.is_some() && signals::take_snapshot_request() {
+                    break None;
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break ExitReason::Timeout;
+                    break Some(ExitReason::Timeout);
                 }
             }
         }
     };
-    timings.exit = Some(start.elapsed());
-    stop_vcpus(&stop, threads);
+    let mut reason = match (ending, save_to) {
+        (Some(reason), _) => {
+            timings.exit = Some(start.elapsed());
+            stop_vcpus(&stop, threads);
+            reason
+        }
+        (None, Some(dir)) => {
+            // Every vCPU saves itself and ends; the VM has nothing left
+            // to run whether the snapshot is written or not.
+            let paused = halt_vcpus(&pause, threads);
+            stop.store(true, Ordering::Release);
+            timings.exit = Some(start.elapsed());
+            let vcpus: Result<Vec<_>, _> = saved.try_iter().collect();
+            let mut vcpus = vcpus?;
+            if !paused || vcpus.len() != vcpu_count {
+                return Err(VmmError::Snapshot(snapshot::SnapshotError::Invalid {
+                    path: dir,
+                    why: "a vCPU did not pause within 2 s; nothing was written".into(),
+                }));
+            }
+            vcpus.sort_by_key(|v| v.id);
+            builder::save(&built, vcpus, &dir)?;
+            ExitReason::Snapshot(dir)
+        }
+        (None, None) => unreachable!("a snapshot is asked for only with somewhere to save it"),
+    };
     if reason == ExitReason::Reset && built.panicked.load(Ordering::Relaxed) {
         reason = ExitReason::Panic;
     }
@@ -216,7 +265,14 @@ impl Gate {
 /// returns. A kick that lands before the thread enters `KVM_RUN` is lost,
 /// so kicks repeat until the thread ends or the grace period runs out.
 fn stop_vcpus(stop: &AtomicBool, threads: Vec<JoinHandle<()>>) {
-    stop.store(true, Ordering::Release);
+    halt_vcpus(stop, threads);
+}
+
+/// Sets `flag` and kicks the vCPU threads until each has ended (true) or
+/// the grace period ran out (false).
+fn halt_vcpus(flag: &AtomicBool, threads: Vec<JoinHandle<()>>) -> bool {
+    flag.store(true, Ordering::Release);
+    let mut all = true;
     let until = Instant::now() + STOP_GRACE;
     for t in threads {
         while !t.is_finished() && Instant::now() < until {
@@ -227,6 +283,9 @@ fn stop_vcpus(stop: &AtomicBool, threads: Vec<JoinHandle<()>>) {
         }
         if t.is_finished() {
             let _ = t.join();
+        } else {
+            all = false;
         }
     }
+    all
 }

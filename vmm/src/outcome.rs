@@ -17,6 +17,8 @@ pub enum ExitReason {
     Timeout,
     /// The VMM was asked to stop by this signal.
     Signal(i32),
+    /// The VM was paused and written to this snapshot directory.
+    Snapshot(std::path::PathBuf),
 }
 
 impl ExitReason {
@@ -26,7 +28,7 @@ impl ExitReason {
     pub fn exit_code(&self) -> i32 {
         match self {
             ExitReason::PowerOff(status) => i32::from(*status),
-            ExitReason::Reset => 0,
+            ExitReason::Reset | ExitReason::Snapshot(_) => 0,
             ExitReason::Timeout => 124,
             ExitReason::Panic | ExitReason::Crash(_) => 125,
             ExitReason::Signal(n) => 128 + n,
@@ -42,6 +44,7 @@ impl ExitReason {
             ExitReason::Crash(_) => "crash",
             ExitReason::Timeout => "timeout",
             ExitReason::Signal(_) => "signal",
+            ExitReason::Snapshot(_) => "snapshot",
         }
     }
 }
@@ -55,6 +58,7 @@ impl std::fmt::Display for ExitReason {
             ExitReason::Crash(why) => write!(f, "guest crashed: {why}"),
             ExitReason::Timeout => write!(f, "guest did not stop before the timeout"),
             ExitReason::Signal(n) => write!(f, "stopped by signal {n}"),
+            ExitReason::Snapshot(dir) => write!(f, "snapshot written to {}", dir.display()),
         }
     }
 }

@@ -190,8 +190,15 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
             libc::SYS_fsync,
             libc::SYS_shutdown,
             libc::SYS_sched_getaffinity,
+            // Writing a snapshot: a directory made beside the target,
+            // renamed into place.
+            libc::SYS_mkdir,
+            libc::SYS_mkdirat,
+            libc::SYS_rename,
+            libc::SYS_renameat,
+            libc::SYS_renameat2,
         ]],
-        // KVM_RUN is the only ioctl (checked below); activation builds a
+        // ioctl is KVM_RUN and snapshot reads (checked below); activation builds a
         // device's epoll and eventfds, reset writes its kill eventfd.
         ThreadKind::Vcpu => &[&[
             libc::SYS_read,
@@ -241,20 +248,67 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
 
 /// Calls allowed only with a given argument: (call, argument index, value).
 fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
+    let ioctls = |list: &[u64]| -> Vec<(i64, u8, u64)> {
+        list.iter().map(|&n| (libc::SYS_ioctl, 1, n)).collect()
+    };
     match kind {
-        ThreadKind::Vcpu => vec![(libc::SYS_ioctl, 1, KVM_RUN)],
+        // KVM_RUN, and reading its own state for a snapshot.
+        ThreadKind::Vcpu => ioctls(&[KVM_RUN])
+            .into_iter()
+            .chain(ioctls(VCPU_SAVE))
+            .collect(),
+        // The terminal check of stderr, and reading the in-kernel devices
+        // for a snapshot.
+        ThreadKind::Main => ioctls(&[libc::TCGETS])
+            .into_iter()
+            .chain(ioctls(VM_SAVE))
+            .collect(),
         // std's set_nonblocking is ioctl(FIONBIO).
         ThreadKind::Vsock => vec![
             (libc::SYS_socket, 0, libc::AF_UNIX as u64),
             (libc::SYS_ioctl, 1, libc::FIONBIO),
         ],
-        ThreadKind::Relay | ThreadKind::Main => vec![(libc::SYS_ioctl, 1, libc::TCGETS)],
+        ThreadKind::Relay => ioctls(&[libc::TCGETS]),
         _ => Vec::new(),
     }
 }
 
 /// `_IO(KVMIO, 0x80)`.
 const KVM_RUN: u64 = 0xae80;
+
+/// `_IOR(KVMIO, nr, T)` and `_IOWR(KVMIO, nr, T)` (asm-generic/ioctl.h).
+const fn kvm_ior<T>(nr: u64) -> u64 {
+    (2 << 30) | ((std::mem::size_of::<T>() as u64) << 16) | (0xae << 8) | nr
+}
+const fn kvm_iowr<T>(nr: u64) -> u64 {
+    (3 << 30) | ((std::mem::size_of::<T>() as u64) << 16) | (0xae << 8) | nr
+}
+
+/// What a vCPU thread reads of itself when it pauses for a snapshot.
+const VCPU_SAVE: &[u64] = {
+    use kvm_bindings::*;
+    &[
+        kvm_ior::<kvm_regs>(0x81),        // KVM_GET_REGS
+        kvm_ior::<kvm_sregs>(0x83),       // KVM_GET_SREGS
+        kvm_iowr::<kvm_msrs>(0x88),       // KVM_GET_MSRS
+        kvm_ior::<kvm_lapic_state>(0x8e), // KVM_GET_LAPIC
+        kvm_ior::<kvm_mp_state>(0x98),    // KVM_GET_MP_STATE
+        kvm_ior::<kvm_vcpu_events>(0x9f), // KVM_GET_VCPU_EVENTS
+        kvm_ior::<kvm_debugregs>(0xa1),   // KVM_GET_DEBUGREGS
+        kvm_ior::<kvm_xsave>(0xa4),       // KVM_GET_XSAVE
+        kvm_ior::<kvm_xcrs>(0xa6),        // KVM_GET_XCRS
+    ]
+};
+
+/// What the main thread reads of the VM for a snapshot.
+const VM_SAVE: &[u64] = {
+    use kvm_bindings::*;
+    &[
+        kvm_iowr::<kvm_irqchip>(0x62),   // KVM_GET_IRQCHIP
+        kvm_ior::<kvm_pit_state2>(0x9f), // KVM_GET_PIT2
+        kvm_ior::<kvm_clock_data>(0x7c), // KVM_GET_CLOCK
+    ]
+};
 
 /// The names of the calls `kind` may make, for documentation and errors.
 pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
@@ -489,6 +543,19 @@ impl Message {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_snapshot_ioctl_numbers_are_the_kernel_s() {
+        // From <linux/kvm.h> on x86_64, as strace prints them.
+        assert_eq!(
+            VCPU_SAVE,
+            &[
+                0x8090ae81, 0x8138ae83, 0xc008ae88, 0x8400ae8e, 0x8004ae98, 0x8040ae9f, 0x8080aea1,
+                0x9000aea4, 0x8188aea6
+            ]
+        );
+        assert_eq!(VM_SAVE, &[0xc208ae62, 0x8070ae9f, 0x8030ae7c]);
+    }
+
     use super::*;
 
     #[test]

@@ -109,6 +109,8 @@ fn port_io_and_mmio_exits_reach_our_devices() {
         mmio: Arc::new(mmio),
         events: tx,
         stop: Arc::new(AtomicBool::new(false)),
+        pause: Arc::new(AtomicBool::new(false)),
+        saved: mpsc::channel().0,
         start,
     };
     let t = std::thread::spawn(move || vcpu.run(ctx));

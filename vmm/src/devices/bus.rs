@@ -37,6 +37,11 @@ impl Bus {
         Self::default()
     }
 
+    /// True when no device is attached.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
     pub fn insert(
         &mut self,
         device: Arc<Mutex<dyn BusDevice>>,

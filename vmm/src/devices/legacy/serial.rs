@@ -81,6 +81,22 @@ impl SerialDevice {
         }
     }
 
+    /// A UART with the registers and input of a saved one. Raises the
+    /// interrupt again if one was pending.
+    pub fn from_state(
+        irq: EventFd,
+        out: ConsoleOut,
+        state: &vm_superio::serial::SerialState,
+    ) -> Result<Self, String> {
+        Serial::from_state(state, IrqTrigger(irq), NoEvents, out)
+            .map(|uart| Self { uart })
+            .map_err(|e| format!("{e:?}"))
+    }
+
+    pub fn state(&self) -> vm_superio::serial::SerialState {
+        self.uart.state()
+    }
+
     pub fn flush(&mut self) {
         let _ = self.uart.writer_mut().flush();
     }

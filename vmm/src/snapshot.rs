@@ -1,0 +1,471 @@
+//! Snapshots: a paused VM written to a directory, and the state a VM is
+//! restored from (docs/snapshots.md has the format).
+//!
+//! DIR/state holds one JSON header line, then the JSON body it describes:
+//!
+//! ```text
+//! {"format":"mcpvm-snapshot","version":1,"body_sha256":"…","memory_bytes":N}
+//! {"mem_mib":…,"cmdline":…,"vm":{…},"vcpus":[…],"serial":{…}}
+//! ```
+//!
+//! DIR/memory is guest RAM, its regions back to back; a restored VM maps
+//! it copy-on-write (`MAP_PRIVATE`), so any number of VMs share one file
+//! and pages load on first touch. KVM's own structures (registers, the
+//! interrupt controllers, …) are kept as hex of their bytes: their layout
+//! is the kernel ABI, and a size that does not match refuses the file.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub const FORMAT: &str = "mcpvm-snapshot";
+/// Bumped whenever the body changes meaning; older files are refused.
+pub const VERSION: u32 = 1;
+pub const STATE_FILE: &str = "state";
+pub const MEMORY_FILE: &str = "memory";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("Cannot read snapshot {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Cannot write snapshot {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a usable mcpvm snapshot: {why}")]
+    Invalid { path: PathBuf, why: String },
+    #[error("Snapshot {path} is format version {found}; this mcpvm reads version {VERSION}: take the snapshot again")]
+    Version { path: PathBuf, found: u32 },
+    #[error("Cannot capture the {what} for a snapshot")]
+    Capture {
+        what: String,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    #[error("Cannot restore the {what} from the snapshot")]
+    Restore {
+        what: String,
+        #[source]
+        source: kvm_ioctls::Error,
+    },
+    #[error("A VM with virtio devices cannot be snapshotted yet (only the serial console and legacy devices are saved); run it without --vsock-uds, --disk and --rng")]
+    Devices,
+}
+
+/// The first line of DIR/state.
+#[derive(Debug, Serialize, Deserialize)]
+struct Header {
+    format: String,
+    version: u32,
+    body_sha256: String,
+    memory_bytes: u64,
+}
+
+/// Everything but the memory.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Body {
+    pub mem_mib: u64,
+    /// The guest's kernel command line (what it booted with).
+    pub cmdline: String,
+    pub vm: VmState,
+    pub vcpus: Vec<VcpuState>,
+    pub serial: Option<SerialState>,
+}
+
+/// The in-kernel devices of the VM.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VmState {
+    pub pic_master: Pod,
+    pub pic_slave: Pod,
+    pub ioapic: Pod,
+    pub pit: Pod,
+    pub clock: Pod,
+}
+
+/// One vCPU, in the order it is restored.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VcpuState {
+    pub id: u8,
+    pub mp_state: Pod,
+    pub regs: Pod,
+    pub sregs: Pod,
+    pub xsave: Pod,
+    pub xcrs: Pod,
+    pub debugregs: Pod,
+    pub lapic: Pod,
+    /// (index, value) of every MSR KVM would give.
+    pub msrs: Vec<(u32, u64)>,
+    pub vcpu_events: Pod,
+}
+
+/// The 16550 UART's registers and receive buffer (vm-superio's state).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SerialState {
+    pub registers: [u8; 9],
+    pub in_buffer: Vec<u8>,
+}
+
+impl From<&vm_superio::serial::SerialState> for SerialState {
+    fn from(s: &vm_superio::serial::SerialState) -> Self {
+        SerialState {
+            registers: [
+                s.baud_divisor_low,
+                s.baud_divisor_high,
+                s.interrupt_enable,
+                s.interrupt_identification,
+                s.line_control,
+                s.line_status,
+                s.modem_control,
+                s.modem_status,
+                s.scratch,
+            ],
+            in_buffer: s.in_buffer.clone(),
+        }
+    }
+}
+
+impl From<&SerialState> for vm_superio::serial::SerialState {
+    fn from(s: &SerialState) -> Self {
+        let r = s.registers;
+        vm_superio::serial::SerialState {
+            baud_divisor_low: r[0],
+            baud_divisor_high: r[1],
+            interrupt_enable: r[2],
+            interrupt_identification: r[3],
+            line_control: r[4],
+            line_status: r[5],
+            modem_control: r[6],
+            modem_status: r[7],
+            scratch: r[8],
+            in_buffer: s.in_buffer.clone(),
+        }
+    }
+}
+
+/// A KVM structure as the hex of its bytes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Pod(String);
+
+/// Plain-old-data KVM structures: C structs of integers and arrays of
+/// them, for which every byte pattern is a valid value.
+///
+/// # Safety
+/// Only for such types.
+pub unsafe trait PlainData: Default {}
+
+macro_rules! plain_data {
+    ($($t:ty),*) => { $(
+        // SAFETY: a kvm-bindings C struct of integers (and unions and
+        // arrays of them).
+        unsafe impl PlainData for $t {}
+    )* };
+}
+plain_data!(
+    kvm_bindings::kvm_regs,
+    kvm_bindings::kvm_sregs,
+    kvm_bindings::kvm_xsave,
+    kvm_bindings::kvm_xcrs,
+    kvm_bindings::kvm_debugregs,
+    kvm_bindings::kvm_lapic_state,
+    kvm_bindings::kvm_mp_state,
+    kvm_bindings::kvm_vcpu_events,
+    kvm_bindings::kvm_irqchip,
+    kvm_bindings::kvm_pit_state2,
+    kvm_bindings::kvm_clock_data
+);
+
+impl Pod {
+    pub fn of<T: PlainData>(v: &T) -> Pod {
+        // SAFETY: T is plain data: its bytes are all initialised
+        // integers, read for exactly its size.
+        let bytes = unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        };
+        Pod(hex(bytes))
+    }
+
+    /// The value back, if the stored size is `T`'s.
+    pub fn get<T: PlainData>(&self, what: &str) -> Result<T, String> {
+        let bytes = unhex(&self.0).ok_or_else(|| format!("{what} is not hex"))?;
+        if bytes.len() != std::mem::size_of::<T>() {
+            return Err(format!(
+                "{what} is {} bytes, this KVM's is {}",
+                bytes.len(),
+                std::mem::size_of::<T>()
+            ));
+        }
+        let mut v = T::default();
+        // SAFETY: T is plain data (any bytes are a valid T) and exactly
+        // `bytes.len()` long.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                (&mut v as *mut T).cast::<u8>(),
+                bytes.len(),
+            )
+        };
+        Ok(v)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Writes DIR with `body` and the guest memory `memory` writes (it gets
+/// the open memory file). Everything goes to a sibling directory first,
+/// renamed into place at the end: a failed snapshot leaves nothing.
+pub fn write(
+    dir: &Path,
+    body: &Body,
+    memory: impl FnOnce(&mut File) -> std::io::Result<u64>,
+) -> Result<(), SnapshotError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = dir.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    let result = (|| {
+        let werr = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| SnapshotError::Write { path, source }
+        };
+        std::fs::create_dir(&tmp).map_err(werr(&tmp))?;
+        let mem_path = tmp.join(MEMORY_FILE);
+        let mut mem = File::create(&mem_path).map_err(werr(&mem_path))?;
+        let memory_bytes = memory(&mut mem).map_err(werr(&mem_path))?;
+        let body_json = serde_json::to_string(body).expect("the body serialises");
+        let header = Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            body_sha256: hex(&Sha256::digest(body_json.as_bytes())),
+            memory_bytes,
+        };
+        let state_path = tmp.join(STATE_FILE);
+        let mut state = File::create(&state_path).map_err(werr(&state_path))?;
+        writeln!(
+            state,
+            "{}",
+            serde_json::to_string(&header).expect("the header serialises")
+        )
+        .and_then(|_| writeln!(state, "{body_json}"))
+        .map_err(werr(&state_path))?;
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(werr(dir))?;
+        }
+        std::fs::rename(&tmp, dir).map_err(werr(dir))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+/// A snapshot directory read and checked: the body, and the memory file
+/// with its size.
+pub struct Loaded {
+    pub body: Body,
+    pub memory: File,
+    pub memory_bytes: u64,
+}
+
+/// Reads DIR/state, checks its format, version and checksum, and opens
+/// DIR/memory, checking its size.
+pub fn read(dir: &Path) -> Result<Loaded, SnapshotError> {
+    let state_path = dir.join(STATE_FILE);
+    let invalid = |why: String| SnapshotError::Invalid {
+        path: dir.to_path_buf(),
+        why,
+    };
+    let rerr = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| SnapshotError::Read { path, source }
+    };
+    let mut lines = BufReader::new(File::open(&state_path).map_err(rerr(&state_path))?).lines();
+    let mut next = |what: &str| match lines.next() {
+        Some(Ok(l)) => Ok(l),
+        Some(Err(e)) => Err(rerr(&state_path)(e)),
+        None => Err(invalid(format!("its state file has no {what} line"))),
+    };
+    let header_line = next("header")?;
+    let header: Header = serde_json::from_str(&header_line)
+        .map_err(|e| invalid(format!("its state header is unreadable ({e})")))?;
+    if header.format != FORMAT {
+        return Err(invalid(format!("its format is '{}'", header.format)));
+    }
+    if header.version != VERSION {
+        return Err(SnapshotError::Version {
+            path: dir.to_path_buf(),
+            found: header.version,
+        });
+    }
+    let body_line = next("body")?;
+    if hex(&Sha256::digest(body_line.as_bytes())) != header.body_sha256 {
+        return Err(invalid("its state does not match its checksum".into()));
+    }
+    let body: Body = serde_json::from_str(&body_line)
+        .map_err(|e| invalid(format!("its state body is unreadable ({e})")))?;
+    let mem_path = dir.join(MEMORY_FILE);
+    let memory = File::open(&mem_path).map_err(rerr(&mem_path))?;
+    let size = memory.metadata().map_err(rerr(&mem_path))?.len();
+    if size != header.memory_bytes || size != body.mem_mib << 20 {
+        return Err(invalid(format!(
+            "its memory file is {size} bytes, the state says {} ({} MiB)",
+            header.memory_bytes, body.mem_mib
+        )));
+    }
+    Ok(Loaded {
+        body,
+        memory,
+        memory_bytes: size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body() -> Body {
+        let regs = kvm_bindings::kvm_regs {
+            rip: 0x1234,
+            rflags: 2,
+            ..Default::default()
+        };
+        let pod = Pod::of(&kvm_bindings::kvm_clock_data::default());
+        Body {
+            mem_mib: 1,
+            cmdline: "console=ttyS0".into(),
+            vm: VmState {
+                pic_master: pod.clone(),
+                pic_slave: pod.clone(),
+                ioapic: pod.clone(),
+                pit: pod.clone(),
+                clock: pod.clone(),
+            },
+            vcpus: vec![VcpuState {
+                id: 0,
+                mp_state: pod.clone(),
+                regs: Pod::of(&regs),
+                sregs: pod.clone(),
+                xsave: pod.clone(),
+                xcrs: pod.clone(),
+                debugregs: pod.clone(),
+                lapic: pod.clone(),
+                msrs: vec![(0x10, 99)],
+                vcpu_events: pod,
+            }],
+            serial: Some(SerialState {
+                registers: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+                in_buffer: b"in".to_vec(),
+            }),
+        }
+    }
+
+    fn written() -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("snap");
+        write(&dir, &body(), |f| {
+            f.write_all(&vec![7u8; 1 << 20])?;
+            Ok(1 << 20)
+        })
+        .unwrap();
+        (d, dir)
+    }
+
+    #[test]
+    fn a_written_snapshot_reads_back_the_same() {
+        let (_d, dir) = written();
+        let loaded = read(&dir).unwrap();
+        assert_eq!(loaded.body, body());
+        assert_eq!(loaded.memory_bytes, 1 << 20);
+        let regs: kvm_bindings::kvm_regs = loaded.body.vcpus[0].regs.get("regs").unwrap();
+        assert_eq!((regs.rip, regs.rflags), (0x1234, 2));
+    }
+
+    #[test]
+    fn a_structure_of_another_size_is_refused() {
+        let pod = Pod::of(&kvm_bindings::kvm_regs::default());
+        let e = pod.get::<kvm_bindings::kvm_sregs>("sregs").unwrap_err();
+        assert!(e.contains("sregs is"), "{e}");
+    }
+
+    fn state_lines(dir: &Path) -> (String, String) {
+        let s = std::fs::read_to_string(dir.join(STATE_FILE)).unwrap();
+        let mut l = s.lines();
+        (l.next().unwrap().into(), l.next().unwrap().into())
+    }
+
+    #[test]
+    fn a_changed_body_fails_its_checksum() {
+        let (_d, dir) = written();
+        let (h, b) = state_lines(&dir);
+        let b = b.replace("console=ttyS0", "console=ttyS1");
+        std::fs::write(dir.join(STATE_FILE), format!("{h}\n{b}\n")).unwrap();
+        let e = read(&dir).err().unwrap().to_string();
+        assert!(e.contains("does not match its checksum"), "{e}");
+    }
+
+    #[test]
+    fn another_version_is_refused_and_says_what_to_do() {
+        let (_d, dir) = written();
+        let (h, b) = state_lines(&dir);
+        let h = h.replace("\"version\":1", "\"version\":99");
+        std::fs::write(dir.join(STATE_FILE), format!("{h}\n{b}\n")).unwrap();
+        let e = read(&dir).err().unwrap().to_string();
+        assert!(
+            e.contains("version 99") && e.contains("take the snapshot again"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_truncated_memory_file_is_refused() {
+        let (_d, dir) = written();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join(MEMORY_FILE))
+            .unwrap();
+        f.set_len(4096).unwrap();
+        let e = read(&dir).err().unwrap().to_string();
+        assert!(e.contains("memory file is 4096 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("snap");
+        let r = write(&dir, &body(), |_| Err(std::io::Error::other("disk full")));
+        assert!(r.is_err());
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn not_a_snapshot_is_one_clear_error() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(STATE_FILE), "hello\n").unwrap();
+        let e = read(d.path()).err().unwrap().to_string();
+        assert!(e.contains("is not a usable mcpvm snapshot"), "{e}");
+        let e = read(&d.path().join("missing")).err().unwrap().to_string();
+        assert!(e.contains("Cannot read snapshot"), "{e}");
+    }
+}
