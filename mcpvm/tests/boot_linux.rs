@@ -156,6 +156,54 @@ fn sigterm_stops_the_vm_with_143() {
     assert_eq!(c.json()["exit"]["reason"], "signal");
 }
 
+/// A guest paused by SIGUSR1 and restored three times at once (see
+/// boot.sh): every restored VM counts on from exactly where the snapshot
+/// paused it, to the guest's own exit status; the snapshot stays as it was.
+#[test]
+fn a_snapshot_restores_into_vms_that_go_on_where_it_paused() {
+    let c = case("snapshot");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let file = |name: &str| {
+        results()
+            .files
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+            .clone()
+    };
+    let source: serde_json::Value = serde_json::from_str(file("snap_source.json").trim()).unwrap();
+    assert_eq!(source["exit"]["reason"], "snapshot", "{source}");
+    assert_eq!(file("snap_source.code").trim(), "0");
+    let source_log = file("snap_source.log");
+    for n in 1..=3 {
+        let restored = file(&format!("snap_restored{n}.log"));
+        assert_eq!(
+            file(&format!("snap_restored{n}.code")).trim(),
+            "7",
+            "restored VM {n}: {}\n{restored}",
+            file(&format!("snap_restored{n}.json"))
+        );
+        // The console before the pause and after the restore is one run:
+        // every tick once, in order (a line may be split at the pause).
+        let ticks: Vec<String> = format!("{source_log}{restored}")
+            .lines()
+            .filter(|l| l.starts_with("tick-"))
+            .map(str::to_string)
+            .collect();
+        let expected: Vec<String> = (0..40).map(|i| format!("tick-{i}")).collect();
+        assert_eq!(ticks, expected, "restored VM {n}:\n{restored}");
+        assert!(!restored.contains("tick-0\n"), "it did not boot again");
+    }
+    assert_eq!(
+        file("snap_mtime_before.txt"),
+        file("snap_mtime_after.txt"),
+        "restored VMs write to their own copy of memory"
+    );
+    assert_eq!(file("snap_bad.code").trim(), "1");
+    let bad = file("snap_bad_stderr.txt");
+    assert!(bad.contains("does not match its checksum"), "{bad}");
+    assert_eq!(bad.trim().lines().count(), 1, "{bad}");
+}
+
 #[test]
 fn serial_off_still_boots_and_prints_nothing_from_the_guest() {
     let c = case("serial_off");

@@ -407,6 +407,21 @@ fn every_bad_value_is_one_clear_error_and_leaves_nothing() {
             "for '--seccomp",
         ),
         (
+            s(&["boot", "--restore", "/nonexistent"]),
+            1,
+            "Cannot read snapshot /nonexistent/state",
+        ),
+        (
+            s(&["boot", "--restore", "/nonexistent", "--mem", "512"]),
+            2,
+            "cannot be used with",
+        ),
+        (
+            s(&["boot", "--kernel", k, "--snapshot-to", "/tmp/x", "--rng"]),
+            1,
+            "A VM with virtio devices cannot be snapshotted yet",
+        ),
+        (
             s(&["run", "--disk", "x,cache=fast", "--", "/bin/true"]),
             2,
             "unknown disk option 'cache=fast'; use rw, ro",

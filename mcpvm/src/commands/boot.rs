@@ -24,8 +24,8 @@ pub enum SerialMode {
 #[derive(Args)]
 pub struct BootArgs {
     /// Kernel image: ELF vmlinux (PVH entry) or bzImage (64-bit entry).
-    #[arg(long)]
-    kernel: PathBuf,
+    #[arg(long, required_unless_present = "restore")]
+    kernel: Option<PathBuf>,
     /// Initial ramdisk (cpio, optionally compressed).
     #[arg(long)]
     initrd: Option<PathBuf>,
@@ -65,6 +65,15 @@ pub struct BootArgs {
     /// Attach a virtio-rng entropy device.
     #[arg(long)]
     rng: bool,
+    /// On SIGUSR1, pause the VM, write it to this snapshot directory
+    /// (replacing one there) and end with exit 0. VMs with virtio devices
+    /// cannot be snapshotted yet.
+    #[arg(long, value_name = "DIR")]
+    snapshot_to: Option<PathBuf>,
+    /// Start from this snapshot directory instead of booting: memory,
+    /// vCPUs and command line come from it.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel", "initrd", "cmdline", "mem", "vcpus"])]
+    restore: Option<PathBuf>,
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -110,7 +119,7 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
         }
     };
     let config = VmConfig {
-        kernel: args.kernel,
+        kernel: args.kernel.unwrap_or_default(),
         initrd: args.initrd,
         cmdline: args.cmdline,
         mem_mib: args.mem,
@@ -126,13 +135,20 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
         disks: args.disks.into_iter().map(|d| d.config).collect(),
         rng: args.rng,
         seccomp: args.seccomp,
+        snapshot: vmm::SnapshotConfig {
+            save_to: args.snapshot_to,
+            restore_from: args.restore,
+        },
     };
-    log::debug!(
-        "booting {} with {} MiB, {} vCPUs",
-        config.kernel.display(),
-        config.mem_mib,
-        config.vcpus
-    );
+    match &config.snapshot.restore_from {
+        Some(dir) => log::debug!("restoring {}", dir.display()),
+        None => log::debug!(
+            "booting {} with {} MiB, {} vCPUs",
+            config.kernel.display(),
+            config.mem_mib,
+            config.vcpus
+        ),
+    }
     let outcome = vmm::run(config).map_err(BootCmdError::from)?;
     report(&outcome, json);
     Ok(outcome.reason.exit_code().clamp(0, 255) as u8)

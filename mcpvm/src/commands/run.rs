@@ -479,6 +479,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         disks,
         rng: !opts.no_rng && profile.as_ref().is_none_or(|p| p.rng),
         seccomp: opts.seccomp,
+        snapshot: vmm::SnapshotConfig::default(),
     };
     let outcome = vmm::run(config)?;
     // The VM is gone and its sockets closed: a connected relay sees EOF

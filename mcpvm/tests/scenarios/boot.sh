@@ -64,6 +64,40 @@ kill -TERM $pid
 wait $pid
 echo $? > "$MCPVM_OUT/sigterm.rc"
 
+# Snapshots: a guest counting in quarter seconds is paused by SIGUSR1
+# after tick-10 and written to snap/; three VMs restored from it at once
+# each count on from where it paused and exit with the guest's 7; the
+# snapshot's memory file is untouched by them (copy-on-write); a snapshot
+# whose state was edited is refused.
+cat > snapshot.sh <<'SNAP'
+g='i=0; while [ $i -lt 40 ]; do echo tick-$i; i=$((i+1)); sleep 0.25; done; exit 7'
+mcpvm boot --json --timeout 120 --kernel vmlinux --initrd initramfs.cpio --cmdline "quiet -- /bin/sh -c \"$g\"" \
+  --serial file --serial-file "$MCPVM_OUT/snap_source.log" --snapshot-to snap > "$MCPVM_OUT/snap_source.json" &
+pid=$!
+i=0
+while ! grep -q tick-10 "$MCPVM_OUT/snap_source.log" 2>/dev/null && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done
+kill -USR1 $pid
+wait $pid
+echo $? > "$MCPVM_OUT/snap_source.code"
+stat -c %Y snap/memory > "$MCPVM_OUT/snap_mtime_before.txt"
+for n in 1 2 3; do
+  mcpvm boot --json --timeout 120 --restore snap --serial file --serial-file "$MCPVM_OUT/snap_restored$n.log" \
+    > "$MCPVM_OUT/snap_restored$n.json" &
+  eval "p$n=\$!"
+done
+for n in 1 2 3; do
+  eval "wait \$p$n"
+  echo $? > "$MCPVM_OUT/snap_restored$n.code"
+done
+stat -c %Y snap/memory > "$MCPVM_OUT/snap_mtime_after.txt"
+mkdir bad
+sed 's/tick/tock/' snap/state > bad/state
+ln -s ../snap/memory bad/memory
+mcpvm boot --restore bad > /dev/null 2> "$MCPVM_OUT/snap_bad_stderr.txt"
+echo $? > "$MCPVM_OUT/snap_bad.code"
+SNAP
+CASE_LIMIT=400 case_ snapshot sh snapshot.sh
+
 # virtio-blk. root.ext4 (built by the test with mkfs.ext4 -d) holds
 # hello.txt. Read-only: mounted and read; raw writes refused; a mount
 # without -o ro falls back to read-only, so files cannot be created; the
