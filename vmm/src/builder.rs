@@ -398,6 +398,8 @@ fn msr_list(kvm: &kvm_ioctls::Kvm) -> Result<Vec<u32>, BootError> {
         .map_err(BootError::MsrList)
 }
 
+type SharedSerial = Arc<Mutex<SerialDevice>>;
+
 /// The port-I/O devices: the serial port (when there is a console; from
 /// `serial_state` when restoring), the i8042 (reset), the boot timer and
 /// the power port.
@@ -408,7 +410,7 @@ fn legacy_devices(
     events: &EventSender,
     panicked: &Arc<AtomicBool>,
     start: std::time::Instant,
-) -> Result<(Bus, Option<Arc<Mutex<SerialDevice>>>), BootError> {
+) -> Result<(Bus, Option<SharedSerial>), BootError> {
     let mut pio = Bus::new();
     let serial = match console {
         Some(out) => {
