@@ -26,6 +26,12 @@ fn results() -> &'static Results {
             ),
             format!("{}:triple-fault.elf", elf.display()),
             format!("{}:root.ext4", ext4_image(dir.path()).display()),
+            format!(
+                "{}:vsock-flood.sh",
+                common::workspace()
+                    .join("mcpvm/tests/scenarios/vsock-flood.sh")
+                    .display()
+            ),
         ];
         let scenario = common::workspace().join("mcpvm/tests/scenarios/boot.sh");
         // About 3 min alone, the vsock flood half of it; room for a

@@ -1,7 +1,7 @@
 # Boot scenarios, run on real KVM by testbed/run (directly or nested).
 # Each case leaves $MCPVM_OUT/<case>.out (stdout), .err (stderr), .rc.
 # Payload: bin/mcpvm, bin/vsock-load, vmlinux, bzImage, initramfs.cpio,
-# triple-fault.elf.
+# triple-fault.elf, root.ext4, vsock-flood.sh.
 set -u
 . ./case.sh
 B="mcpvm boot --json --timeout 60"
@@ -29,31 +29,10 @@ ls /tmp/v.sock > "$MCPVM_OUT/vsock_socket_left.txt" 2>/dev/null
 # them all (6002), holding what connects: the VMM's limit is 1024
 # streams. The VMM must answer every one (connect or reset), keep the
 # guest's other streams working and stay within a memory budget; its peak
-# RSS is sampled while it runs. About 100 s alone under nested emulation;
-# a case of its own, so that a slow run costs its own limit only.
-cat > flood.sh <<'FLOOD'
-vsock-load host-stuck /tmp/f.sock_6000 > /dev/null 2>&1 &
-stuck_pid=$!
-vsock-load host-echo /tmp/f.sock_6002 1500 > /dev/null 2>&1 &
-echo_pid=$!
-g='ulimit -n 4096; for p in 6000 6001; do /bin/vsock-load flood $p 3000; done; /bin/vsock-load flood 6002 1500; echo flood-survived'
-mcpvm boot --json --timeout 240 --kernel vmlinux --initrd initramfs.cpio --vsock-uds /tmp/f.sock \
-  --cmdline "quiet -- /bin/sh -c \"$g\"" &
-pid=$!
-peak=0
-# A finished job stays a zombie until waited for, and kill -0 succeeds on it.
-while kill -0 $pid 2>/dev/null && ! grep -q '^State:.*zombie' /proc/$pid/status 2>/dev/null; do
-  kb=$(awk '/VmHWM/ {print $2}' /proc/$pid/status 2>/dev/null)
-  [ -n "$kb" ] && [ "$kb" -gt "$peak" ] && peak=$kb
-  sleep 0.5
-done
-wait $pid
-rc=$?
-echo $peak > "$MCPVM_OUT/vsock_flood_peak_kb.txt"
-kill $stuck_pid $echo_pid 2>/dev/null
-exit $rc
-FLOOD
-CASE_LIMIT=420 case_ vsock_flood sh flood.sh
+# RSS is sampled while it runs (vsock-flood.sh, shared with
+# benches/vsock-flood.sh). About 100 s alone under nested emulation; a
+# case of its own, so that a slow run costs its own limit only.
+CASE_LIMIT=420 case_ vsock_flood sh vsock-flood.sh
 
 # SIGTERM while the guest runs: a clean stop with 128+15.
 mcpvm boot --json --timeout 60 --kernel vmlinux --initrd initramfs.cpio --cmdline 'quiet -- /bin/sleep 600' \
