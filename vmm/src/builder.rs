@@ -315,8 +315,13 @@ fn restore(config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
         return Err(in_snapshot(format!("it has {} MiB of memory", body.mem_mib)).into());
     }
     let kvm = kvm::open(config.allow_pvm)?;
+    // The state checks below know the structure, not the directory.
+    let named = |e| match e {
+        SnapshotError::Invalid { why, .. } => in_snapshot(why),
+        other => other,
+    };
     let vm = Vm::with_memory(&kvm, body.mem_mib, Some(&loaded.memory))?;
-    vm.restore_state(&body.vm)?;
+    vm.restore_state(&body.vm).map_err(named)?;
 
     let (events, event_rx) = mpsc::channel();
     let panicked = Arc::new(AtomicBool::new(false));
@@ -329,7 +334,11 @@ fn restore(config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
         &events,
         &panicked,
         config.start,
-    )?;
+    )
+    .map_err(|e| match e {
+        BootError::Snapshot(e) => BootError::Snapshot(named(e)),
+        other => other,
+    })?;
 
     let supported = kvm
         .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
@@ -339,10 +348,7 @@ fn restore(config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     for state in &body.vcpus {
         let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
         vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
-        vcpu.restore_state(state).map_err(|e| match e {
-            SnapshotError::Invalid { why, .. } => in_snapshot(why),
-            other => other,
-        })?;
+        vcpu.restore_state(state).map_err(named)?;
         vcpu.set_msr_list(msrs.clone());
         vcpus.push(vcpu);
     }

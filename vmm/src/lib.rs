@@ -188,27 +188,30 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
         match built.event_rx.recv_timeout(wait) {
             Ok(VmEvent::KernelEntry(t)) => timings.kernel_entry = Some(t),
             Ok(VmEvent::BootComplete(t)) => timings.boot_timer = Some(t),
-            Ok(VmEvent::Exit(reason)) => break Some(reason),
+            Ok(VmEvent::Exit(reason)) => break Ending::Exit(reason),
             Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
                 if let Some(sig) = signals::stop_requested() {
-                    break Some(ExitReason::Signal(sig));
+                    break Ending::Exit(ExitReason::Signal(sig));
                 }
-                if save_to.is_some() && signals::take_snapshot_request() {
-                    break None;
+                if let Some(dir) = save_to
+                    .as_ref()
+                    .filter(|_| signals::take_snapshot_request())
+                {
+                    break Ending::Snapshot(dir.clone());
                 }
                 if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break Some(ExitReason::Timeout);
+                    break Ending::Exit(ExitReason::Timeout);
                 }
             }
         }
     };
-    let mut reason = match (ending, save_to) {
-        (Some(reason), _) => {
+    let mut reason = match ending {
+        Ending::Exit(reason) => {
             timings.exit = Some(start.elapsed());
             stop_vcpus(&stop, threads);
             reason
         }
-        (None, Some(dir)) => {
+        Ending::Snapshot(dir) => {
             // Every vCPU saves itself and ends; the VM has nothing left
             // to run whether the snapshot is written or not.
             let paused = halt_vcpus(&pause, threads);
@@ -217,16 +220,12 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
             let vcpus: Result<Vec<_>, _> = saved.try_iter().collect();
             let mut vcpus = vcpus?;
             if !paused || vcpus.len() != vcpu_count {
-                return Err(VmmError::Snapshot(snapshot::SnapshotError::Invalid {
-                    path: dir,
-                    why: "a vCPU did not pause within 2 s; nothing was written".into(),
-                }));
+                return Err(snapshot::SnapshotError::Pause(dir).into());
             }
             vcpus.sort_by_key(|v| v.id);
             builder::save(&built, vcpus, &dir)?;
             ExitReason::Snapshot(dir)
         }
-        (None, None) => unreachable!("a snapshot is asked for only with somewhere to save it"),
     };
     if reason == ExitReason::Reset && built.panicked.load(Ordering::Relaxed) {
         reason = ExitReason::Panic;
@@ -235,6 +234,13 @@ pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
         serial.lock().unwrap_or_else(|e| e.into_inner()).flush();
     }
     Ok(RunOutcome { reason, timings })
+}
+
+/// Why the main loop stopped waiting.
+enum Ending {
+    Exit(ExitReason),
+    /// A snapshot was asked for (SIGUSR1): write it here.
+    Snapshot(PathBuf),
 }
 
 /// Holds vCPU threads until main says whether they may run.
@@ -265,7 +271,7 @@ impl Gate {
 /// returns. A kick that lands before the thread enters `KVM_RUN` is lost,
 /// so kicks repeat until the thread ends or the grace period runs out.
 fn stop_vcpus(stop: &AtomicBool, threads: Vec<JoinHandle<()>>) {
-    halt_vcpus(stop, threads);
+    let _ = halt_vcpus(stop, threads);
 }
 
 /// Sets `flag` and kicks the vCPU threads until each has ended (true) or

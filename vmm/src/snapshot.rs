@@ -57,6 +57,8 @@ pub enum SnapshotError {
         #[source]
         source: kvm_ioctls::Error,
     },
+    #[error("No snapshot written to {0}: a vCPU did not pause within 2 s")]
+    Pause(PathBuf),
     #[error("A VM with virtio devices cannot be snapshotted yet (only the serial console and legacy devices are saved); run it without --vsock-uds, --disk and --rng")]
     Devices,
 }
