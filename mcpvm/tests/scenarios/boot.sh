@@ -43,14 +43,14 @@ kill -TERM $pid
 wait $pid
 echo $? > "$MCPVM_OUT/sigterm.rc"
 
-# Snapshots: a guest counting in quarter seconds is paused by SIGUSR1
+# Snapshots: a two-vCPU guest counting in quarter seconds is paused by SIGUSR1
 # after tick-10 and written to snap/; three VMs restored from it at once
 # each count on from where it paused and exit with the guest's 7; the
 # snapshot's memory file is untouched by them (copy-on-write); a snapshot
 # whose state was edited is refused.
 cat > snapshot.sh <<'SNAP'
 g='i=0; while [ $i -lt 40 ]; do echo tick-$i; i=$((i+1)); sleep 0.25; done; exit 7'
-mcpvm boot --json --timeout 120 --kernel vmlinux --initrd initramfs.cpio --cmdline "quiet -- /bin/sh -c \"$g\"" \
+mcpvm boot --json --timeout 120 --vcpus 2 --kernel vmlinux --initrd initramfs.cpio --cmdline "quiet -- /bin/sh -c \"$g\"" \
   --serial file --serial-file "$MCPVM_OUT/snap_source.log" --snapshot-to snap > "$MCPVM_OUT/snap_source.json" &
 pid=$!
 i=0
