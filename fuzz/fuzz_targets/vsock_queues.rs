@@ -59,6 +59,7 @@ fuzz_target!(|data: &[u8]| {
         queue_evts: vec![evt(), evt(), evt()],
         interrupt: Arc::new(Interrupt::new(evt())),
         thread: h.thread.clone(),
+        restored: false,
     };
     // A fresh listener per run: the host side of the device's own socket.
     let listen_path = h.uds.with_extension(format!("{}", std::process::id()));

@@ -36,6 +36,7 @@ use crate::devices::legacy::serial::{ConsoleOut, SerialDevice};
 use crate::devices::power::PowerPort;
 use crate::devices::virtio::block::device::Block;
 use crate::devices::virtio::block::disk::{Disk, DiskError};
+use crate::devices::virtio::block::CacheMode;
 use crate::devices::virtio::mmio::{self, MmioTransport};
 use crate::devices::virtio::rng::Rng;
 use crate::devices::virtio::vsock::device::{Vsock, VsockError};
@@ -45,7 +46,9 @@ use crate::kvm::vcpu::{Vcpu, VcpuError};
 use crate::kvm::vm::{Vm, VmError};
 use crate::kvm::{self, HostError};
 use crate::seccomp::SeccompMode;
-use crate::snapshot::{self, Body, SnapshotError, VcpuState};
+use crate::snapshot::{
+    self, Body, SnapshotError, VcpuState, VirtioDevice as VirtioKind, VirtioState,
+};
 use crate::VmConfig;
 use kvm_ioctls::IoEventAddress;
 
@@ -140,14 +143,16 @@ pub struct BuiltVm {
     /// The guest's kernel command line.
     pub cmdline: String,
     pub seccomp: SeccompMode,
+    /// The virtio devices in bus order, with what each is (for snapshots).
+    pub virtio: Vec<AttachedVirtio>,
 }
 
-pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
+/// A virtio device on the bus: what it is, and its transport.
+pub type AttachedVirtio = (VirtioKind, Arc<Mutex<MmioTransport>>);
+
+pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     if let Some(dir) = config.snapshot.restore_from.clone() {
         return restore(config, &dir);
-    }
-    if config.snapshot.save_to.is_some() && has_virtio(&config) {
-        return Err(SnapshotError::Devices.into());
     }
     // 1. Host.
     if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&config.mem_mib) {
@@ -177,33 +182,37 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
     // 3. Devices.
     let (events, event_rx) = mpsc::channel();
     let panicked = Arc::new(AtomicBool::new(false));
-    let (pio, serial) =
-        legacy_devices(&vm, config.console, None, &events, &panicked, config.start)?;
+    let (pio, serial) = legacy_devices(
+        &vm,
+        config.console.take(),
+        None,
+        &events,
+        &panicked,
+        config.start,
+    )?;
     let mut mmio = Bus::new();
-    let mut virtio: Vec<Box<dyn VirtioDevice>> = Vec::new();
     // Disks first, so that the first one is /dev/vda.
-    for d in &config.disks {
-        let disk = Disk::open(&d.path, d.read_only, d.cache, &d.id)?;
-        virtio.push(Box::new(Block::new(disk)));
-    }
+    let mut wanted: Vec<VirtioKind> = config
+        .disks
+        .iter()
+        .map(|d| VirtioKind::Block {
+            path: d.path.clone(),
+            read_only: d.read_only,
+            direct: d.cache == CacheMode::Direct,
+            id: d.id.clone(),
+            bytes: 0,
+        })
+        .collect();
     if let Some(v) = &config.vsock {
-        virtio.push(Box::new(Vsock::new(v.guest_cid, &v.uds_path)?));
+        wanted.push(VirtioKind::Vsock {
+            guest_cid: v.guest_cid,
+        });
     }
     if config.rng {
-        virtio.push(Box::new(Rng::new()));
+        wanted.push(VirtioKind::Rng);
     }
-    if virtio.len() > MAX_VIRTIO_DEVICES {
-        return Err(BootError::TooManyDevices(virtio.len()));
-    }
-    let mut windows = Vec::new();
-    for (i, device) in virtio.into_iter().enumerate() {
-        let (base, irq) = (
-            MMIO_DEVICES_START + i as u64 * MMIO_DEVICE_WINDOW,
-            VIRTIO_IRQ_START + i as u32,
-        );
-        attach_virtio(&vm, &mut mmio, device, base, irq, config.seccomp)?;
-        windows.push((base, irq));
-    }
+    let virtio = virtio_devices(&vm, &mut mmio, wanted, &config)?;
+    let windows: Vec<(u64, u32)> = (0..virtio.len()).map(virtio_window).collect();
 
     // 4. Kernel.
     let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &config.kernel)?;
@@ -286,21 +295,74 @@ pub fn build(config: VmConfig) -> Result<BuiltVm, BootError> {
         panicked,
         cmdline,
         seccomp: config.seccomp,
+        virtio,
     })
 }
 
-/// The devices a snapshot cannot hold yet (see [`SnapshotError::Devices`]).
-fn has_virtio(config: &VmConfig) -> bool {
-    config.vsock.is_some() || !config.disks.is_empty() || config.rng
+/// Where virtio device `i` sits: its MMIO window and IRQ.
+fn virtio_window(i: usize) -> (u64, u32) {
+    (
+        MMIO_DEVICES_START + i as u64 * MMIO_DEVICE_WINDOW,
+        VIRTIO_IRQ_START + i as u32,
+    )
+}
+
+/// Makes the virtio devices described by `wanted`, in order, and puts
+/// each behind its transport on the MMIO bus. A block device's `bytes`
+/// comes back filled in. The vsock host socket is the one `config` names.
+fn virtio_devices(
+    vm: &Vm,
+    mmio: &mut Bus,
+    wanted: Vec<VirtioKind>,
+    config: &VmConfig,
+) -> Result<Vec<AttachedVirtio>, BootError> {
+    if wanted.len() > MAX_VIRTIO_DEVICES {
+        return Err(BootError::TooManyDevices(wanted.len()));
+    }
+    let mut attached = Vec::with_capacity(wanted.len());
+    for (i, mut kind) in wanted.into_iter().enumerate() {
+        let device: Box<dyn VirtioDevice> = match &mut kind {
+            VirtioKind::Block {
+                path,
+                read_only,
+                direct,
+                id,
+                bytes,
+            } => {
+                let cache = if *direct {
+                    CacheMode::Direct
+                } else {
+                    CacheMode::Page
+                };
+                let disk = Disk::open(path, *read_only, cache, id)?;
+                *bytes = disk.sectors() * 512;
+                Box::new(Block::new(disk))
+            }
+            VirtioKind::Vsock { guest_cid } => {
+                let uds = config
+                    .vsock
+                    .as_ref()
+                    .map(|v| v.uds_path.clone())
+                    .ok_or_else(|| SnapshotError::Mismatch {
+                        path: config.snapshot.restore_from.clone().unwrap_or_default(),
+                        what: "with a vsock device",
+                        fix: "with a vsock host socket",
+                    })?;
+                Box::new(Vsock::new(*guest_cid, &uds)?)
+            }
+            VirtioKind::Rng => Box::new(Rng::new()),
+        };
+        let (base, irq) = virtio_window(i);
+        let transport = attach_virtio(vm, mmio, device, base, irq, config.seccomp)?;
+        attached.push((kind, transport));
+    }
+    Ok(attached)
 }
 
 /// Builds a VM from the snapshot in `dir` instead of booting: memory
 /// mapped copy-on-write from its file, the interrupt controllers, clock,
 /// serial port and vCPUs as saved.
-fn restore(config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
-    if has_virtio(&config) {
-        return Err(SnapshotError::Devices.into());
-    }
+fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     let loaded = snapshot::read(dir)?;
     let body = &loaded.body;
     let in_snapshot = |why: String| SnapshotError::Invalid {
@@ -323,10 +385,50 @@ fn restore(config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     let vm = Vm::with_memory(&kvm, body.mem_mib, Some(&loaded.memory))?;
     vm.restore_state(&body.vm).map_err(named)?;
 
+    // The same devices at the same places; the host side is new.
+    let mut mmio = Bus::new();
+    if config.vsock.is_some()
+        != body
+            .virtio
+            .iter()
+            .any(|v| matches!(v.device, VirtioKind::Vsock { .. }))
+    {
+        return Err(SnapshotError::Mismatch {
+            path: dir.to_path_buf(),
+            what: if config.vsock.is_some() {
+                "without a vsock device"
+            } else {
+                "with a vsock device"
+            },
+            fix: if config.vsock.is_some() {
+                "without a vsock host socket"
+            } else {
+                "with a vsock host socket (mcpvm run --from-snapshot)"
+            },
+        }
+        .into());
+    }
+    let wanted = body.virtio.iter().map(|v| v.device.clone()).collect();
+    let virtio = virtio_devices(&vm, &mut mmio, wanted, &config)?;
+    for ((kind, transport), saved) in virtio.iter().zip(&body.virtio) {
+        if *kind != saved.device {
+            return Err(in_snapshot(format!(
+                "{kind:?} is not as it was ({:?}); the snapshot needs the same disk images",
+                saved.device
+            ))
+            .into());
+        }
+        transport
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .restore(&saved.transport)
+            .map_err(in_snapshot)?;
+    }
+
     let (events, event_rx) = mpsc::channel();
     let panicked = Arc::new(AtomicBool::new(false));
     // A guest that booted without a UART has no driver for one.
-    let console = config.console.filter(|_| body.serial.is_some());
+    let console = config.console.take().filter(|_| body.serial.is_some());
     let (pio, serial) = legacy_devices(
         &vm,
         console,
@@ -356,22 +458,29 @@ fn restore(config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
         vm,
         vcpus,
         pio: Arc::new(pio),
-        mmio: Arc::new(Bus::new()),
+        mmio: Arc::new(mmio),
         events,
         event_rx,
         serial,
         panicked,
         cmdline: body.cmdline.clone(),
         seccomp: config.seccomp,
+        virtio,
     })
 }
 
 /// Writes a paused VM to `dir`: its memory, the in-kernel devices, the
-/// serial port and the vCPU states the vCPU threads saved.
+/// serial port, the vCPU states the vCPU threads saved, and the virtio
+/// devices, whose workers stop first so that memory no longer changes.
 pub fn save(built: &BuiltVm, vcpus: Vec<VcpuState>, dir: &Path) -> Result<(), SnapshotError> {
-    if !built.mmio.is_empty() {
-        return Err(SnapshotError::Devices);
-    }
+    let virtio = built
+        .virtio
+        .iter()
+        .map(|(kind, transport)| VirtioState {
+            device: kind.clone(),
+            transport: transport.lock().unwrap_or_else(|e| e.into_inner()).save(),
+        })
+        .collect();
     let body = Body {
         mem_mib: built.vm.mem.iter().map(|r| r.len()).sum::<u64>() >> 20,
         cmdline: built.cmdline.clone(),
@@ -381,6 +490,7 @@ pub fn save(built: &BuiltVm, vcpus: Vec<VcpuState>, dir: &Path) -> Result<(), Sn
             .serial
             .as_ref()
             .map(|s| (&s.lock().unwrap_or_else(|e| e.into_inner()).state()).into()),
+        virtio,
     };
     snapshot::write(dir, &body, |file| {
         let mut written = 0u64;
@@ -534,7 +644,7 @@ fn attach_virtio(
     base: u64,
     irq: u32,
     seccomp: SeccompMode,
-) -> Result<(), BootError> {
+) -> Result<Arc<Mutex<MmioTransport>>, BootError> {
     let io = |what| move |e: std::io::Error| BootError::Device { what, source: e };
     let kvm_io = |what| {
         move |e: kvm_ioctls::Error| BootError::Device {
@@ -558,8 +668,9 @@ fn attach_virtio(
             .register_ioevent(evt, &addr, i as u32)
             .map_err(kvm_io("virtio queue notification"))?;
     }
-    mmio.insert(Arc::new(Mutex::new(transport)), base, MMIO_DEVICE_WINDOW)?;
-    Ok(())
+    let transport = Arc::new(Mutex::new(transport));
+    mmio.insert(transport.clone(), base, MMIO_DEVICE_WINDOW)?;
+    Ok(transport)
 }
 
 fn has_bzimage_magic(file: &mut File) -> std::io::Result<bool> {

@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 
 pub const FORMAT: &str = "mcpvm-snapshot";
 /// Bumped whenever the body changes meaning; older files are refused.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const STATE_FILE: &str = "state";
 pub const MEMORY_FILE: &str = "memory";
 
@@ -59,8 +59,12 @@ pub enum SnapshotError {
     },
     #[error("No snapshot written to {0}: a vCPU did not pause within 2 s")]
     Pause(PathBuf),
-    #[error("A VM with virtio devices cannot be snapshotted yet (only the serial console and legacy devices are saved); run it without --vsock-uds, --disk and --rng")]
-    Devices,
+    #[error("Snapshot {path} was taken {what}; restore it {fix}")]
+    Mismatch {
+        path: PathBuf,
+        what: &'static str,
+        fix: &'static str,
+    },
 }
 
 /// The first line of DIR/state.
@@ -81,6 +85,61 @@ pub struct Body {
     pub vm: VmState,
     pub vcpus: Vec<VcpuState>,
     pub serial: Option<SerialState>,
+    /// The virtio devices in bus order (/dev/vda first).
+    pub virtio: Vec<VirtioState>,
+}
+
+/// A virtio device: what it is, so that restore can make it again, and
+/// its transport registers. Queue positions are not saved: a stopped
+/// worker holds no chain, so the next available and next used index are
+/// both the used ring's index, in guest memory.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VirtioState {
+    pub device: VirtioDevice,
+    pub transport: TransportState,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum VirtioDevice {
+    /// A disk image, reopened from the same path on restore.
+    Block {
+        path: PathBuf,
+        read_only: bool,
+        direct: bool,
+        id: String,
+        /// Its size when saved: the guest's page cache knows its content.
+        bytes: u64,
+    },
+    /// vsock with this guest CID; its host socket is the restoring run's.
+    Vsock {
+        guest_cid: u64,
+    },
+    Rng,
+}
+
+/// The virtio-mmio registers the driver set (virtio 1.2, section 4.2.2).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TransportState {
+    pub status: u32,
+    pub features_sel: u32,
+    pub driver_features_sel: u32,
+    pub driver_features: u64,
+    pub queue_sel: u32,
+    pub config_generation: u32,
+    pub interrupt_status: u32,
+    pub activated: bool,
+    pub queues: Vec<QueueRegs>,
+}
+
+/// One queue as the driver configured it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct QueueRegs {
+    pub size: u16,
+    pub ready: bool,
+    pub desc: u64,
+    pub avail: u64,
+    pub used: u64,
 }
 
 /// The in-kernel devices of the VM.
@@ -380,6 +439,21 @@ mod tests {
                 registers: [1, 2, 3, 4, 5, 6, 7, 8, 9],
                 in_buffer: b"in".to_vec(),
             }),
+            virtio: vec![VirtioState {
+                device: VirtioDevice::Vsock { guest_cid: 3 },
+                transport: TransportState {
+                    status: 15,
+                    activated: true,
+                    queues: vec![QueueRegs {
+                        size: 256,
+                        ready: true,
+                        desc: 0x1000,
+                        avail: 0x2000,
+                        used: 0x3000,
+                    }],
+                    ..Default::default()
+                },
+            }],
         }
     }
 
@@ -431,7 +505,7 @@ mod tests {
     fn another_version_is_refused_and_says_what_to_do() {
         let (_d, dir) = written();
         let (h, b) = state_lines(&dir);
-        let h = h.replace("\"version\":1", "\"version\":99");
+        let h = h.replace(&format!("\"version\":{VERSION}"), "\"version\":99");
         std::fs::write(dir.join(STATE_FILE), format!("{h}\n{b}\n")).unwrap();
         let e = read(&dir).err().unwrap().to_string();
         assert!(

@@ -66,13 +66,13 @@ pub struct BootArgs {
     #[arg(long)]
     rng: bool,
     /// On SIGUSR1, pause the VM, write it to this snapshot directory
-    /// (replacing one there) and end with exit 0. VMs with virtio devices
-    /// cannot be snapshotted yet.
+    /// (docs/snapshots.md) and end with exit 0.
     #[arg(long, value_name = "DIR")]
     snapshot_to: Option<PathBuf>,
     /// Start from this snapshot directory instead of booting: memory,
-    /// vCPUs and command line come from it.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel", "initrd", "cmdline", "mem", "vcpus"])]
+    /// vCPUs, command line, disks and rng come from it (a vsock device
+    /// needs --vsock-uds, a new host socket).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel", "initrd", "cmdline", "mem", "vcpus", "disks", "rng"])]
     restore: Option<PathBuf>,
 }
 

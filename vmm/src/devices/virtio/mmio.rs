@@ -18,6 +18,7 @@ use super::{
 };
 use crate::devices::bus::BusDevice;
 use crate::seccomp::SeccompMode;
+use crate::snapshot::{QueueRegs, TransportState};
 use crate::GuestMemoryMmap;
 
 const MAGIC_VALUE: u32 = 0x7472_6976; // "virt"
@@ -249,6 +250,12 @@ impl MmioTransport {
     }
 
     fn activate(&mut self) {
+        self.activate_with(false);
+    }
+
+    /// Activates the device on copies of the queues; `restored`: the
+    /// queues were set up in the VM a snapshot was taken of.
+    fn activate_with(&mut self, restored: bool) {
         let valid = self
             .queues
             .iter()
@@ -270,6 +277,7 @@ impl MmioTransport {
                     queue_evts,
                     interrupt: self.interrupt.clone(),
                     thread: self.thread.clone(),
+                    restored,
                 })
                 .map_err(|e| e.to_string()),
             (false, _, _) => Err("a ready queue is not valid in guest memory".to_string()),
@@ -287,6 +295,94 @@ impl MmioTransport {
                 self.interrupt.signal(INT_CONFIG_CHANGE);
             }
         }
+    }
+
+    /// Stops the device for a snapshot and returns the registers. The
+    /// device's worker hands back what it owned and holds no descriptor
+    /// chain afterwards (every chain it took is on the used ring), which
+    /// is what lets [`Self::restore`] take the queue positions from guest
+    /// memory. The device does not run again in this VM.
+    pub fn save(&mut self) -> TransportState {
+        if self.activated {
+            self.device.reset();
+        }
+        TransportState {
+            status: self.status,
+            features_sel: self.features_sel,
+            driver_features_sel: self.driver_features_sel,
+            driver_features: self.driver_features,
+            queue_sel: self.queue_sel,
+            config_generation: self.config_generation,
+            interrupt_status: self.interrupt.status(),
+            activated: self.activated,
+            queues: self
+                .queues
+                .iter()
+                .map(|q| QueueRegs {
+                    size: q.size(),
+                    ready: q.ready(),
+                    desc: q.desc_table(),
+                    avail: q.avail_ring(),
+                    used: q.used_ring(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Sets the registers a snapshot saved (guest memory already holds
+    /// the snapshot's), and starts the device again if it was running,
+    /// each queue at its used ring's index. Errors say what does not fit.
+    pub fn restore(&mut self, saved: &TransportState) -> Result<(), String> {
+        if saved.queues.len() != self.queues.len() {
+            return Err(format!(
+                "a virtio device of type {} has {} queues, the snapshot {}",
+                self.device.device_type(),
+                self.queues.len(),
+                saved.queues.len()
+            ));
+        }
+        for (q, r) in self.queues.iter_mut().zip(&saved.queues) {
+            q.set_size(r.size);
+            q.set_desc_table_address(Some(r.desc as u32), Some((r.desc >> 32) as u32));
+            q.set_avail_ring_address(Some(r.avail as u32), Some((r.avail >> 32) as u32));
+            q.set_used_ring_address(Some(r.used as u32), Some((r.used >> 32) as u32));
+            q.set_ready(r.ready);
+            if r.ready && saved.activated {
+                if !q.is_valid(&self.mem) {
+                    return Err("a ready queue is not valid in guest memory".into());
+                }
+                let at = q
+                    .used_idx(&self.mem, std::sync::atomic::Ordering::Acquire)
+                    .map_err(|e| format!("cannot read a used ring: {e}"))?;
+                q.set_next_avail(at.0);
+                q.set_next_used(at.0);
+            }
+        }
+        self.status = saved.status;
+        self.features_sel = saved.features_sel;
+        self.driver_features_sel = saved.driver_features_sel;
+        self.driver_features = saved.driver_features;
+        self.queue_sel = saved.queue_sel;
+        self.config_generation = saved.config_generation;
+        if saved.status & STATUS_FEATURES_OK != 0 {
+            self.device
+                .ack_features(self.driver_features & self.device.features());
+        }
+        if saved.activated {
+            self.activate_with(true);
+            if !self.activated {
+                return Err(format!(
+                    "the virtio device of type {} did not start again",
+                    self.device.device_type()
+                ));
+            }
+        }
+        // An interrupt the driver had not acknowledged is raised again
+        // (the irqfd edge was the old VM's).
+        if saved.interrupt_status != 0 {
+            self.interrupt.signal(saved.interrupt_status);
+        }
+        Ok(())
     }
 
     fn reset(&mut self) {
@@ -346,6 +442,9 @@ mod tests {
         activations: usize,
         resets: usize,
         queues: usize,
+        /// Where each queue starts, and whether it came from a snapshot.
+        next_avail: Vec<u16>,
+        restored: bool,
     }
 
     struct Dummy(Arc<Mutex<Seen>>);
@@ -373,6 +472,8 @@ mod tests {
             let mut s = self.0.lock().unwrap();
             s.activations += 1;
             s.queues = a.queues.len();
+            s.next_avail = a.queues.iter().map(|q| q.next_avail()).collect();
+            s.restored = a.restored;
             Ok(())
         }
         fn reset(&mut self) {
@@ -381,8 +482,12 @@ mod tests {
     }
 
     fn transport() -> (MmioTransport, Arc<Mutex<Seen>>) {
-        let seen = Arc::new(Mutex::new(Seen::default()));
         let mem = GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10_0000)]).unwrap();
+        transport_on(mem)
+    }
+
+    fn transport_on(mem: GuestMemoryMmap) -> (MmioTransport, Arc<Mutex<Seen>>) {
+        let seen = Arc::new(Mutex::new(Seen::default()));
         let t = MmioTransport::new(
             Box::new(Dummy(seen.clone())),
             mem,
@@ -462,6 +567,65 @@ mod tests {
         w(&mut t, REG_QUEUE_SEL, 0);
         w(&mut t, REG_QUEUE_READY, 0);
         assert_eq!(r(&mut t, REG_QUEUE_READY), 1);
+    }
+
+    #[test]
+    fn a_saved_transport_restores_with_its_queues_where_the_used_rings_are() {
+        use vm_memory::Bytes;
+        let (mut t, seen) = transport();
+        negotiate(&mut t, 1);
+        setup_queue(&mut t, 0, 0x1_0000);
+        setup_queue(&mut t, 1, 0x2_0000);
+        w(
+            &mut t,
+            REG_STATUS,
+            STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK | STATUS_DRIVER_OK,
+        );
+        // The device used 5 and 9 chains: the used rings' idx (offset 2).
+        t.mem.write_obj(5u16, GuestAddress(0x1_2002)).unwrap();
+        t.mem.write_obj(9u16, GuestAddress(0x2_2002)).unwrap();
+        t.interrupt.signal_used_queue();
+        let saved = t.save();
+        assert_eq!(seen.lock().unwrap().resets, 1, "the worker stopped");
+        assert!(saved.activated);
+        assert_eq!(saved.queues[1].avail, 0x2_1000);
+
+        // Another VM on the same memory (as a restore maps it).
+        let (mut again, seen2) = transport_on(t.mem.clone());
+        again.restore(&saved).unwrap();
+        let s = seen2.lock().unwrap();
+        assert_eq!((s.activations, s.restored), (1, true));
+        assert_eq!(s.next_avail, vec![5, 9]);
+        assert_eq!(s.acked, VIRTIO_F_VERSION_1 | 1);
+        drop(s);
+        assert_eq!(r(&mut again, REG_STATUS), saved.status);
+        assert_eq!(
+            r(&mut again, REG_INTERRUPT_STATUS),
+            super::super::INT_USED_RING
+        );
+        w(&mut again, REG_QUEUE_SEL, 1);
+        assert_eq!(r(&mut again, REG_QUEUE_READY), 1);
+    }
+
+    #[test]
+    fn a_saved_queue_outside_memory_is_refused_on_restore() {
+        let (mut t, _) = transport();
+        negotiate(&mut t, 1);
+        setup_queue(&mut t, 0, 0x1_0000);
+        w(
+            &mut t,
+            REG_STATUS,
+            STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK | STATUS_DRIVER_OK,
+        );
+        let mut saved = t.save();
+        saved.queues[0].used = 0xfff0_0000;
+        let (mut again, seen) = transport();
+        let e = again.restore(&saved).unwrap_err();
+        assert!(e.contains("not valid in guest memory"), "{e}");
+        assert_eq!(seen.lock().unwrap().activations, 0);
+        saved.queues.pop();
+        let e = again.restore(&saved).unwrap_err();
+        assert!(e.contains("has 2 queues, the snapshot 1"), "{e}");
     }
 
     #[test]

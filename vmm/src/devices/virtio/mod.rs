@@ -78,6 +78,10 @@ pub struct Activation {
     pub interrupt: Arc<Interrupt>,
     /// The device's own thread, for its worker.
     pub thread: Arc<DeviceThread>,
+    /// The driver set the device up in a VM this one was restored from
+    /// (see `crate::snapshot`): the queues go on where they were, and
+    /// the device's host-side state (connections) is gone.
+    pub restored: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -168,6 +168,7 @@ mod tests {
             queue_evts: vec![EventFd::new(libc::EFD_NONBLOCK).unwrap()],
             interrupt: Arc::new(Interrupt::new(irq.try_clone().unwrap())),
             thread: crate::devices::virtio::tests::unconfined_thread(),
+            restored: false,
         };
         let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
         let mut w = QueueWorker::new(a, &kill).unwrap();

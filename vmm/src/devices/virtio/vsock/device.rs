@@ -143,6 +143,10 @@ pub struct Worker {
     mem: GuestMemoryMmap,
     rxq: Queue,
     txq: Queue,
+    evq: Queue,
+    /// A transport reset the guest has yet to be told of (a restored VM:
+    /// its connections are gone).
+    reset_pending: bool,
     evts: Vec<EventFd>,
     interrupt: Arc<Interrupt>,
     muxer: Muxer,
@@ -160,7 +164,8 @@ impl Worker {
         kill: EventFd,
     ) -> std::io::Result<Self> {
         let mut queues = a.queues.into_iter();
-        let (rxq, txq) = (
+        let (rxq, txq, evq) = (
+            queues.next().expect("3 queues"),
             queues.next().expect("3 queues"),
             queues.next().expect("3 queues"),
         );
@@ -181,6 +186,8 @@ impl Worker {
             mem: a.mem,
             rxq,
             txq,
+            evq,
+            reset_pending: a.restored,
             evts: a.queue_evts,
             interrupt: a.interrupt,
             muxer,
@@ -195,6 +202,7 @@ impl Worker {
         // Host connections that arrived before the guest driver was up.
         self.muxer.accept(&self.listener);
         self.apply_watch();
+        self.send_reset();
         let mut more = false;
         loop {
             // With work left over, only look whether anything (the kill
@@ -212,7 +220,10 @@ impl Worker {
                     TOKEN_KILL => return,
                     TOKEN_RX => drop(self.evts[0].read()),
                     TOKEN_TX => drop(self.evts[1].read()),
-                    TOKEN_EVQ => drop(self.evts[2].read()),
+                    TOKEN_EVQ => {
+                        drop(self.evts[2].read());
+                        self.send_reset();
+                    }
                     TOKEN_LISTENER => self.muxer.accept(&self.listener),
                     token => {
                         let set = ev.event_set();
@@ -337,6 +348,30 @@ impl Worker {
         used
     }
 
+    /// Tells the guest, if it has to be told, that every connection it
+    /// had is gone (VIRTIO_VSOCK_EVENT_TRANSPORT_RESET, section 5.10.6.6):
+    /// its driver resets them and reads the guest CID again. Waits for an
+    /// event buffer if the guest has none posted.
+    fn send_reset(&mut self) {
+        if !self.reset_pending {
+            return;
+        }
+        let Some(chain) = self.evq.pop_descriptor_chain(&self.mem) else {
+            log::debug!("vsock: no event buffer yet for the transport reset");
+            return;
+        };
+        let head = chain.head_index();
+        let written = chain
+            .writer(&self.mem)
+            .map(|mut w| w.write_all(&EVENT_TRANSPORT_RESET.to_le_bytes()).is_ok());
+        let len = if matches!(written, Ok(true)) { 4 } else { 0 };
+        let _ = self.evq.add_used(&self.mem, head, len);
+        self.reset_pending = false;
+        if self.evq.needs_notification(&self.mem).unwrap_or(true) {
+            self.interrupt.signal_used_queue();
+        }
+    }
+
     fn notify(&mut self, tx: bool) {
         let q = if tx { &mut self.txq } else { &mut self.rxq };
         if q.needs_notification(&self.mem).unwrap_or(true) {
@@ -385,6 +420,7 @@ mod tests {
         mem: &'a GuestMemoryMmap,
         rx: MockSplitQueue<'a, GuestMemoryMmap>,
         tx: MockSplitQueue<'a, GuestMemoryMmap>,
+        ev: MockSplitQueue<'a, GuestMemoryMmap>,
         worker: Worker,
         rx_next: u16,
         tx_next: u16,
@@ -399,6 +435,11 @@ mod tests {
 
     impl<'a> Rig<'a> {
         fn new(mem: &'a GuestMemoryMmap) -> Self {
+            Self::activated(mem, false)
+        }
+
+        /// `restored`: as in a VM restored from a snapshot.
+        fn activated(mem: &'a GuestMemoryMmap, restored: bool) -> Self {
             let dir = tempfile::tempdir().unwrap();
             let uds = dir.path().join("v.sock");
             let rx = MockSplitQueue::create(mem, GuestAddress(0), 64);
@@ -418,6 +459,7 @@ mod tests {
                 queue_evts: evts,
                 interrupt: Arc::new(Interrupt::new(irq)),
                 thread: crate::devices::virtio::tests::unconfined_thread(),
+                restored,
             };
             let listener = UnixListener::bind(&uds).unwrap();
             listener.set_nonblocking(true).unwrap();
@@ -427,6 +469,7 @@ mod tests {
                 mem,
                 rx,
                 tx,
+                ev,
                 worker,
                 rx_next: 0,
                 tx_next: 0,
@@ -434,6 +477,26 @@ mod tests {
                 uds,
                 _dir: dir,
             }
+        }
+
+        /// The events the device put on the event queue (their ids).
+        fn events(&self) -> Vec<u32> {
+            let used = self.ev.used_addr();
+            let idx: u16 = self.mem.read_obj(used.unchecked_add(2)).unwrap();
+            (0..idx)
+                .map(|i| {
+                    let elem = used.unchecked_add(4 + 8 * u64::from(i));
+                    let head: u32 = self.mem.read_obj(elem).unwrap();
+                    let len: u32 = self.mem.read_obj(elem.unchecked_add(4)).unwrap();
+                    assert_eq!(len, 4, "one le32 id");
+                    let desc = self
+                        .ev
+                        .desc_table_addr()
+                        .unchecked_add(16 * u64::from(head));
+                    let addr: u64 = self.mem.read_obj(desc).unwrap();
+                    self.mem.read_obj(GuestAddress(addr)).unwrap()
+                })
+                .collect()
         }
 
         fn alloc(&mut self, len: u64) -> u64 {
@@ -658,5 +721,28 @@ mod tests {
         }
         assert!(r.received().iter().any(|(h, _)| h.op == OP_RST));
         assert_eq!(r.worker.muxer().connection_count(), 0);
+    }
+
+    #[test]
+    fn a_restored_device_tells_the_guest_its_connections_are_gone_once() {
+        let m = mem();
+        let mut r = Rig::activated(&m, true);
+        // No event buffer yet: the reset waits for one.
+        r.worker.send_reset();
+        assert!(r.events().is_empty());
+        let addr = r.alloc(4);
+        let d = RawDescriptor::from(SplitDescriptor::new(addr, 4, F_WRITE, 0));
+        r.ev.add_desc_chains(&[d], 0).unwrap();
+        r.worker.send_reset();
+        r.worker.send_reset();
+        assert_eq!(r.events(), vec![EVENT_TRANSPORT_RESET]);
+
+        let fresh = mem();
+        let mut r = Rig::new(&fresh);
+        let addr = r.alloc(4);
+        let d = RawDescriptor::from(SplitDescriptor::new(addr, 4, F_WRITE, 0));
+        r.ev.add_desc_chains(&[d], 0).unwrap();
+        r.worker.send_reset();
+        assert!(r.events().is_empty(), "a booted VM gets no reset");
     }
 }

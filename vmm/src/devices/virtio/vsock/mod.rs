@@ -20,8 +20,9 @@
 //!   (section 5.10.6.3): a slow reader stalls the writer; memory per
 //!   connection is bounded by the credit we advertise.
 //!
-//! The event queue (the third queue) carries only transport-reset events,
-//! which we never need to send: the device is never migrated.
+//! The event queue (the third queue) carries only transport-reset events:
+//! a VM restored from a snapshot gets one, as its connections did not
+//! survive (their host ends were the old process's).
 
 pub mod connection;
 pub mod device;
@@ -32,6 +33,8 @@ pub mod packet;
 pub const HOST_CID: u64 = 2;
 /// The device's queues: RX (device to guest), TX, event.
 pub const QUEUE_SIZES: [u16; 3] = [256, 256, 16];
+/// struct virtio_vsock_event's id for a transport reset.
+pub const EVENT_TRANSPORT_RESET: u32 = 0;
 
 /// Worker epoll tokens; host sockets get tokens from FIRST_CONN_TOKEN up.
 pub const TOKEN_RX: u64 = 0;
