@@ -12,6 +12,14 @@
 //!   agent sends a tar of /workspace back on the same stream after the
 //!   server exits.
 //!
+//! Snapshots (docs/snapshots.md): when the run spec says `snapshot`, the
+//! host may send [`HostMessage::Snapshot`] on CONTROL; the agent answers
+//! [`Event::SnapshotReady`] and from then on takes the loss of its host
+//! channels for a restore: the VM's vsock transport was reset. It connects
+//! CONTROL again, says [`Event::Resumed`], reads [`HostMessage::Resume`]
+//! (host time, entropy, identity), connects STDIO and STDERR again, and
+//! the server's stdio goes on over them. The server never sees a break.
+//!
 //! Closing: when the server's stdout and stderr end, the agent shuts its
 //! side of each stream and waits for the host to close its side, so the
 //! host has every byte before the VM powers off.
@@ -47,6 +55,30 @@ pub struct RunSpec {
     /// What is withheld from the server (the guest half of a profile).
     #[serde(default)]
     pub policy: Policy,
+    /// The host may snapshot this run: listen for [`HostMessage`]s.
+    #[serde(default)]
+    pub snapshot: bool,
+}
+
+/// Host to agent on CONTROL, one JSON object per line, after the run
+/// spec (or, in a restored VM, instead of it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum HostMessage {
+    /// The VM is about to be paused and written to a snapshot.
+    Snapshot,
+    /// The first line to a restored VM: what must differ from the
+    /// snapshot and from every other VM restored from it.
+    Resume {
+        /// Host wall-clock time (ns since the epoch): the guest's clock
+        /// stood still while the snapshot waited.
+        unix_ns: u64,
+        /// 64 bytes from the host's CSPRNG, hex: mixed into the guest's
+        /// pool and credited, then the guest's CRNG reseeds.
+        entropy: String,
+        /// The guest's new hostname.
+        hostname: String,
+    },
 }
 
 /// A host directory handed to the server at [`WORKSPACE_DIR`].
@@ -85,5 +117,11 @@ pub enum Event {
         code: Option<i32>,
         signal: Option<i32>,
         status: u8,
+    },
+    /// Answer to [`HostMessage::Snapshot`]: the agent will reconnect.
+    SnapshotReady,
+    /// A restored VM's agent is connected again (guest uptime, ms).
+    Resumed {
+        uptime_ms: u64,
     },
 }

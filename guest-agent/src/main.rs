@@ -6,6 +6,7 @@
 //! and powers the VM off with that command's exit status (128+N for a
 //! signal, as a shell reports it). With no command it powers off with 0.
 
+mod links;
 mod ports;
 mod root;
 mod run;

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::links::{self, Channels, Links, Which};
 use crate::vsock;
 use guest_agent::channels::*;
 use guest_agent::seccomp;
@@ -74,7 +75,7 @@ impl KernelLog {
     }
 }
 
-fn uptime_ms() -> u64 {
+pub fn uptime_ms() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -82,29 +83,6 @@ fn uptime_ms() -> u64 {
     // SAFETY: clock_gettime writes the struct we pass.
     unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
-}
-
-/// Copies `from` to `to` until EOF; `on_first` runs at the first byte.
-fn pump(mut from: impl Read, mut to: impl Write, mut on_first: impl FnMut()) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut first = true;
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if first {
-                    first = false;
-                    on_first();
-                }
-                if to.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-                let _ = to.flush();
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
 }
 
 /// Runs `f` on a thread; returns a receiver that fires when it is done.
@@ -232,35 +210,45 @@ pub fn run_over_vsock() -> io::Result<u8> {
     let mut kernel_log = KernelLog::from_now();
     send(&events, &Event::Spawned { pid: child.id() });
 
+    // From here on the host channels may be replaced (a restore).
+    let links = Arc::new(Links::new(Channels {
+        control: control.try_clone()?,
+        stdio: stdio.try_clone()?,
+        stderr: stderr_ch.try_clone()?,
+    }));
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    let (from_host, to_host) = (stdio.try_clone()?, stdio.try_clone()?);
     // Host -> server stdin; EOF from the host closes the server's stdin.
+    let l = links.clone();
     let stdin_done = spawn_done(move || {
         if let Some(stdin) = stdin {
-            pump(from_host, stdin, || {});
+            links::relay_in(&l, stdin);
         }
     });
-    let ev = events.clone();
+    let l = links.clone();
     let stdout_done = spawn_done(move || {
         if let Some(out) = stdout {
-            pump(out, to_host, || send(&ev, &Event::FirstStdoutByte));
+            links::relay_out(&l, out, Which::Stdio, || l.send(&Event::FirstStdoutByte));
         }
     });
-    let err_to_host = stderr_ch.try_clone()?;
+    let l = links.clone();
     let stderr_done = spawn_done(move || {
         if let Some(err) = stderr {
-            pump(err, err_to_host, || {});
+            links::relay_out(&l, err, Which::Stderr, || {});
         }
     });
+    if spec.snapshot {
+        let l = links.clone();
+        std::thread::spawn(move || links::serve_control(&l));
+    }
 
     let status = wait_for(child.id() as libc::pid_t);
     if kernel_log.oom_killed() {
-        send(&events, &Event::OomKilled);
+        links.send(&Event::OomKilled);
     }
     if let Some(sup) = supervisor {
         // Bounded: processes the server left behind keep the filter alive.
         let (denied, used) = sup.finish(Duration::from_millis(200));
-        send(&events, &Event::Syscalls { denied, used });
+        links.send(&Event::Syscalls { denied, used });
     }
     let _ = stdout_done.recv_timeout(DRAIN);
     let _ = stderr_done.recv_timeout(DRAIN);
@@ -277,6 +265,15 @@ pub fn run_over_vsock() -> io::Result<u8> {
         _ => 255,
     };
     let _ = stdin_done; // the host closes stdio after our EOF; finish waits for it
+                        // The channels of the last generation (a restored VM's).
+    let (Ok((_, control)), Ok((_, stdio)), Ok((_, stderr_ch))) = (
+        links.get(Which::Control),
+        links.get(Which::Stdio),
+        links.get(Which::Stderr),
+    ) else {
+        return Ok(byte);
+    };
+    let events: Events = Arc::new(Mutex::new(control.try_clone()?));
     if let Some((ws, conn)) = &workspace {
         if ws.writable {
             if let Err(e) = crate::workspace::send_back(conn) {

@@ -146,3 +146,69 @@ mod tests {
         assert_eq!(parse_cpu_list("3-1"), None);
     }
 }
+
+/// RNDADDENTROPY and RNDRESEEDCRNG (linux/random.h): _IOW('R', 0x03,
+/// int[2]) and _IO('R', 0x07).
+const RNDADDENTROPY: libc::c_ulong = 0x4008_5203;
+const RNDRESEEDCRNG: libc::c_ulong = 0x5207;
+
+/// What a VM restored from a snapshot must not share with the snapshot
+/// or its siblings: the wall clock is set to the host's (it stood still
+/// while the snapshot waited), the host's entropy is added to the pool
+/// and credited, then the kernel's CRNG reseeds at once (every restored
+/// copy starts with the same pool, so without this they would draw the
+/// same random numbers), and the hostname becomes the host's pick.
+/// Each step that fails is said on the console; none stops the run.
+pub fn resume(unix_ns: u64, entropy_hex: &str, hostname: &str) {
+    let ts = libc::timespec {
+        tv_sec: (unix_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (unix_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: clock_settime reads the struct we pass.
+    if unsafe { libc::clock_settime(libc::CLOCK_REALTIME, &ts) } != 0 {
+        eprintln!(
+            "mcpvm-agent: cannot set the clock: {}",
+            io::Error::last_os_error()
+        );
+    }
+    if let Err(e) = add_entropy(entropy_hex) {
+        eprintln!("mcpvm-agent: cannot reseed the random pool: {e}");
+    }
+    // SAFETY: sethostname reads len bytes of the slice.
+    if unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) } != 0 {
+        eprintln!(
+            "mcpvm-agent: cannot set the hostname: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+fn add_entropy(hex: &str) -> io::Result<()> {
+    let bytes: Vec<u8> = (0..hex.len() / 2)
+        .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect();
+    if bytes.len() < 32 || bytes.len() * 2 != hex.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the host's entropy is not at least 32 bytes of hex",
+        ));
+    }
+    // struct rand_pool_info { int entropy_count; int buf_size; __u32 buf[]; }
+    let mut info = Vec::with_capacity(8 + bytes.len());
+    info.extend_from_slice(&((bytes.len() * 8) as i32).to_ne_bytes());
+    info.extend_from_slice(&(bytes.len() as i32).to_ne_bytes());
+    info.extend_from_slice(&bytes);
+    let random = fs::OpenOptions::new().write(true).open("/dev/urandom")?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: both ioctls read only the buffer we pass, which holds the
+    // header and buf_size bytes.
+    unsafe {
+        if libc::ioctl(random.as_raw_fd(), RNDADDENTROPY, info.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::ioctl(random.as_raw_fd(), RNDRESEEDCRNG) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

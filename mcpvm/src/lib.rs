@@ -9,6 +9,7 @@ pub mod image;
 pub mod logger;
 pub mod rundir;
 pub mod server;
+pub mod warm;
 pub mod workspace;
 
 /// Profiles live in their own crate (the fuzz targets build it alone).

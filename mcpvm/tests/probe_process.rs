@@ -40,7 +40,7 @@ fn by_default_every_tool_but_the_destructive_one_is_called_with_generated_argume
     assert_eq!(step(&r, "server/discover")["outcome"], "ok");
     assert_eq!(
         r["tools"],
-        serde_json::json!(["add", "alloc", "echo", "exit", "sleep", "write"])
+        serde_json::json!(["add", "alloc", "echo", "exit", "note", "sleep", "whoami", "write"])
     );
     // Generated from the schema: both required integers are 1.
     let add = step(&r, "tools/call:add");
@@ -49,7 +49,7 @@ fn by_default_every_tool_but_the_destructive_one_is_called_with_generated_argume
         serde_json::json!({"a": 1, "b": 1})
     );
     assert_eq!(add["detail"]["text"], "2");
-    for tool in ["alloc", "echo", "sleep", "write"] {
+    for tool in ["alloc", "echo", "note", "sleep", "whoami", "write"] {
         assert_eq!(
             step(&r, &format!("tools/call:{tool}"))["outcome"],
             "ok",

@@ -31,7 +31,7 @@ fn rmcp_client_talks_to_the_fixture_inside_a_vm() {
     assert_eq!(r["transport"], "vm");
     assert_eq!(
         r["tools"],
-        serde_json::json!(["add", "alloc", "echo", "exit", "sleep", "write"]),
+        serde_json::json!(["add", "alloc", "echo", "exit", "note", "sleep", "whoami", "write"]),
         "{r}"
     );
     let steps = r["steps"].as_array().unwrap();

@@ -410,7 +410,7 @@ fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     }
     let wanted = body.virtio.iter().map(|v| v.device.clone()).collect();
     let virtio = virtio_devices(&vm, &mut mmio, wanted, &config)?;
-    for ((kind, transport), saved) in virtio.iter().zip(&body.virtio) {
+    for ((kind, _), saved) in virtio.iter().zip(&body.virtio) {
         if *kind != saved.device {
             return Err(in_snapshot(format!(
                 "{kind:?} is not as it was ({:?}); the snapshot needs the same disk images",
@@ -418,11 +418,6 @@ fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
             ))
             .into());
         }
-        transport
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .restore(&saved.transport)
-            .map_err(in_snapshot)?;
     }
 
     let (events, event_rx) = mpsc::channel();
@@ -453,6 +448,16 @@ fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
         vcpu.restore_state(state).map_err(named)?;
         vcpu.set_msr_list(msrs.clone());
         vcpus.push(vcpu);
+    }
+    // The devices start last: an interrupt they raise at once (vsock's
+    // transport reset) must find the LAPICs restored, or it is lost to
+    // a vCPU that does not exist yet, or overwritten by its saved state.
+    for ((_, transport), saved) in virtio.iter().zip(&body.virtio) {
+        transport
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .restore(&saved.transport)
+            .map_err(in_snapshot)?;
     }
     Ok(BuiltVm {
         vm,

@@ -53,6 +53,13 @@ pub fn install_handlers(snapshots: bool) -> std::io::Result<()> {
     install(kick_signal(), on_kick)
 }
 
+/// Asks for a snapshot as SIGUSR1 does (from within the process, e.g.
+/// when the guest is at the point to be saved). Honoured only by a run
+/// with somewhere to save it.
+pub fn request_snapshot() {
+    SNAPSHOT_REQUESTED.store(true, Ordering::SeqCst);
+}
+
 /// Whether a snapshot was asked for since the last call.
 pub fn take_snapshot_request() -> bool {
     SNAPSHOT_REQUESTED.swap(false, Ordering::SeqCst)

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use guest_agent::channels::{
-    Event, RunSpec, Workspace, CONTROL_PORT, STDERR_PORT, STDIO_PORT, WORKSPACE_PORT,
+    Event, HostMessage, RunSpec, Workspace, CONTROL_PORT, STDERR_PORT, STDIO_PORT, WORKSPACE_PORT,
 };
 use vmm::{VmConfig, VsockConfig};
 
@@ -238,10 +238,35 @@ pub struct RunArgs {
     /// spawn, first output, OOM, denied and used system calls, exit.
     #[arg(long)]
     events: Option<PathBuf>,
+    /// Once the server has answered an `initialize` from mcpvm itself,
+    /// pause the VM and write it to this snapshot directory
+    /// (docs/snapshots.md), then exit 0; `--from-snapshot DIR` starts it.
+    #[arg(long, value_name = "DIR", conflicts_with = "workspace")]
+    snapshot_to: Option<PathBuf>,
+    /// Start the server from a snapshot `--snapshot-to` wrote, instead of
+    /// booting and starting it: the VM, its devices and the server come
+    /// from the snapshot.
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "command", "snapshot_to", "kernel", "initrd", "mem", "vcpus", "cwd", "env",
+        "disks", "image", "read_only_root", "server", "workspace", "profile", "no_rng",
+    ])]
+    from_snapshot: Option<PathBuf>,
+    /// Start the server from the warm-start cache: restored from a
+    /// snapshot of the same VM and server taken after `initialize`, taken
+    /// now (one cold start) if there is none yet (docs/snapshots.md).
+    #[arg(long, conflicts_with_all = ["snapshot_to", "from_snapshot", "workspace"])]
+    warm: bool,
+    /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
+    #[arg(long, value_name = "DIR", requires = "warm")]
+    snapshots: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
-    #[arg(last = true, required_unless_present = "server")]
+    #[arg(last = true, required_unless_present_any = ["server", "from_snapshot"])]
     command: Vec<String>,
 }
+
+/// The ids of the `initialize` and `ping` mcpvm sends before a snapshot.
+const TEMPLATE_ID: &str = "mcpvm-snapshot";
+const TEMPLATE_PING_ID: &str = "mcpvm-snapshot-ping";
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -270,7 +295,19 @@ pub enum RunError {
     },
     #[error(transparent)]
     Vmm(#[from] vmm::VmmError),
+    #[error(transparent)]
+    Snapshot(#[from] vmm::snapshot::SnapshotError),
+    #[error("No snapshot written to {dir}: the VM ended first ({why}); see --console for what the server did")]
+    NoSnapshot { dir: PathBuf, why: String },
+    #[error("Cannot key the warm-start cache on the VM's files")]
+    Warm(#[source] io::Error),
+    #[error("Cannot take the warm snapshot ({status}); the messages above say why")]
+    WarmTake { status: std::process::ExitStatus },
 }
+
+/// Beside a snapshot `run --snapshot-to` wrote: the server's answer to
+/// the template `initialize`.
+pub const INITIALIZE_FILE: &str = "initialize.json";
 
 /// `<dir of this binary>/../<rel>`: where scripts/build puts artifacts.
 pub fn default_artifact(
@@ -316,13 +353,25 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         vm: opts,
         timings,
         events,
+        snapshot_to,
+        from_snapshot,
+        warm,
+        snapshots,
         command,
     } = args;
     let Checked {
         profile,
         server,
         root_image,
-    } = opts.check(!command.is_empty())?;
+    } = match &from_snapshot {
+        // Everything the server had is in the snapshot.
+        Some(_) => Checked {
+            profile: None,
+            server: None,
+            root_image: None,
+        },
+        None => opts.check(!command.is_empty())?,
+    };
     let (command, mut env) = match &server {
         Some(s) => (s.argv.clone(), s.env.clone()),
         None => (command, Vec::new()),
@@ -346,95 +395,16 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             .into());
         }
     }
-    let kernel = default_artifact("kernel", opts.kernel, "kernel/vmlinux")?;
-    let initrd = default_artifact("initrd", opts.initrd, "initramfs-test.cpio")?;
-    let dir = RunDir::create().map_err(RunError::RunDir)?;
-    let control = listen(dir.path(), CONTROL_PORT)?;
-    let stdio = listen(dir.path(), STDIO_PORT)?;
-    let stderr = listen(dir.path(), STDERR_PORT)?;
-    let transfer = match &opts.workspace {
-        Some(ws) => Some(crate::workspace::serve(
-            listen(dir.path(), WORKSPACE_PORT)?,
-            ws.clone(),
-            opts.workspace_limit << 20,
-            opts.seccomp,
-        )),
-        None => None,
-    };
-    let console: Box<dyn Write + Send> = match &opts.console {
-        Some(path) => Box::new(File::create(path).map_err(|source| RunError::File {
-            path: path.clone(),
-            source,
-        })?),
-        None => Box::new(io::sink()),
-    };
-    let spec = RunSpec {
-        argv: command,
-        env,
-        cwd: opts.cwd,
-        workspace: opts.workspace.as_ref().map(|w| Workspace {
-            writable: w.writable,
-        }),
-        setup: server.as_ref().and_then(|s| s.setup.clone()),
-        policy: profile
-            .as_ref()
-            .map(|p| p.policy.clone())
-            .unwrap_or_default(),
-    };
-    let events_file = match &events {
-        Some(path) => Some(File::create(path).map_err(|source| RunError::File {
-            path: path.clone(),
-            source,
-        })?),
-        None => None,
-    };
-
-    // The host side of each channel, on its own thread: accept blocks until
-    // the agent connects, and the VM may end before it does.
-    let spec_line = serde_json::to_string(&spec)? + "\n";
-    let agent_times = Arc::new(std::sync::Mutex::new(serde_json::Map::new()));
-    let times = agent_times.clone();
-    let (confined_tx, confined) = std::sync::mpsc::channel();
-    let relay = |body: Box<dyn FnOnce(&AtomicBool) + Send>| {
-        spawn_relay(opts.seccomp, confined_tx.clone(), body)
-    };
-    let control_relay = relay(Box::new(move |connected| {
-        control_channel(control, connected, spec_line, start, times, events_file)
-    }));
-    // Our stdin → server stdin on a relay of its own, started here and
-    // handed the stream once the agent connects: a thread started by a
-    // confined one would carry that one's filter, not its own.
-    let (to_guest_tx, to_guest_rx) = std::sync::mpsc::channel::<std::os::unix::net::UnixStream>();
-    let _stdin_relay = relay(Box::new(move |_| {
-        if let Ok(to_guest) = to_guest_rx.recv() {
-            copy(io::stdin().lock(), &to_guest);
-            // EOF closes the server's stdin.
-            let _ = to_guest.shutdown(std::net::Shutdown::Write);
+    let (kernel, initrd) = match &from_snapshot {
+        Some(dir) => {
+            vmm::snapshot::read(dir)?;
+            (PathBuf::new(), PathBuf::new())
         }
-    }));
-    let stdout_relay = relay(Box::new(move |connected| {
-        if let Ok((s, _)) = stdio.accept() {
-            connected.store(true, Ordering::SeqCst);
-            if let Ok(to_guest) = s.try_clone() {
-                let _ = to_guest_tx.send(to_guest);
-            }
-            copy(&s, io::stdout().lock());
-            // Every byte is here: let the agent finish.
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }));
-    let stderr_relay = relay(Box::new(move |connected| {
-        if let Ok((s, _)) = stderr.accept() {
-            connected.store(true, Ordering::SeqCst);
-            copy(&s, io::stderr().lock());
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-    }));
-    drop(confined_tx);
-    if let Some(e) = confined.iter().take(4).find_map(Result::err) {
-        return Err(e.into());
-    }
-
+        None => (
+            default_artifact("kernel", opts.kernel.clone(), "kernel/vmlinux")?,
+            default_artifact("initrd", opts.initrd.clone(), "initramfs-test.cpio")?,
+        ),
+    };
     // The root image is the first disk (/dev/vda), then the user's.
     let mut cmdline = String::from("quiet mcpvm.channel=vsock");
     let mut disks = Vec::new();
@@ -456,18 +426,166 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         disks.push(read_only(&s.layer, "mcpvm-layer"));
     }
     disks.extend(opts.disks.iter().map(|d| d.config.clone()));
+    let spec = RunSpec {
+        argv: command,
+        env,
+        cwd: opts.cwd.clone(),
+        workspace: opts.workspace.as_ref().map(|w| Workspace {
+            writable: w.writable,
+        }),
+        setup: server.as_ref().and_then(|s| s.setup.clone()),
+        policy: profile
+            .as_ref()
+            .map(|p| p.policy.clone())
+            .unwrap_or_default(),
+        snapshot: snapshot_to.is_some(),
+    };
+    let mem_mib = opts
+        .mem
+        .or(profile.as_ref().map(|p| p.mem_mib))
+        .unwrap_or(256);
+    let vcpus = opts
+        .vcpus
+        .or(profile.as_ref().map(|p| p.vcpus))
+        .unwrap_or(1);
+    let rng = !opts.no_rng && profile.as_ref().is_none_or(|p| p.rng);
+    let mut from_snapshot = from_snapshot;
+    if warm {
+        let mut taken = spec.clone();
+        taken.snapshot = true;
+        let mut files = vec![&kernel, &initrd];
+        files.extend(disks.iter().map(|d| &d.path));
+        let inputs = crate::warm::Inputs {
+            mcpvm: env!("CARGO_PKG_VERSION"),
+            snapshot_format: vmm::snapshot::VERSION,
+            files: files
+                .into_iter()
+                .map(|f| crate::warm::FileId::of(f))
+                .collect::<Result<_, _>>()
+                .map_err(RunError::Warm)?,
+            mem_mib,
+            vcpus,
+            rng,
+            cmdline: cmdline.clone(),
+            spec: serde_json::to_value(&taken)?,
+        };
+        let cache = snapshots.unwrap_or_else(crate::warm::default_dir);
+        from_snapshot = Some(warm_snapshot(
+            &cache,
+            &inputs,
+            &opts,
+            &spec.argv,
+            server.is_some(),
+        )?);
+    }
+    let dir = RunDir::create().map_err(RunError::RunDir)?;
+    let control = listen(dir.path(), CONTROL_PORT)?;
+    let stdio = listen(dir.path(), STDIO_PORT)?;
+    let stderr = listen(dir.path(), STDERR_PORT)?;
+    let transfer = match &opts.workspace {
+        Some(ws) => Some(crate::workspace::serve(
+            listen(dir.path(), WORKSPACE_PORT)?,
+            ws.clone(),
+            opts.workspace_limit << 20,
+            opts.seccomp,
+        )),
+        None => None,
+    };
+    let console: Box<dyn Write + Send> = match &opts.console {
+        Some(path) => Box::new(File::create(path).map_err(|source| RunError::File {
+            path: path.clone(),
+            source,
+        })?),
+        None => Box::new(io::sink()),
+    };
+    let events_file = match &events {
+        Some(path) => Some(File::create(path).map_err(|source| RunError::File {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
+    };
+
+    // The host side of each channel, on its own thread: accept blocks until
+    // the agent connects, and the VM may end before it does.
+    // A booting VM's agent gets the run spec first; a restored one, what
+    // must change after a restore (made when it connects).
+    let first = match &from_snapshot {
+        Some(_) => FirstLine::Resume,
+        None => FirstLine::Spec(serde_json::to_string(&spec)? + "\n"),
+    };
+    let agent_times = Arc::new(std::sync::Mutex::new(serde_json::Map::new()));
+    let times = agent_times.clone();
+    let (confined_tx, confined) = std::sync::mpsc::channel();
+    let relay = |body: Box<dyn FnOnce(&AtomicBool) + Send>| {
+        spawn_relay(opts.seccomp, confined_tx.clone(), body)
+    };
+    // Before a snapshot, the template client's answer goes to the agent
+    // on CONTROL: the control relay hands its stream over.
+    let (control_tx, control_rx) = std::sync::mpsc::channel::<std::os::unix::net::UnixStream>();
+    let control_relay = relay(Box::new(move |connected| {
+        control_channel(
+            control,
+            connected,
+            first,
+            control_tx,
+            start,
+            times,
+            events_file,
+        )
+    }));
+    // Our stdin → server stdin on a relay of its own, started here and
+    // handed the stream once the agent connects: a thread started by a
+    // confined one would carry that one's filter, not its own.
+    let (to_guest_tx, to_guest_rx) = std::sync::mpsc::channel::<std::os::unix::net::UnixStream>();
+    let template = snapshot_to.is_some();
+    let _stdin_relay = relay(Box::new(move |_| {
+        if let Ok(mut to_guest) = to_guest_rx.recv() {
+            if template {
+                // The server is snapshotted ready: initialized once.
+                let _ = to_guest.write_all(template_initialize().as_bytes());
+                return;
+            }
+            copy(io::stdin().lock(), &to_guest);
+            // EOF closes the server's stdin.
+            let _ = to_guest.shutdown(std::net::Shutdown::Write);
+        }
+    }));
+    let answer = Arc::new(std::sync::Mutex::new(None::<String>));
+    let answered = answer.clone();
+    let stdout_relay = relay(Box::new(move |connected| {
+        if let Ok((s, _)) = stdio.accept() {
+            connected.store(true, Ordering::SeqCst);
+            if let Ok(to_guest) = s.try_clone() {
+                let _ = to_guest_tx.send(to_guest);
+            }
+            if template {
+                await_template_answer(&s, &answered, control_rx);
+            } else {
+                copy(&s, io::stdout().lock());
+            }
+            // Every byte is here: let the agent finish.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }));
+    let stderr_relay = relay(Box::new(move |connected| {
+        if let Ok((s, _)) = stderr.accept() {
+            connected.store(true, Ordering::SeqCst);
+            copy(&s, io::stderr().lock());
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }));
+    drop(confined_tx);
+    if let Some(e) = confined.iter().take(4).find_map(Result::err) {
+        return Err(e.into());
+    }
+
     let config = VmConfig {
         kernel,
-        initrd: Some(initrd),
+        initrd: Some(initrd).filter(|_| from_snapshot.is_none()),
         cmdline,
-        mem_mib: opts
-            .mem
-            .or(profile.as_ref().map(|p| p.mem_mib))
-            .unwrap_or(256),
-        vcpus: opts
-            .vcpus
-            .or(profile.as_ref().map(|p| p.vcpus))
-            .unwrap_or(1),
+        mem_mib,
+        vcpus,
         console: Some(console),
         timeout: opts.timeout.map(Duration::from_secs),
         allow_pvm: opts.allow_pvm,
@@ -477,9 +595,12 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             uds_path: dir.path().join("vsock.sock"),
         }),
         disks,
-        rng: !opts.no_rng && profile.as_ref().is_none_or(|p| p.rng),
+        rng,
         seccomp: opts.seccomp,
-        snapshot: vmm::SnapshotConfig::default(),
+        snapshot: vmm::SnapshotConfig {
+            save_to: snapshot_to.clone(),
+            restore_from: from_snapshot.clone(),
+        },
     };
     let outcome = vmm::run(config)?;
     // The VM is gone and its sockets closed: a connected relay sees EOF
@@ -502,6 +623,21 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         outcome.reason,
         outcome.reason.exit_code()
     );
+    if let Some(dir) = &snapshot_to {
+        if !matches!(outcome.reason, vmm::ExitReason::Snapshot(_)) {
+            return Err(RunError::NoSnapshot {
+                dir: dir.clone(),
+                why: outcome.reason.to_string(),
+            }
+            .into());
+        }
+        // What the server said it is, for the person (and cache) using it.
+        let said = answer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(line) = said {
+            let path = dir.join(INITIALIZE_FILE);
+            std::fs::write(&path, line).map_err(|source| RunError::File { path, source })?;
+        }
+    }
     if let Some(path) = &timings {
         let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
         let t = &outcome.timings;
@@ -534,6 +670,51 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         eprintln!("mcpvm: {}", outcome.reason);
     }
     Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
+}
+
+/// The warm snapshot for `inputs` in `cache`: found, or taken now by a
+/// `mcpvm run --snapshot-to` of the same VM and server (a child process:
+/// this one's VMM has yet to run its own VM).
+fn warm_snapshot(
+    cache: &Path,
+    inputs: &crate::warm::Inputs,
+    opts: &VmOptions,
+    command: &[String],
+    catalogued: bool,
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    let key = inputs.key();
+    if let Some(dir) = crate::warm::lookup(cache, &key) {
+        log::info!("warm start from {}", dir.display());
+        return Ok(dir);
+    }
+    let dir = cache.join(&key);
+    eprintln!(
+        "mcpvm: no warm snapshot of this server yet; taking one (a cold start) into {}",
+        dir.display()
+    );
+    std::fs::create_dir_all(cache).map_err(|source| RunError::File {
+        path: cache.to_path_buf(),
+        source,
+    })?;
+    let mut child = std::process::Command::new(std::env::current_exe()?);
+    child
+        .arg("run")
+        .args(opts.to_run_args())
+        .arg(format!("--snapshot-to={}", dir.display()));
+    if !catalogued {
+        child.arg("--").args(command);
+    }
+    let status = child
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    if !status.success() {
+        return Err(RunError::WarmTake { status }.into());
+    }
+    let path = dir.join("inputs.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&inputs.described())?)
+        .map_err(|source| RunError::File { path, source })?;
+    Ok(dir)
 }
 
 /// How long the relays get, all together, to pass on the last bytes once
@@ -581,12 +762,119 @@ fn spawn_relay(
     Relay { connected, done }
 }
 
-/// Sends the run spec, then logs the agent's events as they arrive and
-/// notes when each kind first arrived (ms since start).
+/// What the host says first on CONTROL.
+enum FirstLine {
+    /// The run spec (a booting VM).
+    Spec(String),
+    /// A [`HostMessage::Resume`], made when the agent connects (a
+    /// restored VM).
+    Resume,
+}
+
+impl FirstLine {
+    fn line(self) -> String {
+        match self {
+            FirstLine::Spec(line) => line,
+            FirstLine::Resume => {
+                let mut entropy = [0u8; 64];
+                let mut random = [0u8; 4];
+                fill_random(&mut entropy);
+                fill_random(&mut random);
+                let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+                let msg = HostMessage::Resume {
+                    unix_ns: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64),
+                    entropy: hex(&entropy),
+                    hostname: format!("mcpvm-{}", hex(&random)),
+                };
+                serde_json::to_string(&msg).expect("messages serialize") + "\n"
+            }
+        }
+    }
+}
+
+/// Fills `buf` from the kernel's CSPRNG.
+fn fill_random(buf: &mut [u8]) {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: getrandom writes at most the len bytes we pass.
+        let n = unsafe { libc::getrandom(buf[got..].as_mut_ptr().cast(), buf.len() - got, 0) };
+        if n > 0 {
+            got += n as usize;
+        } else if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            panic!("getrandom failed: {}", io::Error::last_os_error());
+        }
+    }
+}
+
+/// The `initialize` request of the template client.
+fn template_initialize() -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": TEMPLATE_ID,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "mcpvm-snapshot", "version": env!("CARGO_PKG_VERSION")},
+        },
+    })
+    .to_string()
+        + "\n"
+}
+
+/// Reads the server's stdout until it answers the template `initialize`
+/// (the answer is kept), completes the handshake (`initialized`), and once
+/// a `ping` is answered, the server being idle, asks the agent to get
+/// ready for the snapshot. A caller's own `initialize` after a restore is
+/// answered by the server's running session, as every MCP SDK does.
+/// Anything else the server prints is logged. An error answer (or none)
+/// leaves the VM without a snapshot: the server's stdin is closed, and
+/// the run says no snapshot was written.
+fn await_template_answer(
+    s: &std::os::unix::net::UnixStream,
+    answer: &std::sync::Mutex<Option<String>>,
+    control: std::sync::mpsc::Receiver<std::os::unix::net::UnixStream>,
+) {
+    for line in BufReader::new(s).lines().map_while(Result::ok) {
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        if v["id"] != TEMPLATE_ID && v["id"] != TEMPLATE_PING_ID {
+            log::info!("server said before the snapshot: {line}");
+            continue;
+        }
+        if v.get("result").is_none() {
+            eprintln!("mcpvm: the server did not answer the template client, so there is no snapshot: {line}");
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            continue;
+        }
+        if v["id"] == TEMPLATE_ID {
+            log::info!("server initialized: {line}");
+            *answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(line);
+            let next = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                .to_string()
+                + "\n"
+                + &serde_json::json!({"jsonrpc": "2.0", "id": TEMPLATE_PING_ID, "method": "ping"})
+                    .to_string()
+                + "\n";
+            let _ = (&*s).write_all(next.as_bytes());
+            continue;
+        }
+        if let Ok(mut c) = control.recv() {
+            let msg = serde_json::to_string(&HostMessage::Snapshot).expect("messages serialize");
+            let _ = c.write_all(format!("{msg}\n").as_bytes());
+        }
+    }
+}
+
+/// Sends the first line, then logs the agent's events as they arrive and
+/// notes when each kind first arrived (ms since start). The agent's
+/// [`Event::SnapshotReady`] starts the snapshot.
 fn control_channel(
     listener: UnixListener,
     connected: &AtomicBool,
-    spec_line: String,
+    first: FirstLine,
+    handover: std::sync::mpsc::Sender<std::os::unix::net::UnixStream>,
     start: Instant,
     times: Arc<std::sync::Mutex<serde_json::Map<String, serde_json::Value>>>,
     mut events_file: Option<File>,
@@ -595,8 +883,11 @@ fn control_channel(
         return;
     };
     connected.store(true, Ordering::SeqCst);
-    if s.write_all(spec_line.as_bytes()).is_err() {
+    if s.write_all(first.line().as_bytes()).is_err() {
         return;
+    }
+    if let Ok(c) = s.try_clone() {
+        let _ = handover.send(c);
     }
     let reader = BufReader::new(s.try_clone().expect("clone control socket"));
     for line in reader.lines().map_while(Result::ok) {
@@ -618,6 +909,9 @@ fn control_channel(
                             d.errno.as_deref().unwrap_or("")
                         );
                     }
+                }
+                if e == Event::SnapshotReady {
+                    vmm::signals::request_snapshot();
                 }
                 if e == Event::OomKilled {
                     eprintln!("mcpvm: the guest kernel's OOM killer ended a server process; give the VM more memory (--mem)");

@@ -356,6 +356,11 @@ impl MmioTransport {
                     .map_err(|e| format!("cannot read a used ring: {e}"))?;
                 q.set_next_avail(at.0);
                 q.set_next_used(at.0);
+                log::debug!(
+                    "virtio device type {}: queue restored at {}",
+                    self.device.device_type(),
+                    at.0
+                );
             }
         }
         self.status = saved.status;

@@ -367,6 +367,7 @@ impl Worker {
         let len = if matches!(written, Ok(true)) { 4 } else { 0 };
         let _ = self.evq.add_used(&self.mem, head, len);
         self.reset_pending = false;
+        log::debug!("vsock: told the guest its connections are gone (transport reset)");
         if self.evq.needs_notification(&self.mem).unwrap_or(true) {
             self.interrupt.signal_used_queue();
         }

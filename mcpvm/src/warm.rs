@@ -1,0 +1,157 @@
+//! The warm-start cache (`mcpvm run --warm`): snapshots of servers that
+//! have answered `initialize`, keyed by everything that went into them,
+//! taken on first use and restored from then on.
+//!
+//! The key is the SHA-256 of [`Inputs`]: the versions of mcpvm and of the
+//! snapshot format, the identity of every file the VM is made of (kernel,
+//! initramfs, root image, server layer, disks: path, size, modification
+//! time and inode, so a rebuilt file is a new key without hashing
+//! hundreds of MiB on every run), the VM's shape, and the run spec
+//! (command, environment, working directory, setup line and the
+//! withholding policy of the profile). A catalogued server's layer is
+//! named after its package and version, so a new version is a new key.
+//! Entries are directories `<key>/` holding the snapshot plus
+//! `inputs.json`, what the key was made of (environment values are not
+//! written, only their names: they may be credentials).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// What a warm snapshot depends on.
+#[derive(Debug, Serialize)]
+pub struct Inputs {
+    pub mcpvm: &'static str,
+    pub snapshot_format: u32,
+    pub files: Vec<FileId>,
+    pub mem_mib: u64,
+    pub vcpus: u8,
+    pub rng: bool,
+    pub cmdline: String,
+    /// The run spec as the agent gets it (JSON).
+    pub spec: serde_json::Value,
+}
+
+/// A file as far as the key is concerned.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct FileId {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub mtime_ns: i128,
+    pub inode: u64,
+}
+
+impl FileId {
+    pub fn of(path: &Path) -> std::io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt;
+        let path = std::fs::canonicalize(path)?;
+        let m = std::fs::metadata(&path)?;
+        Ok(FileId {
+            bytes: m.len(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            inode: m.ino(),
+            path,
+        })
+    }
+}
+
+impl Inputs {
+    /// The cache key: SHA-256 of the inputs' JSON, hex.
+    pub fn key(&self) -> String {
+        let json = serde_json::to_vec(self).expect("inputs serialize");
+        Sha256::digest(&json)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The inputs as written beside the snapshot: environment values
+    /// replaced by their names' presence.
+    pub fn described(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("inputs serialize");
+        if let Some(env) = v["spec"]["env"].as_array_mut() {
+            for pair in env.iter_mut() {
+                pair[1] = serde_json::json!("(not written)");
+            }
+        }
+        v
+    }
+}
+
+/// The default cache: ~/.cache/mcpvm/snapshots (or
+/// $MCPVM_CACHE/snapshots), beside the image store.
+pub fn default_dir() -> PathBuf {
+    mcpvm_images::store::default_dir()
+        .parent()
+        .map(|p| p.join("snapshots"))
+        .unwrap_or_else(|| PathBuf::from("snapshots"))
+}
+
+/// The snapshot for `key` in `dir`, if one was taken and is complete
+/// (a snapshot appears only whole: `vmm::snapshot::write` renames it
+/// into place).
+pub fn lookup(dir: &Path, key: &str) -> Option<PathBuf> {
+    let entry = dir.join(key);
+    entry
+        .join(vmm::snapshot::STATE_FILE)
+        .is_file()
+        .then_some(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(file: &Path) -> Inputs {
+        Inputs {
+            mcpvm: "0.1.0",
+            snapshot_format: 2,
+            files: vec![FileId::of(file).unwrap()],
+            mem_mib: 256,
+            vcpus: 1,
+            rng: true,
+            cmdline: "quiet".into(),
+            spec: serde_json::json!({"argv": ["/bin/server"], "env": [["TOKEN", "secret"]]}),
+        }
+    }
+
+    #[test]
+    fn the_key_changes_with_any_input_and_only_then() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("kernel");
+        std::fs::write(&f, "one").unwrap();
+        let a = inputs(&f);
+        assert_eq!(a.key(), inputs(&f).key(), "same inputs, same key");
+        assert_eq!(a.key().len(), 64);
+        let mut b = inputs(&f);
+        b.mem_mib = 512;
+        assert_ne!(a.key(), b.key());
+        let mut c = inputs(&f);
+        c.spec["argv"][0] = "/bin/other".into();
+        assert_ne!(a.key(), c.key());
+        // A rebuilt file (same path) is another key.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&f, "two").unwrap();
+        assert_ne!(a.key(), inputs(&f).key());
+    }
+
+    #[test]
+    fn written_inputs_keep_no_environment_values() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("kernel");
+        std::fs::write(&f, "k").unwrap();
+        let text = inputs(&f).described().to_string();
+        assert!(text.contains("TOKEN") && !text.contains("secret"), "{text}");
+    }
+
+    #[test]
+    fn only_a_complete_snapshot_is_found() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(lookup(d.path(), "k"), None);
+        std::fs::create_dir(d.path().join("k")).unwrap();
+        assert_eq!(lookup(d.path(), "k"), None);
+        std::fs::write(d.path().join("k/state"), "").unwrap();
+        assert_eq!(lookup(d.path(), "k"), Some(d.path().join("k")));
+    }
+}
