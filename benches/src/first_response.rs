@@ -1,7 +1,9 @@
 //! First response: from starting a server to its `initialize` and
 //! `tools/list` answers, for the server inside a microVM (`mcpvm run`)
 //! and for the same server as a bare host process, alternating runs.
-//! The VM runs are broken into phases from `mcpvm run --timings`.
+//! The VM runs are broken into phases from `mcpvm run --timings`. With
+//! `warm`, a third peer: the same VM restored from a snapshot taken once
+//! before the runs (`mcpvm run --from-snapshot`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,6 +21,8 @@ pub struct FirstResponseBench {
     /// The same server on the host.
     pub host_command: Vec<String>,
     pub runs: usize,
+    /// Also measure restores from a snapshot of the VM.
+    pub warm: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +37,8 @@ pub enum FirstResponseError {
     },
     #[error("Cannot create a temporary file")]
     Temp(#[source] std::io::Error),
+    #[error("Cannot take the snapshot for the warm runs ({0})")]
+    Snapshot(String),
 }
 
 /// Phases, ms since the VMM process started.
@@ -56,7 +62,13 @@ pub struct FirstResponseReport {
     pub vm_phases: Vec<(String, Option<Summary>)>,
     /// Median VM minus median bare, ms.
     pub vm_overhead_initialize: Option<f64>,
+    pub warm_initialize: Option<Summary>,
+    pub warm_tools_list: Option<Summary>,
+    pub warm_phases: Vec<(String, Option<Summary>)>,
 }
+
+/// Phases of a restored VM, ms since the VMM process started.
+pub const WARM_PHASES: [&str; 4] = ["kvm_ready", "resumed", "first_stdout_byte", "exit"];
 
 impl FirstResponseBench {
     pub fn run(
@@ -76,9 +88,59 @@ impl FirstResponseBench {
         let dir = std::env::temp_dir().join(format!("mcpvm-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(FirstResponseError::Temp)?;
         let timings = dir.join("timings.json");
+        let snapshot = dir.join("snapshot");
+        if self.warm {
+            progress("taking the snapshot for the warm runs");
+            let status = std::process::Command::new(&self.mcpvm)
+                .arg("run")
+                .arg(format!("--snapshot-to={}", snapshot.display()))
+                .args(&self.vm_args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .status()
+                .map_err(|e| FirstResponseError::Snapshot(e.to_string()))?;
+            if !status.success() {
+                return Err(FirstResponseError::Snapshot(status.to_string()));
+            }
+        }
         let (mut vi, mut vl, mut bi, mut bl) = (vec![], vec![], vec![], vec![]);
+        let (mut wi, mut wl) = (vec![], vec![]);
         let mut phases: Vec<Vec<f64>> = vec![Vec::new(); PHASES.len()];
+        let mut warm_phases: Vec<Vec<f64>> = vec![Vec::new(); WARM_PHASES.len()];
         for run in 1..=self.runs {
+            if self.warm {
+                progress(&format!("run {run}/{}: restored VM", self.runs));
+                let cmd = vec![
+                    self.mcpvm.display().to_string(),
+                    "run".into(),
+                    "--timings".into(),
+                    timings.display().to_string(),
+                    "--from-snapshot".into(),
+                    snapshot.display().to_string(),
+                ];
+                let vm_opts = ProbeOptions {
+                    vm_timings: Some(timings.clone()),
+                    ..bare_opts.clone()
+                };
+                let r = probe_process(&cmd, &vm_opts)?;
+                let (Some(i), Some(l)) = (r.timings.handshake_ms, r.timings.tools_list_ms) else {
+                    return Err(FirstResponseError::Failed {
+                        what: "restored VM",
+                        run,
+                        detail: r.summary(),
+                    });
+                };
+                wi.push(i);
+                wl.push(l);
+                if let Some(v) = &r.timings.vm {
+                    for (i, p) in WARM_PHASES.iter().enumerate() {
+                        if let Some(x) = v[p].as_f64() {
+                            warm_phases[i].push(x);
+                        }
+                    }
+                }
+                let _ = std::fs::remove_file(&timings);
+            }
             progress(&format!("run {run}/{}: VM", self.runs));
             let mut cmd = vec![
                 self.mcpvm.display().to_string(),
@@ -143,6 +205,15 @@ impl FirstResponseBench {
         if let (Some(v), Some(b)) = (&rep.vm_initialize, &rep.bare_initialize) {
             rep.vm_overhead_initialize = Some(v.median - b.median);
         }
+        if self.warm {
+            rep.warm_initialize = summarize(&wi);
+            rep.warm_tools_list = summarize(&wl);
+            rep.warm_phases = WARM_PHASES
+                .iter()
+                .zip(&warm_phases)
+                .map(|(p, v)| (p.to_string(), summarize(v)))
+                .collect();
+        }
         Ok(rep)
     }
 }
@@ -171,8 +242,19 @@ impl FirstResponseReport {
             "bare process: spawn → tools/list response",
             &self.bare_tools_list,
         );
+        row(
+            "restored VM: spawn → handshake response",
+            &self.warm_initialize,
+        );
+        row(
+            "restored VM: spawn → tools/list response",
+            &self.warm_tools_list,
+        );
         for (p, x) in &self.vm_phases {
             row(&format!("VM phase: VMM start → {p}"), x);
+        }
+        for (p, x) in &self.warm_phases {
+            row(&format!("restored VM phase: VMM start → {p}"), x);
         }
         if let Some(o) = self.vm_overhead_initialize {
             s += &format!(

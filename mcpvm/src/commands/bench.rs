@@ -67,6 +67,10 @@ pub struct FirstResponseArgs {
     /// Host seccomp mode of the VM runs (off|log|on), to measure its cost.
     #[arg(long)]
     seccomp: Option<vmm::SeccompMode>,
+    /// Also measure the VM restored from a snapshot taken after
+    /// `initialize` (docs/snapshots.md), taken once before the runs.
+    #[arg(long)]
+    warm: bool,
     /// The server command inside the guest (after `--host … --`).
     #[arg(
         trailing_var_arg = true,
@@ -158,6 +162,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 vm_args,
                 host_command: a.host,
                 runs: a.runs as usize,
+                warm: a.warm,
             };
             let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
             emit(&report, report.markdown(), json)
