@@ -103,118 +103,113 @@ impl FirstResponseBench {
                 return Err(FirstResponseError::Snapshot(status.to_string()));
             }
         }
-        let (mut vi, mut vl, mut bi, mut bl) = (vec![], vec![], vec![], vec![]);
-        let (mut wi, mut wl) = (vec![], vec![]);
-        let mut phases: Vec<Vec<f64>> = vec![Vec::new(); PHASES.len()];
-        let mut warm_phases: Vec<Vec<f64>> = vec![Vec::new(); WARM_PHASES.len()];
-        for run in 1..=self.runs {
-            if self.warm {
-                progress(&format!("run {run}/{}: restored VM", self.runs));
-                let cmd = vec![
-                    self.mcpvm.display().to_string(),
-                    "run".into(),
-                    "--timings".into(),
-                    timings.display().to_string(),
-                    "--from-snapshot".into(),
-                    snapshot.display().to_string(),
-                ];
-                let vm_opts = ProbeOptions {
-                    vm_timings: Some(timings.clone()),
-                    ..bare_opts.clone()
-                };
-                let r = probe_process(&cmd, &vm_opts)?;
-                let (Some(i), Some(l)) = (r.timings.handshake_ms, r.timings.tools_list_ms) else {
-                    return Err(FirstResponseError::Failed {
-                        what: "restored VM",
-                        run,
-                        detail: r.summary(),
-                    });
-                };
-                wi.push(i);
-                wl.push(l);
-                if let Some(v) = &r.timings.vm {
-                    for (i, p) in WARM_PHASES.iter().enumerate() {
-                        if let Some(x) = v[p].as_f64() {
-                            warm_phases[i].push(x);
-                        }
-                    }
-                }
-                let _ = std::fs::remove_file(&timings);
-            }
-            progress(&format!("run {run}/{}: VM", self.runs));
+        let mut warm = Samples::new("restored VM", &WARM_PHASES);
+        let mut vm = Samples::new("VM", &PHASES);
+        let mut bare = Samples::new("bare", &[]);
+        let mcpvm_run = |more: &[String]| {
             let mut cmd = vec![
                 self.mcpvm.display().to_string(),
                 "run".into(),
                 "--timings".into(),
                 timings.display().to_string(),
             ];
-            cmd.extend(self.vm_args.iter().cloned());
+            cmd.extend(more.iter().cloned());
+            cmd
+        };
+        let with_timings = ProbeOptions {
+            vm_timings: Some(timings.clone()),
+            ..bare_opts.clone()
+        };
+        for run in 1..=self.runs {
+            if self.warm {
+                progress(&format!("run {run}/{}: restored VM", self.runs));
+                let cmd = mcpvm_run(&["--from-snapshot".into(), snapshot.display().to_string()]);
+                warm.add(run, &probe_process(&cmd, &with_timings)?)?;
+                let _ = std::fs::remove_file(&timings);
+            }
+            progress(&format!("run {run}/{}: VM", self.runs));
             // The boot counts against the discover wait in a VM.
             let vm_opts = ProbeOptions {
-                vm_timings: Some(timings.clone()),
                 discover_timeout: bare_opts.init_timeout,
-                ..bare_opts.clone()
+                ..with_timings.clone()
             };
-            let r = probe_process(&cmd, &vm_opts)?;
-            let (Some(i), Some(l)) = (r.timings.handshake_ms, r.timings.tools_list_ms) else {
-                return Err(FirstResponseError::Failed {
-                    what: "VM",
-                    run,
-                    detail: r.summary(),
-                });
-            };
-            vi.push(i);
-            vl.push(l);
-            // The probe returns once `mcpvm run` has exited, so it has read
-            // the complete timings file.
-            if let Some(v) = &r.timings.vm {
-                for (i, p) in PHASES.iter().enumerate() {
-                    if let Some(x) = v[p].as_f64() {
-                        phases[i].push(x);
-                    }
-                }
-            }
+            vm.add(run, &probe_process(&mcpvm_run(&self.vm_args), &vm_opts)?)?;
             let _ = std::fs::remove_file(&timings);
 
             progress(&format!("run {run}/{}: bare process", self.runs));
-            let r = probe_process(&self.host_command, &bare_opts)?;
-            let (Some(i), Some(l)) = (r.timings.handshake_ms, r.timings.tools_list_ms) else {
-                return Err(FirstResponseError::Failed {
-                    what: "bare",
-                    run,
-                    detail: r.summary(),
-                });
-            };
-            bi.push(i);
-            bl.push(l);
+            bare.add(run, &probe_process(&self.host_command, &bare_opts)?)?;
         }
         let _ = std::fs::remove_dir_all(&dir);
         let mut rep = FirstResponseReport {
             runs: self.runs,
-            vm_initialize: summarize(&vi),
-            vm_tools_list: summarize(&vl),
-            bare_initialize: summarize(&bi),
-            bare_tools_list: summarize(&bl),
-            vm_phases: PHASES
-                .iter()
-                .zip(&phases)
-                .map(|(p, v)| (p.to_string(), summarize(v)))
-                .collect(),
+            vm_initialize: summarize(&vm.initialize),
+            vm_tools_list: summarize(&vm.tools_list),
+            bare_initialize: summarize(&bare.initialize),
+            bare_tools_list: summarize(&bare.tools_list),
+            vm_phases: vm.phases(),
             ..Default::default()
         };
         if let (Some(v), Some(b)) = (&rep.vm_initialize, &rep.bare_initialize) {
             rep.vm_overhead_initialize = Some(v.median - b.median);
         }
         if self.warm {
-            rep.warm_initialize = summarize(&wi);
-            rep.warm_tools_list = summarize(&wl);
-            rep.warm_phases = WARM_PHASES
-                .iter()
-                .zip(&warm_phases)
-                .map(|(p, v)| (p.to_string(), summarize(v)))
-                .collect();
+            rep.warm_initialize = summarize(&warm.initialize);
+            rep.warm_tools_list = summarize(&warm.tools_list);
+            rep.warm_phases = warm.phases();
         }
         Ok(rep)
+    }
+}
+
+/// One peer's measurements over the runs.
+struct Samples {
+    what: &'static str,
+    initialize: Vec<f64>,
+    tools_list: Vec<f64>,
+    phase_names: &'static [&'static str],
+    phases: Vec<Vec<f64>>,
+}
+
+impl Samples {
+    fn new(what: &'static str, phase_names: &'static [&'static str]) -> Self {
+        Samples {
+            what,
+            initialize: Vec::new(),
+            tools_list: Vec::new(),
+            phase_names,
+            phases: vec![Vec::new(); phase_names.len()],
+        }
+    }
+
+    /// Adds one run's probe result; a run without both answers fails.
+    /// (The probe returns once `mcpvm run` has exited, so it has read the
+    /// complete timings file.)
+    fn add(&mut self, run: usize, r: &probes::ProbeResult) -> Result<(), FirstResponseError> {
+        let (Some(i), Some(l)) = (r.timings.handshake_ms, r.timings.tools_list_ms) else {
+            return Err(FirstResponseError::Failed {
+                what: self.what,
+                run,
+                detail: r.summary(),
+            });
+        };
+        self.initialize.push(i);
+        self.tools_list.push(l);
+        if let Some(v) = &r.timings.vm {
+            for (i, p) in self.phase_names.iter().enumerate() {
+                if let Some(x) = v[p].as_f64() {
+                    self.phases[i].push(x);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn phases(&self) -> Vec<(String, Option<Summary>)> {
+        self.phase_names
+            .iter()
+            .zip(&self.phases)
+            .map(|(p, v)| (p.to_string(), summarize(v)))
+            .collect()
     }
 }
 
