@@ -422,6 +422,38 @@ fn every_bad_value_is_one_clear_error_and_leaves_nothing() {
             "cannot be used with",
         ),
         (
+            s(&["run", "--from-snapshot", "/nonexistent"]),
+            1,
+            "Cannot read snapshot /nonexistent/state",
+        ),
+        (
+            s(&["run", "--from-snapshot", "/nonexistent", "--mem", "512"]),
+            2,
+            "cannot be used with",
+        ),
+        (
+            s(&["run", "--from-snapshot", "/nonexistent", "--", "/bin/true"]),
+            2,
+            "cannot be used with",
+        ),
+        (
+            s(&[
+                "run",
+                "--warm",
+                "--snapshot-to",
+                "/tmp/x",
+                "--",
+                "/bin/true",
+            ]),
+            2,
+            "cannot be used with",
+        ),
+        (
+            s(&["run", "--snapshots", "/tmp/x", "--", "/bin/true"]),
+            2,
+            "--warm",
+        ),
+        (
             s(&["run", "--disk", "x,cache=fast", "--", "/bin/true"]),
             2,
             "unknown disk option 'cache=fast'; use rw, ro",

@@ -1,7 +1,8 @@
 //! MCP snapshots end to end on real KVM (directly, or in the testbed):
-//! `mcpvm run --snapshot-to` takes the fixture after its `initialize`, ten
-//! `mcpvm run --from-snapshot` VMs restored from it at once each hold an
-//! MCP session of their own, and bad snapshots are refused.
+//! `mcpvm run --snapshot-to` takes the fixture, and server-memory from the
+//! catalogue, after `initialize`; ten `mcpvm run --from-snapshot` VMs
+//! restored from each at once each hold an MCP session of their own; the
+//! warm-start cache; bad snapshots are refused.
 
 mod common;
 
@@ -15,10 +16,12 @@ const COPIES: usize = 10;
 fn results() -> &'static Results {
     static R: OnceLock<Results> = OnceLock::new();
     R.get_or_init(|| {
+        let mut files = common::run_payload();
+        files.extend(common::image_store_files(&["memory"]));
         run_scenario_within(
             &common::workspace().join("mcpvm/tests/scenarios/snapshot.sh"),
-            &common::run_payload(),
-            1200,
+            &files,
+            1500,
         )
     })
 }
@@ -158,7 +161,10 @@ fn no_run_directory_is_left_behind() {
 fn the_warm_cache_takes_a_snapshot_once_and_keys_it_on_the_inputs() {
     for name in ["warm1", "warm2", "warm3"] {
         let a = session(name);
-        assert_eq!(a[0]["result"]["serverInfo"]["name"], "mcp-fixture", "{name}");
+        assert_eq!(
+            a[0]["result"]["serverInfo"]["name"], "mcp-fixture",
+            "{name}"
+        );
         assert_eq!(text(&a[2]), name, "{name}: a server of its own");
         assert_eq!(file(&format!("{name}.code")).trim(), "0", "{name}");
     }
@@ -173,4 +179,32 @@ fn the_warm_cache_takes_a_snapshot_once_and_keys_it_on_the_inputs() {
         inputs.contains("MODE") && !inputs.contains("other"),
         "names, not values: {inputs}"
     );
+}
+
+#[test]
+fn restored_server_memory_copies_keep_their_graphs_apart() {
+    let c = results().case("take_memory");
+    assert_eq!(c.rc, 0, "{c:?}");
+    for i in 1..=COPIES {
+        let name = format!("memory{i}");
+        let a = session(&name);
+        assert_eq!(
+            a[0]["result"]["serverInfo"]["name"], "memory-server",
+            "{name}: {}",
+            a[0]
+        );
+        let tools = a[1]["result"]["tools"].to_string();
+        assert!(tools.contains("create_entities"), "{name}: {tools}");
+        assert!(text(&a[2]).contains(&name), "{name}: {}", a[2]);
+        // The graph holds this copy's entity and no other copy's.
+        let graph: serde_json::Value = serde_json::from_str(text(&a[3])).unwrap();
+        let names: Vec<&str> = graph["entities"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: {graph}"))
+            .iter()
+            .filter_map(|e| e["name"].as_str())
+            .collect();
+        assert_eq!(names, [name.as_str()], "{name}: {graph}");
+        assert_eq!(file(&format!("{name}.code")).trim(), "0", "{name}");
+    }
 }

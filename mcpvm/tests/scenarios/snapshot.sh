@@ -1,10 +1,13 @@
 # MCP snapshots on real KVM (testbed/run): snapshot the fixture after
 # mcpvm's template initialize, then restore COPIES (default 10) VMs from
-# it at once, each an MCP session of its own. Payload: bin/mcpvm,
-# kernel/vmlinux, initramfs-test.cpio.
+# it at once, each an MCP session of its own; the same with server-memory
+# (node, from the catalogue). Payload: bin/mcpvm, kernel/vmlinux,
+# initramfs-test.cpio, images/ (index.json, the runtime, memory's layer).
 set -u
 . ./case.sh
 COPIES=${COPIES:-10}
+# A session whose server is gone must not take the scenario with it.
+trap '' PIPE
 
 progress "snapshot the fixture"
 case_ take mcpvm run --timeout 300 --console "$MCPVM_OUT/take-console.txt" \
@@ -17,32 +20,42 @@ sleep 20
 date +%s > "$MCPVM_OUT/host-time.txt"
 
 # One MCP session: `session NAME RUN-ARGS...` runs `mcpvm run RUN-ARGS`
-# and sends initialize, tools/list, a note and whoami, each after the
+# and sends initialize, tools/list, and the calls CALL3 and CALL4 print
+# for NAME (by default the fixture's note and whoami), each after the
 # answer to the one before (its id in the output), so nothing races the
 # end of stdin. Leaves NAME.txt (stdout), NAME-stderr.txt, NAME.code.
+CALL3=fixture_note
+CALL4=fixture_whoami
+fixture_note() { echo '{"name":"note","arguments":{"text":"'$1'"}}'; }
+fixture_whoami() { echo '{"name":"whoami","arguments":{}}'; }
+memory_create() { echo '{"name":"create_entities","arguments":{"entities":[{"name":"'$1'","entityType":"copy","observations":["made in '$1'"]}]}}'; }
+memory_read() { echo '{"name":"read_graph","arguments":{}}'; }
 session() {
   i=$1
   shift
   out="$MCPVM_OUT/$i.txt"
-  rm -f "fifo$i" && mkfifo "fifo$i"
-  mcpvm run --timeout 240 --timings "$MCPVM_OUT/$i-timings.json" "$@" \
-    < "fifo$i" > "$out" 2> "$MCPVM_OUT/$i-stderr.txt" &
+  rm -f "in$i" "out$i" && mkfifo "in$i" "out$i"
+  mcpvm run --timeout 600 --timings "$MCPVM_OUT/$i-timings.json" "$@" \
+    < "in$i" > "out$i" 2> "$MCPVM_OUT/$i-stderr.txt" &
   pid=$!
-  exec 3> "fifo$i"
+  exec 3> "in$i" 4< "out$i"
+  # Sends a request, then reads (blocking, no polling: the testbed host
+  # has one CPU for ten VMs) until the line that answers it.
   ask() {
     printf '%s\n' "$1" >&3
-    n=0
-    until grep -q "\"id\":$2[,}]" "$out" 2>/dev/null || [ $n -ge 1800 ]; do
-      sleep 0.1
-      n=$((n + 1))
+    while IFS= read -r line <&4; do
+      printf '%s\n' "$line" >> "$out"
+      case "$line" in *"\"id\":$2,"* | *"\"id\":$2}"*) return 0 ;; esac
     done
   }
-  ask '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"copy'$i'","version":"1"}}}' 1
+  ask '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"'$i'","version":"1"}}}' 1
   printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/initialized"}' >&3
   ask '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' 2
-  ask '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"note","arguments":{"text":"'$i'"}}}' 3
-  ask '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"whoami","arguments":{}}}' 4
+  ask '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":'"$($CALL3 $i)"'}' 3
+  ask '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":'"$($CALL4 $i)"'}' 4
   exec 3>&-
+  cat <&4 >> "$out"
+  exec 4<&-
   wait $pid
   echo $? > "$MCPVM_OUT/$i.code"
 }
@@ -75,5 +88,25 @@ sed -i 's/"cmdline":"/"cmdline":"x/' corrupt/state
 sed -i '1s/"version":[0-9]*/"version":1/' old/state
 case_ corrupt mcpvm run --from-snapshot corrupt
 case_ old_version mcpvm run --from-snapshot old
+# The testbed host keeps every file in memory: the fixture's snapshots
+# go before ten node servers are restored.
+rm -rf snap cache corrupt old
+
+progress "snapshot server-memory"
+# Node under nested emulation: tens of seconds to start (docs/testbed.md).
+case_ take_memory mcpvm run --timeout 400 --images images --server memory --mem 384 \
+  --snapshot-to snap-memory
+progress "restore $COPIES copies of server-memory at once"
+CALL3=memory_create
+CALL4=memory_read
+# The host's memory while they run, for when a session does not finish.
+(sleep 30; free -m) > "$MCPVM_OUT/free-memory.txt" &
+i=1
+while [ $i -le "$COPIES" ]; do
+  session memory$i --from-snapshot snap-memory &
+  i=$((i + 1))
+done
+wait
+
 # No run directory (sockets) is left behind by any of them.
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
