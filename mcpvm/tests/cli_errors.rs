@@ -454,6 +454,16 @@ fn every_bad_value_is_one_clear_error_and_leaves_nothing() {
             "--warm",
         ),
         (
+            s(&["probe", "--warm", "--", "/bin/true"]),
+            1,
+            "--warm starts a microVM from a snapshot: give --vm or --server",
+        ),
+        (
+            s(&["audit", "--snapshots", "/tmp/x", "--out", "/tmp/y"]),
+            2,
+            "--warm",
+        ),
+        (
             s(&["run", "--disk", "x,cache=fast", "--", "/bin/true"]),
             2,
             "unknown disk option 'cache=fast'; use rw, ro",

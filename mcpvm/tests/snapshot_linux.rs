@@ -208,3 +208,21 @@ fn restored_server_memory_copies_keep_their_graphs_apart() {
         assert_eq!(file(&format!("{name}.code")).trim(), "0", "{name}");
     }
 }
+
+#[test]
+fn the_probe_starts_its_vm_from_the_warm_cache() {
+    for name in ["probe_warm1", "probe_warm2"] {
+        let c = results().case(name);
+        assert_eq!(c.rc, 0, "{name}: {c:?}");
+        let r = c.json();
+        assert!(
+            r["tools"].as_array().unwrap().iter().any(|t| t == "note"),
+            "{name}: {r}"
+        );
+        // A restored VM's timings: the agent came back, it did not boot.
+        let vm = &r["timings"]["vm"];
+        assert!(vm["resumed"].is_number(), "{name}: {vm}");
+        assert!(vm["boot_timer"].is_null(), "{name}: {vm}");
+    }
+    assert_eq!(file("probe-cache.txt").lines().count(), 1);
+}

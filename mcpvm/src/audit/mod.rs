@@ -55,6 +55,8 @@ pub struct AuditOptions {
     pub run_timeout: u64,
     pub init_timeout: u64,
     pub step_timeout: u64,
+    /// Start cells from this warm-start cache (`mcpvm run --warm`).
+    pub warm: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +194,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         profile_definitions: definitions,
         shard: o.shard,
         started_at: record::now(),
+        warm: o.warm.is_some(),
     };
     Ok((meta, catalogue))
 }
@@ -298,6 +301,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
             run_timeout: o.run_timeout,
             init_timeout: o.init_timeout,
             step_timeout: o.step_timeout,
+            warm: o.warm.clone(),
         };
         workers.push(std::thread::spawn(move || loop {
             let Some(cell) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
@@ -484,6 +488,7 @@ struct CellContext {
     run_timeout: u64,
     init_timeout: u64,
     step_timeout: u64,
+    warm: Option<PathBuf>,
 }
 
 impl CellContext {
@@ -515,6 +520,10 @@ impl CellContext {
         if let Some(calls) = self.calls.get(&c.server) {
             cmd.arg(format!("--calls={}", calls.display()))
                 .arg("--only-given");
+        }
+        if let Some(cache) = &self.warm {
+            cmd.arg("--warm")
+                .arg(format!("--snapshots={}", cache.display()));
         }
         cmd
     }
@@ -622,5 +631,36 @@ mod tests {
         assert_eq!(bar(0, 0, 4), "[####]");
         assert_eq!(human(30.0), "30 s");
         assert_eq!(human(600.0), "10 min");
+    }
+
+    #[test]
+    fn a_warm_audit_starts_its_probes_from_the_cache() {
+        let mut ctx = CellContext {
+            exe: "mcpvm".into(),
+            out: "out".into(),
+            catalogue: None,
+            images: None,
+            profiles_file: None,
+            calls: BTreeMap::new(),
+            run_timeout: 600,
+            init_timeout: 300,
+            step_timeout: 120,
+            warm: None,
+        };
+        let cell = Cell {
+            server: "memory".into(),
+            profile: "baseline".into(),
+        };
+        let args = |ctx: &CellContext| -> Vec<String> {
+            ctx.command(&cell)
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        assert!(!args(&ctx).iter().any(|a| a.starts_with("--warm")));
+        ctx.warm = Some("/cache".into());
+        let a = args(&ctx);
+        assert!(a.contains(&"--warm".to_string()), "{a:?}");
+        assert!(a.contains(&"--snapshots=/cache".to_string()), "{a:?}");
     }
 }

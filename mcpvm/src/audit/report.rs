@@ -31,6 +31,10 @@ pub struct Meta {
     pub profile_definitions: BTreeMap<String, serde_json::Value>,
     pub shard: Shard,
     pub started_at: u64,
+    /// Cells started from the warm-start cache: their timings are of
+    /// restores, not boots.
+    #[serde(default)]
+    pub warm: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +63,9 @@ impl Meta {
         if self.profiles != other.profiles || self.profile_definitions != other.profile_definitions
         {
             diff.push("profiles");
+        }
+        if self.warm != other.warm {
+            diff.push("warm starts");
         }
         diff
     }
@@ -528,6 +535,7 @@ mod tests {
             .collect(),
             shard: Shard::ALL,
             started_at: 0,
+            warm: false,
         }
     }
 
@@ -643,6 +651,15 @@ mod tests {
         assert!(a.same_inputs(&b).is_empty());
         b.kernel_sha256 = "ffff".into();
         b.profiles.push("ro-root".into());
-        assert_eq!(a.same_inputs(&b), ["kernel", "profiles"]);
+        b.warm = true;
+        assert_eq!(a.same_inputs(&b), ["kernel", "profiles", "warm starts"]);
+    }
+
+    #[test]
+    fn an_audit_written_before_warm_starts_reads_as_cold() {
+        let mut v = serde_json::to_value(meta()).unwrap();
+        v.as_object_mut().unwrap().remove("warm");
+        let m: Meta = serde_json::from_value(v).unwrap();
+        assert!(!m.warm);
     }
 }

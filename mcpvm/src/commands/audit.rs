@@ -69,6 +69,14 @@ struct RunAudit {
     /// Seconds for each later step.
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     step_timeout: u64,
+    /// Start each cell's VM from the warm-start cache (docs/snapshots.md):
+    /// each server × profile is snapshotted after `initialize` on first
+    /// use, and a later audit restores it instead of booting.
+    #[arg(long)]
+    warm: bool,
+    /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
+    #[arg(long, value_name = "DIR", requires = "warm")]
+    snapshots: Option<PathBuf>,
 }
 
 pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
@@ -106,6 +114,9 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
             run_timeout: a.run_timeout,
             init_timeout: a.init_timeout,
             step_timeout: a.step_timeout,
+            warm: a
+                .warm
+                .then(|| a.snapshots.unwrap_or_else(crate::warm::default_dir)),
         },
         json,
     )

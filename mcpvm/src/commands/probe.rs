@@ -66,6 +66,14 @@ pub struct ProbeArgs {
     /// implied by --server).
     #[arg(long)]
     vm: bool,
+    /// Start the microVM from the warm-start cache (`mcpvm run --warm`,
+    /// docs/snapshots.md): restored after `initialize`, the snapshot taken
+    /// on first use.
+    #[arg(long)]
+    warm: bool,
+    /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
+    #[arg(long, value_name = "DIR", requires = "warm")]
+    snapshots: Option<PathBuf>,
     #[command(flatten)]
     vm_options: VmOptions,
     /// The server command (none with --server).
@@ -164,7 +172,11 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
     // process, whatever happens.
     let mut rundir = None;
     // A catalogued server always runs in a microVM.
-    let command = if args.vm || args.vm_options.server().is_some() {
+    let in_vm = args.vm || args.vm_options.server().is_some();
+    if args.warm && !in_vm {
+        return Err("--warm starts a microVM from a snapshot: give --vm or --server".into());
+    }
+    let command = if in_vm {
         // `mcpvm run` would refuse these too, but once per spawn and
         // inside the probe's report: say it once, here.
         args.vm_options.check(!args.command.is_empty())?;
@@ -177,6 +189,12 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         cmd.push(format!("--events={}", events.display()));
         opts.vm_events = Some(events);
         cmd.extend(args.vm_options.to_run_args());
+        if args.warm {
+            cmd.push("--warm".into());
+        }
+        if let Some(d) = &args.snapshots {
+            cmd.push(format!("--snapshots={}", d.display()));
+        }
         cmd.push("--".into());
         cmd.extend(args.command);
         opts.vm_timings = Some(timings);

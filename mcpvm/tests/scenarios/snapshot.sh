@@ -77,6 +77,10 @@ ls cache > "$MCPVM_OUT/cache-after-two.txt"
 session warm3 --warm --snapshots cache --env MODE=other -- /bin/mcp-fixture
 ls cache > "$MCPVM_OUT/cache-after-three.txt"
 cat cache/*/inputs.json > "$MCPVM_OUT/warm-inputs.json"
+# The probe (and so the audit) through the cache: one snapshot, two runs.
+case_ probe_warm1 mcpvm probe --json --vm --warm --snapshots cache-probe -- /bin/mcp-fixture
+case_ probe_warm2 mcpvm probe --json --vm --warm --snapshots cache-probe -- /bin/mcp-fixture
+ls cache-probe > "$MCPVM_OUT/probe-cache.txt"
 
 progress "bad snapshots"
 # A flipped byte in the state, and a snapshot of another format version.
@@ -90,7 +94,7 @@ case_ corrupt mcpvm run --from-snapshot corrupt
 case_ old_version mcpvm run --from-snapshot old
 # The testbed host keeps every file in memory: the fixture's snapshots
 # go before ten node servers are restored.
-rm -rf snap cache corrupt old
+rm -rf snap cache cache-probe corrupt old
 
 progress "snapshot server-memory"
 # Node under nested emulation: tens of seconds to start (docs/testbed.md).
