@@ -60,6 +60,7 @@ fn block_rig(m: &GuestMemoryMmap, q: &MockSplitQueue<'_, GuestMemoryMmap>) -> Bl
         queue_evts: vec![evt()],
         interrupt: Arc::new(Interrupt::new(irq.try_clone().unwrap())),
         thread: Arc::new(DeviceThread::spawn(ThreadKind::Block, SeccompMode::Off).unwrap()),
+        restored: false,
     };
     let worker = QueueWorker::new(a, &evt()).unwrap();
     BlockRig {
