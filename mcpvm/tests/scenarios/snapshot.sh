@@ -19,6 +19,12 @@ cp snap/initialize.json "$MCPVM_OUT/initialize.json" 2>/dev/null
 sleep 20
 date +%s > "$MCPVM_OUT/host-time.txt"
 
+# The session helpers go in a file: each phase that runs several sessions
+# is one case (its own time limit, and testbed/run's watch for a wedged
+# host, which retries the scenario on a fresh one).
+echo "MCPVM_OUT='$MCPVM_OUT'" > session.sh
+cat >> session.sh <<'HELPERS'
+trap '' PIPE
 # One MCP session: `session NAME RUN-ARGS...` runs `mcpvm run RUN-ARGS`
 # and sends initialize, tools/list, and the calls CALL3 and CALL4 print
 # for NAME (by default the fixture's note and whoami), each after the
@@ -59,23 +65,24 @@ session() {
   wait $pid
   echo $? > "$MCPVM_OUT/$i.code"
 }
+HELPERS
 
-progress "restore $COPIES copies at once"
-i=1
-while [ $i -le "$COPIES" ]; do
-  session copy$i --from-snapshot snap &
-  i=$((i + 1))
-done
-wait
+CASE_LIMIT=600 case_ restore_copies sh -c '. ./session.sh
+  i=1
+  while [ $i -le '"$COPIES"' ]; do
+    session copy$i --from-snapshot snap &
+    i=$((i + 1))
+  done
+  wait'
 
-progress "warm-start cache"
 # The first --warm run takes the snapshot, the second restores it; another
 # environment is another key.
-session warm1 --warm --snapshots cache -- /bin/mcp-fixture
-session warm2 --warm --snapshots cache -- /bin/mcp-fixture
-ls cache > "$MCPVM_OUT/cache-after-two.txt"
-session warm3 --warm --snapshots cache --env MODE=other -- /bin/mcp-fixture
-ls cache > "$MCPVM_OUT/cache-after-three.txt"
+CASE_LIMIT=600 case_ warm_cache sh -c '. ./session.sh
+  session warm1 --warm --snapshots cache -- /bin/mcp-fixture
+  session warm2 --warm --snapshots cache -- /bin/mcp-fixture
+  ls cache > "$MCPVM_OUT/cache-after-two.txt"
+  session warm3 --warm --snapshots cache --env MODE=other -- /bin/mcp-fixture
+  ls cache > "$MCPVM_OUT/cache-after-three.txt"'
 cat cache/*/inputs.json > "$MCPVM_OUT/warm-inputs.json"
 # The probe (and so the audit) through the cache: one snapshot, two runs.
 case_ probe_warm1 mcpvm probe --json --vm --warm --snapshots cache-probe -- /bin/mcp-fixture
@@ -100,17 +107,15 @@ progress "snapshot server-memory"
 # Node under nested emulation: tens of seconds to start (docs/testbed.md).
 case_ take_memory mcpvm run --timeout 400 --images images --server memory --mem 384 \
   --snapshot-to snap-memory
-progress "restore $COPIES copies of server-memory at once"
-CALL3=memory_create
-CALL4=memory_read
-# The host's memory while they run, for when a session does not finish.
-(sleep 30; free -m) > "$MCPVM_OUT/free-memory.txt" &
-i=1
-while [ $i -le "$COPIES" ]; do
-  session memory$i --from-snapshot snap-memory &
-  i=$((i + 1))
-done
-wait
+CASE_LIMIT=900 case_ restore_memory_copies sh -c '. ./session.sh
+  CALL3=memory_create
+  CALL4=memory_read
+  i=1
+  while [ $i -le '"$COPIES"' ]; do
+    session memory$i --from-snapshot snap-memory &
+    i=$((i + 1))
+  done
+  wait'
 
 # No run directory (sockets) is left behind by any of them.
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
