@@ -1,7 +1,6 @@
-//! The guest agent's protocol with the host, shared with the host side
-//! (`mcpvm run`) so both speak from one definition.
+//! The guest agent's server-side seccomp (filter compiler and
+//! supervisor), a library so that host tests can run it on real
+//! programs (`tests/seccomp.rs`). What the agent and the host agree on
+//! is the `mcpvm-protocol` crate.
 
-pub mod channels;
-pub mod policy;
 pub mod seccomp;
-pub mod syscalls;

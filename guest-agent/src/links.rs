@@ -12,7 +12,8 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use guest_agent::channels::*;
+use mcpvm_protocol::messages::{Event, HostMessage};
+use mcpvm_protocol::ports::*;
 
 use crate::vsock;
 

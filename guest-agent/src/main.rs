@@ -1,11 +1,16 @@
 //! mcpvm's guest agent: PID 1 inside the microVM.
 //!
-//! Today it brings the guest up (pseudo filesystems), tells the VMM through
-//! the boot timer that userspace is running, reports the VM's shape on the
-//! console, runs the command given after `--` on the kernel command line,
-//! and powers the VM off with that command's exit status (128+N for a
-//! signal, as a shell reports it). With no command it powers off with 0.
+//! It brings the guest up (pseudo filesystems), tells the VMM through the
+//! boot timer that userspace is running, and mounts the root image the
+//! kernel command line names (`root.rs`). With `mcpvm.channel=vsock` the
+//! host drives the run (`run.rs`: run spec in over vsock, the server
+//! spawned under its policy, its stdio relayed, events out). Without it,
+//! the agent runs the command given after `--` on the kernel command line
+//! (boot tests). Either way the VM powers off with the command's exit
+//! status (`exit.rs`). What it agrees on with the host is the
+//! `mcpvm-protocol` crate.
 
+mod exit;
 mod links;
 mod ports;
 mod root;
@@ -15,16 +20,9 @@ mod vsock;
 mod withhold;
 mod workspace;
 
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, ExitStatus};
+use std::process::Command;
 
-fn status_byte(status: ExitStatus) -> u8 {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
-        (None, None) => 255,
-    }
-}
+use mcpvm_protocol::boot_args::BootArgs;
 
 fn run() -> u8 {
     if let Err(e) = system::mount_pseudo_filesystems() {
@@ -42,8 +40,9 @@ fn run() -> u8 {
     // The kernel does not pass dotted parameters to init: read them from
     // /proc.
     let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    if let Some(spec) = root::from_cmdline(&cmdline) {
-        if let Err(e) = root::enter(&spec) {
+    let boot = BootArgs::parse(&cmdline);
+    if let Some(spec) = &boot.root {
+        if let Err(e) = root::enter(spec) {
             eprintln!(
                 "mcpvm-agent: cannot use {} as the root filesystem: {e}",
                 spec.device
@@ -51,11 +50,8 @@ fn run() -> u8 {
             return 1;
         }
     }
-    // `mcpvm.channel=vsock`: the host drives the run over vsock (`mcpvm run`).
-    if cmdline
-        .split_whitespace()
-        .any(|p| p == "mcpvm.channel=vsock")
-    {
+    // The host drives the run over vsock (`mcpvm run`).
+    if boot.vsock_channel {
         return match run::run_over_vsock() {
             Ok(status) => status,
             Err(e) => {
@@ -75,7 +71,7 @@ fn run() -> u8 {
     {
         Ok(status) => {
             println!("mcpvm-agent: {program} exited: {status}");
-            status_byte(status)
+            exit::Exit::of(status).byte()
         }
         Err(e) => {
             eprintln!("mcpvm-agent: cannot run {program}: {e}");
@@ -112,12 +108,6 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exit_status_maps_like_a_shell() {
-        assert_eq!(status_byte(ExitStatus::from_raw(3 << 8)), 3);
-        assert_eq!(status_byte(ExitStatus::from_raw(9)), 137);
-    }
 
     #[test]
     fn ports_match_the_vmm_layout() {

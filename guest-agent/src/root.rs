@@ -1,6 +1,7 @@
 //! The guest's root filesystem when it comes from a disk image.
 //!
-//! `mcpvm.root=/dev/vdX` on the kernel command line: the agent (PID 1,
+//! `mcpvm.root=/dev/vdX` on the kernel command line
+//! (`mcpvm_protocol::boot_args`): the agent (PID 1,
 //! still in the initramfs) mounts that read-only image (EROFS unless
 //! `mcpvm.rootfstype=` says otherwise), puts a tmpfs overlay on top so that
 //! servers which write still run (`mcpvm.overlay=none` leaves the root
@@ -13,38 +14,9 @@
 use std::fs;
 use std::io;
 
+use mcpvm_protocol::boot_args::RootSpec;
+
 use crate::system::{mount_fs, mount_pseudo_filesystems};
-
-#[derive(Debug, PartialEq)]
-pub struct RootSpec {
-    pub device: String,
-    pub fstype: String,
-    pub overlay: bool,
-    /// Read-only layers over the root, top-most first.
-    pub layers: Vec<String>,
-}
-
-/// The root spec on the kernel command line, if any.
-pub fn from_cmdline(cmdline: &str) -> Option<RootSpec> {
-    let param = |key: &str| {
-        cmdline
-            .split_whitespace()
-            .find_map(|p| p.strip_prefix(key)?.strip_prefix('='))
-    };
-    Some(RootSpec {
-        device: param("mcpvm.root")?.to_string(),
-        fstype: param("mcpvm.rootfstype").unwrap_or("erofs").to_string(),
-        overlay: param("mcpvm.overlay") != Some("none"),
-        layers: param("mcpvm.layers")
-            .map(|l| {
-                l.split(',')
-                    .filter(|d| !d.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
-    })
-}
 
 const LOWER: &str = "/layers/root";
 const RW: &str = "/layers/rw";
@@ -100,33 +72,4 @@ pub fn enter(spec: &RootSpec) -> io::Result<()> {
     }
     std::env::set_current_dir("/")?;
     mount_pseudo_filesystems()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn root_spec_from_the_command_line() {
-        assert_eq!(from_cmdline("quiet mcpvm.channel=vsock"), None);
-        assert_eq!(
-            from_cmdline("quiet mcpvm.root=/dev/vda"),
-            Some(RootSpec {
-                device: "/dev/vda".into(),
-                fstype: "erofs".into(),
-                overlay: true,
-                layers: vec![],
-            })
-        );
-        let s =
-            from_cmdline("mcpvm.root=/dev/vdb mcpvm.rootfstype=ext4 mcpvm.overlay=none").unwrap();
-        assert_eq!(
-            (s.device.as_str(), s.fstype.as_str(), s.overlay),
-            ("/dev/vdb", "ext4", false)
-        );
-        let s = from_cmdline("mcpvm.root=/dev/vda mcpvm.layers=/dev/vdc,/dev/vdb").unwrap();
-        assert_eq!(s.layers, ["/dev/vdc", "/dev/vdb"]);
-        // A longer key with the same prefix is not ours.
-        assert_eq!(from_cmdline("mcpvm.rootx=/dev/vda"), None);
-    }
 }

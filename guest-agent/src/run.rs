@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use crate::links::{self, Channels, Links, Which};
 use crate::vsock;
-use guest_agent::channels::*;
+use crate::exit::Exit;
 use guest_agent::seccomp;
+use mcpvm_protocol::messages::{Event, RunSpec};
+use mcpvm_protocol::ports::*;
 
 /// The longest run spec we accept (one JSON line).
 const MAX_SPEC: u64 = 1 << 20;
@@ -111,75 +113,81 @@ fn wait_for(pid: libc::pid_t) -> i32 {
     }
 }
 
+/// A run, as the recipe: connect and read the spec, put the workspace in
+/// place, run the setup line, start the server under its policy, relay
+/// its stdio until it exits, send a writable workspace back, finish.
 pub fn run_over_vsock() -> io::Result<u8> {
-    let control = vsock::connect(HOST_CID, CONTROL_PORT)?;
-    let events: Events = Arc::new(Mutex::new(control.try_clone()?));
-    send(
-        &events,
-        &Event::AgentStart {
-            uptime_ms: uptime_ms(),
-        },
-    );
-
-    let mut line = String::new();
-    BufReader::new(control.try_clone()?.take(MAX_SPEC)).read_line(&mut line)?;
-    let spec: RunSpec = serde_json::from_str(&line)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad run spec: {e}")))?;
-    let Some((program, args)) = spec.argv.split_first() else {
-        send(
-            &events,
-            &Event::SpawnFailed {
-                error: "empty argv".into(),
-            },
-        );
-        return Ok(127);
-    };
-
-    let stdio = vsock::connect(HOST_CID, STDIO_PORT)?;
-    let stderr_ch = vsock::connect(HOST_CID, STDERR_PORT)?;
-
-    // The workspace is in place before the server starts.
+    let (session, spec) = Session::open()?;
     let workspace = match spec.workspace {
         Some(ws) => {
             let conn = vsock::connect(HOST_CID, WORKSPACE_PORT)?;
             if let Err(e) = crate::workspace::receive(&conn) {
                 let msg = format!("cannot unpack the workspace into {WORKSPACE_DIR}: {e}");
-                return Ok(not_started(
-                    &events, &control, &stdio, &stderr_ch, &msg, 126,
-                ));
+                return Ok(session.fail(&msg, 126));
             }
             Some((ws, conn))
         }
         None => None,
     };
-
-    if let Some(setup) = &spec.setup {
-        if let Err(msg) = run_setup(setup, &spec, &stderr_ch) {
-            return Ok(not_started(
-                &events, &control, &stdio, &stderr_ch, &msg, 126,
-            ));
+    let started = match start_server(&spec, &session.stderr) {
+        Ok(s) => s,
+        Err(Failure { msg, status }) => return Ok(session.fail(&msg, status)),
+    };
+    session.send(&Event::Spawned {
+        pid: started.child.id(),
+    });
+    let (links, exit) = serve(session, started, spec.snapshot)?;
+    // The channels of the last generation (a restored VM's).
+    let Some(session) = Session::from_links(&links)? else {
+        return Ok(exit.byte());
+    };
+    if let Some((ws, conn)) = &workspace {
+        if ws.writable {
+            if let Err(e) = crate::workspace::send_back(conn) {
+                let msg = format!("cannot send the workspace back: {e}\n");
+                let _ = (&session.stderr).write_all(msg.as_bytes());
+            }
         }
+        vsock::shutdown_write(conn);
+    }
+    Ok(session.finish(exit))
+}
+
+/// Why the server did not start, and the status the run ends with.
+struct Failure {
+    msg: String,
+    status: u8,
+}
+
+impl Failure {
+    fn new(msg: impl Into<String>, status: u8) -> Failure {
+        Failure {
+            msg: msg.into(),
+            status,
+        }
+    }
+}
+
+/// A spawned server and what watches it.
+struct Started {
+    child: std::process::Child,
+    supervisor: Option<seccomp::supervisor::Supervisor>,
+    kernel_log: KernelLog,
+}
+
+/// Runs the setup line, applies the filesystem policy, and spawns the
+/// server with its rlimits and seccomp filter.
+fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
+    let Some((program, args)) = spec.argv.split_first() else {
+        return Err(Failure::new("empty argv", 127));
+    };
+    if let Some(setup) = &spec.setup {
+        run_setup(setup, spec, stderr_ch).map_err(|msg| Failure::new(msg, 126))?;
     }
     let policy = &spec.policy;
-    if let Err(e) = crate::withhold::apply_mounts(policy) {
-        return Ok(not_started(
-            &events,
-            &control,
-            &stdio,
-            &stderr_ch,
-            &e.to_string(),
-            126,
-        ));
-    }
-    let (confine, supervise) = match seccomp::prepare(&policy.rlimits, policy.seccomp.as_ref()) {
-        Ok(halves) => halves,
-        Err(e) => {
-            let msg = format!("cannot apply the policy: {e}");
-            return Ok(not_started(
-                &events, &control, &stdio, &stderr_ch, &msg, 126,
-            ));
-        }
-    };
+    crate::withhold::apply_mounts(policy).map_err(|e| Failure::new(e.to_string(), 126))?;
+    let (confine, supervise) = seccomp::prepare(&policy.rlimits, policy.seccomp.as_ref())
+        .map_err(|e| Failure::new(format!("cannot apply the policy: {e}"), 126))?;
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear();
     if !policy.bare_env {
@@ -198,28 +206,28 @@ pub fn run_over_vsock() -> io::Result<u8> {
         .stderr(Stdio::piped());
     let spawned = cmd.spawn();
     drop(cmd); // the child's end of the listener socketpair
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            let msg = format!("cannot run {program}: {e}");
-            return Ok(not_started(
-                &events, &control, &stdio, &stderr_ch, &msg, 127,
-            ));
-        }
-    };
-    let mut kernel_log = KernelLog::from_now();
-    send(&events, &Event::Spawned { pid: child.id() });
+    let child = spawned.map_err(|e| Failure::new(format!("cannot run {program}: {e}"), 127))?;
+    Ok(Started {
+        child,
+        supervisor,
+        kernel_log: KernelLog::from_now(),
+    })
+}
 
-    // From here on the host channels may be replaced (a restore).
+/// Relays the server's stdio over the session's channels (which a restore
+/// may replace) until it exits; reports OOM kills and system calls.
+fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(Arc<Links>, Exit)> {
     let links = Arc::new(Links::new(Channels {
-        control: control.try_clone()?,
-        stdio: stdio.try_clone()?,
-        stderr: stderr_ch.try_clone()?,
+        control: session.control,
+        stdio: session.stdio,
+        stderr: session.stderr,
     }));
+    let child = &mut started.child;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     // Host -> server stdin; EOF from the host closes the server's stdin.
+    // Not waited for: the host closes stdio after our EOF.
     let l = links.clone();
-    let stdin_done = spawn_done(move || {
+    spawn_done(move || {
         if let Some(stdin) = stdin {
             links::relay_in(&l, stdin);
         }
@@ -236,56 +244,23 @@ pub fn run_over_vsock() -> io::Result<u8> {
             links::relay_out(&l, err, Which::Stderr, || {});
         }
     });
-    if spec.snapshot {
+    if snapshot {
         let l = links.clone();
         std::thread::spawn(move || links::serve_control(&l));
     }
 
-    let status = wait_for(child.id() as libc::pid_t);
-    if kernel_log.oom_killed() {
+    let exit = Exit::from_wait_status(wait_for(started.child.id() as libc::pid_t));
+    if started.kernel_log.oom_killed() {
         links.send(&Event::OomKilled);
     }
-    if let Some(sup) = supervisor {
+    if let Some(sup) = started.supervisor {
         // Bounded: processes the server left behind keep the filter alive.
         let (denied, used) = sup.finish(Duration::from_millis(200));
         links.send(&Event::Syscalls { denied, used });
     }
     let _ = stdout_done.recv_timeout(DRAIN);
     let _ = stderr_done.recv_timeout(DRAIN);
-    let (code, signal) = if libc::WIFEXITED(status) {
-        (Some(libc::WEXITSTATUS(status)), None)
-    } else if libc::WIFSIGNALED(status) {
-        (None, Some(libc::WTERMSIG(status)))
-    } else {
-        (None, None)
-    };
-    let byte = match (code, signal) {
-        (Some(c), _) => c as u8,
-        (None, Some(s)) => 128u8.wrapping_add(s as u8),
-        _ => 255,
-    };
-    let _ = stdin_done; // the host closes stdio after our EOF; finish waits for it
-                        // The channels of the last generation (a restored VM's).
-    let (Ok((_, control)), Ok((_, stdio)), Ok((_, stderr_ch))) = (
-        links.get(Which::Control),
-        links.get(Which::Stdio),
-        links.get(Which::Stderr),
-    ) else {
-        return Ok(byte);
-    };
-    let events: Events = Arc::new(Mutex::new(control.try_clone()?));
-    if let Some((ws, conn)) = &workspace {
-        if ws.writable {
-            if let Err(e) = crate::workspace::send_back(conn) {
-                let msg = format!("cannot send the workspace back: {e}\n");
-                let _ = (&stderr_ch).write_all(msg.as_bytes());
-            }
-        }
-        vsock::shutdown_write(conn);
-    }
-    Ok(finish(
-        &events, &control, &stdio, &stderr_ch, byte, code, signal,
-    ))
+    Ok((links, exit))
 }
 
 /// Runs the setup line with the server's environment; its output goes to
@@ -318,52 +293,95 @@ fn run_setup(setup: &str, spec: &RunSpec, stderr_ch: &File) -> Result<(), String
     }
 }
 
-/// The server could not start: say why on its stderr and as an event,
-/// then end the run with `status`.
-fn not_started(
-    events: &Events,
-    control: &File,
-    stdio: &File,
-    stderr_ch: &File,
-    msg: &str,
-    status: u8,
-) -> u8 {
-    let _ = (&*stderr_ch).write_all(format!("{msg}\n").as_bytes());
-    send(events, &Event::SpawnFailed { error: msg.into() });
-    finish(events, control, stdio, stderr_ch, status, None, None)
+/// The host channels of a run: CONTROL (events), STDIO and STDERR.
+struct Session {
+    events: Events,
+    control: File,
+    stdio: File,
+    stderr: File,
 }
 
-/// Ends every stream so that the host has all bytes: shut our write
-/// sides, wait (bounded) for the host to close its own, report the exit.
-fn finish(
-    events: &Events,
-    control: &File,
-    stdio: &File,
-    stderr_ch: &File,
-    status: u8,
-    code: Option<i32>,
-    signal: Option<i32>,
-) -> u8 {
-    vsock::shutdown_write(stdio);
-    vsock::shutdown_write(stderr_ch);
-    for s in [stdio, stderr_ch] {
-        if let Ok(s) = s.try_clone() {
-            let _ = spawn_done(move || drain(s)).recv_timeout(DRAIN);
-        }
+impl Session {
+    /// Connects CONTROL, says the agent is up, reads the run spec, and
+    /// connects STDIO and STDERR.
+    fn open() -> io::Result<(Session, RunSpec)> {
+        let control = vsock::connect(HOST_CID, CONTROL_PORT)?;
+        let events: Events = Arc::new(Mutex::new(control.try_clone()?));
+        send(
+            &events,
+            &Event::AgentStart {
+                uptime_ms: uptime_ms(),
+            },
+        );
+        let mut line = String::new();
+        BufReader::new(control.try_clone()?.take(MAX_SPEC)).read_line(&mut line)?;
+        let spec: RunSpec = serde_json::from_str(&line).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("bad run spec: {e}"))
+        })?;
+        let session = Session {
+            events,
+            control,
+            stdio: vsock::connect(HOST_CID, STDIO_PORT)?,
+            stderr: vsock::connect(HOST_CID, STDERR_PORT)?,
+        };
+        Ok((session, spec))
     }
-    send(
-        events,
-        &Event::Exited {
-            code,
-            signal,
+
+    /// The channels the links hold now, if every one is connected.
+    fn from_links(links: &Links) -> io::Result<Option<Session>> {
+        let (Ok((_, control)), Ok((_, stdio)), Ok((_, stderr))) = (
+            links.get(Which::Control),
+            links.get(Which::Stdio),
+            links.get(Which::Stderr),
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some(Session {
+            events: Arc::new(Mutex::new(control.try_clone()?)),
+            control,
+            stdio,
+            stderr,
+        }))
+    }
+
+    fn send(&self, e: &Event) {
+        send(&self.events, e);
+    }
+
+    /// The server could not start: say why on its stderr and as an event,
+    /// then end the run with `status`.
+    fn fail(self, msg: &str, status: u8) -> u8 {
+        let _ = (&self.stderr).write_all(format!("{msg}\n").as_bytes());
+        self.send(&Event::SpawnFailed { error: msg.into() });
+        self.finish(Exit {
+            code: None,
+            signal: None,
             status,
-        },
-    );
-    vsock::shutdown_write(control);
-    if let Ok(c) = control.try_clone() {
-        let _ = spawn_done(move || drain(c)).recv_timeout(DRAIN);
+        })
     }
-    status
+
+    /// Ends every stream so that the host has all bytes: shut our write
+    /// sides, wait (bounded) for the host to close its own, report the
+    /// exit. Returns the status the VM powers off with.
+    fn finish(self, exit: Exit) -> u8 {
+        vsock::shutdown_write(&self.stdio);
+        vsock::shutdown_write(&self.stderr);
+        for s in [&self.stdio, &self.stderr] {
+            if let Ok(s) = s.try_clone() {
+                let _ = spawn_done(move || drain(s)).recv_timeout(DRAIN);
+            }
+        }
+        self.send(&Event::Exited {
+            code: exit.code,
+            signal: exit.signal,
+            status: exit.status,
+        });
+        vsock::shutdown_write(&self.control);
+        if let Ok(c) = self.control.try_clone() {
+            let _ = spawn_done(move || drain(c)).recv_timeout(DRAIN);
+        }
+        exit.status
+    }
 }
 
 fn drain(mut s: File) {

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use guest_agent::policy::Policy;
+use mcpvm_protocol::policy::Policy;
 
 use crate::system::mount_fs;
 

@@ -7,7 +7,7 @@
 use std::fs::{self, File};
 use std::io;
 
-use guest_agent::channels::WORKSPACE_DIR;
+use mcpvm_protocol::ports::WORKSPACE_DIR;
 
 /// Unpacks the host's tar stream into /workspace.
 pub fn receive(conn: &File) -> io::Result<()> {

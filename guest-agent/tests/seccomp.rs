@@ -5,8 +5,9 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use guest_agent::policy::{Action, Resource, Rlimit, Rule, Seccomp, When};
-use guest_agent::seccomp::{self, supervisor::SyscallCount};
+use mcpvm_protocol::policy::{Action, Resource, Rlimit, Rule, Seccomp, When};
+use guest_agent::seccomp;
+use mcpvm_protocol::messages::SyscallCount;
 
 struct Run {
     out: Output,
@@ -161,7 +162,7 @@ fn an_allow_list_from_a_logged_run_runs_the_same_program_and_nothing_more() {
     let minimal = Seccomp {
         rules: vec![],
         log: false,
-        allow: Some(guest_agent::policy::Allow {
+        allow: Some(mcpvm_protocol::policy::Allow {
             syscalls: allowed.clone(),
             errno: libc::ENOSYS,
         }),
@@ -172,7 +173,7 @@ fn an_allow_list_from_a_logged_run_runs_the_same_program_and_nothing_more() {
     // Without write, the same program cannot print.
     allowed.retain(|c| c != "write");
     let strict = Seccomp {
-        allow: Some(guest_agent::policy::Allow {
+        allow: Some(mcpvm_protocol::policy::Allow {
             syscalls: allowed,
             errno: libc::ENOSYS,
         }),

@@ -70,13 +70,15 @@ pub enum ThreadKind {
     Vsock,
     /// virtio-rng: `getrandom`.
     Rng,
-    /// An embedder's thread that copies between host sockets and stdio
-    /// (mcpvm's stdio, stderr and control channels).
+    /// An embedder's thread that copies between host sockets it was
+    /// handed and the process's stdio.
     Relay,
-    /// An embedder's thread that sends a host directory to the guest and
-    /// unpacks the guest's copy beside it (mcpvm's workspace): the one
-    /// kind with host file access, and no other network than its socket.
+    /// An embedder's thread that sends a host directory to the guest over
+    /// a socket and unpacks the guest's copy beside it: the one kind with
+    /// host file access, and no other network than its socket.
     HostFiles,
+    /// Forwards the process's signals to the VM (`crate::signals`).
+    Signals,
 }
 
 impl ThreadKind {
@@ -89,6 +91,7 @@ impl ThreadKind {
             ThreadKind::Rng => "virtio-rng",
             ThreadKind::Relay => "relay",
             ThreadKind::HostFiles => "host-files",
+            ThreadKind::Signals => "signals",
         }
     }
 }
@@ -235,6 +238,8 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
         ThreadKind::Rng => &[EVENT_LOOP],
         ThreadKind::Relay => &[SOCKET_PEER],
         ThreadKind::HostFiles => &[SOCKET_PEER, FILE_TREE],
+        // Reads signal numbers from its pipe.
+        ThreadKind::Signals => &[&[libc::SYS_read]],
     };
     let mut all: Vec<i64> = COMMON
         .iter()
@@ -321,12 +326,13 @@ pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
 }
 
 /// Every kind, in the order docs/security.md lists them.
-pub const KINDS: [ThreadKind; 7] = [
+pub const KINDS: [ThreadKind; 8] = [
     ThreadKind::Main,
     ThreadKind::Vcpu,
     ThreadKind::Block,
     ThreadKind::Vsock,
     ThreadKind::Rng,
+    ThreadKind::Signals,
     ThreadKind::Relay,
     ThreadKind::HostFiles,
 ];

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use guest_agent::policy::{Action, Allow, Policy, Resource, Rlimit, Rule, Seccomp, When};
-use guest_agent::syscalls;
+use mcpvm_protocol::policy::{Action, Allow, Policy, Resource, Rlimit, Rule, Seccomp, When};
+use syscall_table as syscalls;
 use serde::{Deserialize, Serialize};
 
 pub const BUILT_IN: &str = include_str!("profiles.toml");

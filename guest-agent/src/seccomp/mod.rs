@@ -22,7 +22,7 @@ pub mod supervisor;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::policy::{Rlimit, Seccomp};
+use mcpvm_protocol::policy::{Resource, Rlimit, Seccomp};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
@@ -86,7 +86,7 @@ impl ChildSide {
                 rlim_cur: r.value,
                 rlim_max: r.value,
             };
-            if libc::setrlimit(r.resource.libc(), &lim) != 0 {
+            if libc::setrlimit(resource_id(r.resource), &lim) != 0 {
                 return Err(io::Error::last_os_error());
             }
         }
@@ -202,5 +202,16 @@ fn recv_fd(sock: RawFd) -> io::Result<OwnedFd> {
         }
         let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
         Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// The kernel's number for a resource.
+fn resource_id(r: Resource) -> libc::__rlimit_resource_t {
+    match r {
+        Resource::Nofile => libc::RLIMIT_NOFILE,
+        Resource::Nproc => libc::RLIMIT_NPROC,
+        Resource::Cpu => libc::RLIMIT_CPU,
+        Resource::Fsize => libc::RLIMIT_FSIZE,
+        Resource::As => libc::RLIMIT_AS,
     }
 }

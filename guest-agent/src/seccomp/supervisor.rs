@@ -15,20 +15,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use serde::{Deserialize, Serialize};
-
-use crate::policy::{Action, Rule, Seccomp, When};
-use crate::syscalls;
-
-/// One system call and how often it was seen.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SyscallCount {
-    pub syscall: String,
-    /// For a denied call: the errno returned (name), or "SIGSYS".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errno: Option<String>,
-    pub count: u64,
-}
+use mcpvm_protocol::messages::SyscallCount;
+use mcpvm_protocol::policy::{Action, Rule, Seccomp, When};
+use syscall_table as syscalls;
 
 /// What the supervisor decides for one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

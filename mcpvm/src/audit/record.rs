@@ -1,7 +1,7 @@
 //! One line of `results.jsonl`: what one server did under one profile,
 //! classified, with the evidence. docs/audit.md documents the schema.
 
-use guest_agent::seccomp::supervisor::SyscallCount;
+use mcpvm_protocol::messages::SyscallCount;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

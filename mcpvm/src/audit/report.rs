@@ -498,7 +498,7 @@ pub fn proposal(
 mod tests {
     use super::*;
     use crate::audit::record::{Evidence, Timings};
-    use guest_agent::seccomp::supervisor::SyscallCount;
+    use mcpvm_protocol::messages::SyscallCount;
 
     fn meta() -> Meta {
         let server = |p: &str| ServerMeta {

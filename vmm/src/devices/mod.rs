@@ -1,6 +1,8 @@
-//! Device models. Legacy PC devices sit on the port-I/O bus; virtio devices
-//! (added later) on the MMIO bus. Devices tell the VMM about guest events
-//! (boot complete, power off, reset) through a [`VmEvent`] channel.
+//! Device models. Legacy PC devices sit on the port-I/O bus, virtio
+//! devices on the MMIO bus. Devices tell the VMM about guest events (kernel
+//! entry, boot complete, power off, reset, crash) through the [`VmEvent`]
+//! channel, on which the embedder's stop and snapshot requests arrive too
+//! (`crate::handle`).
 
 pub mod boot_timer;
 pub mod bus;
@@ -22,6 +24,10 @@ pub enum VmEvent {
     BootComplete(Duration),
     /// The guest asked to stop.
     Exit(ExitReason),
+    /// The embedder (or a signal) asks the VM to stop.
+    Stop(ExitReason),
+    /// The embedder (or SIGUSR1) asks for a snapshot.
+    Snapshot,
 }
 
 pub type EventSender = mpsc::Sender<VmEvent>;

@@ -31,6 +31,14 @@ pub mod packet;
 
 /// The host's address, as the guest sees it.
 pub const HOST_CID: u64 = 2;
+
+/// The host socket a guest-initiated stream to `port` reaches:
+/// `<uds_path>_<port>` (Firecracker's hybrid vsock convention).
+pub fn port_path(uds_path: &std::path::Path, port: u32) -> std::path::PathBuf {
+    let mut name = uds_path.as_os_str().to_owned();
+    name.push(format!("_{port}"));
+    name.into()
+}
 /// The device's queues: RX (device to guest), TX, event.
 pub const QUEUE_SIZES: [u16; 3] = [256, 256, 16];
 /// struct virtio_vsock_event's id for a transport reset.

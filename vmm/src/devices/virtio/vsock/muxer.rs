@@ -207,7 +207,7 @@ impl Muxer {
             self.rst(key.0, key.1);
             return;
         }
-        let path = format!("{}_{}", self.uds_path.display(), key.0);
+        let path = super::port_path(&self.uds_path, key.0);
         match connect_nonblocking(&path) {
             Ok(stream) => {
                 let mut conn = Connection::new(stream, State::Established, key.0, key.1);
@@ -220,7 +220,7 @@ impl Muxer {
                 self.control.push_back(resp);
             }
             Err(e) => {
-                log::debug!("vsock: guest port {} -> {path}: {e}; resetting", key.1);
+                log::debug!("vsock: guest port {} -> {}: {e}; resetting", key.1, path.display());
                 self.rst(key.0, key.1);
             }
         }
@@ -396,8 +396,10 @@ impl Muxer {
 /// listener whose backlog is full (a program that does not accept) gives
 /// EAGAIN at once instead of blocking the device thread, and every
 /// guest stream with it.
-fn connect_nonblocking(path: &str) -> std::io::Result<UnixStream> {
+fn connect_nonblocking(path: &std::path::Path) -> std::io::Result<UnixStream> {
     use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let path = path.as_os_str().as_bytes();
     // SAFETY: sockaddr_un is plain data; all zeros is a valid value.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
@@ -407,7 +409,7 @@ fn connect_nonblocking(path: &str) -> std::io::Result<UnixStream> {
             "socket path too long",
         ));
     }
-    for (d, s) in addr.sun_path.iter_mut().zip(path.as_bytes()) {
+    for (d, s) in addr.sun_path.iter_mut().zip(path) {
         *d = *s as libc::c_char;
     }
     // SAFETY: a fresh socket, owned at once; connect gets a filled-in

@@ -1,41 +1,9 @@
-//! The vsock ports between agent and host, and what flows on them. The
-//! agent connects to the host (CID 2); the VMM turns each port P into a
-//! connection to `<uds_path>_P` on the host.
-//!
-//! - CONTROL: the host sends one JSON line, the run spec; the agent sends
-//!   JSON-line events back (see [`Event`]).
-//! - STDIO: the server's stdin (host to guest) and stdout (guest to host).
-//! - STDERR: the server's stderr.
-//! - WORKSPACE (only when the run spec asks for one): the host sends a tar
-//!   of its directory and half-closes; the agent unpacks it into
-//!   /workspace before the server starts. For a writable workspace the
-//!   agent sends a tar of /workspace back on the same stream after the
-//!   server exits.
-//!
-//! Snapshots (docs/snapshots.md): when the run spec says `snapshot`, the
-//! host may send [`HostMessage::Snapshot`] on CONTROL; the agent answers
-//! [`Event::SnapshotReady`] and from then on takes the loss of its host
-//! channels for a restore: the VM's vsock transport was reset. It connects
-//! CONTROL again, says [`Event::Resumed`], reads [`HostMessage::Resume`]
-//! (host time, entropy, identity), connects STDIO and STDERR again, and
-//! the server's stdio goes on over them. The server never sees a break.
-//!
-//! Closing: when the server's stdout and stderr end, the agent shuts its
-//! side of each stream and waits for the host to close its side, so the
-//! host has every byte before the VM powers off.
+//! What host and agent say to each other on CONTROL: the run spec, the
+//! host's later messages, and the agent's events. One JSON object per line.
 
 use serde::{Deserialize, Serialize};
 
 use crate::policy::Policy;
-use crate::seccomp::supervisor::SyscallCount;
-
-pub const HOST_CID: u32 = 2;
-pub const CONTROL_PORT: u32 = 1024;
-pub const STDIO_PORT: u32 = 1025;
-pub const STDERR_PORT: u32 = 1026;
-pub const WORKSPACE_PORT: u32 = 1027;
-/// Where the workspace appears in the guest.
-pub const WORKSPACE_DIR: &str = "/workspace";
 
 /// What to run, and how.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -81,7 +49,7 @@ pub enum HostMessage {
     },
 }
 
-/// A host directory handed to the server at [`WORKSPACE_DIR`].
+/// A host directory handed to the server at [`crate::ports::WORKSPACE_DIR`].
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Workspace {
     /// Send it back after the server exits.
@@ -124,4 +92,87 @@ pub enum Event {
     Resumed {
         uptime_ms: u64,
     },
+}
+
+/// One system call and how often it was seen.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SyscallCount {
+    pub syscall: String,
+    /// For a denied call: the errno returned (name), or "SIGSYS".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errno: Option<String>,
+    pub count: u64,
+}
+
+impl HostMessage {
+    /// The message as one line on CONTROL.
+    pub fn line(&self) -> String {
+        serde_json::to_string(self).expect("host messages serialize") + "\n"
+    }
+}
+
+impl RunSpec {
+    /// The spec as the first line on CONTROL.
+    pub fn line(&self) -> String {
+        serde_json::to_string(self).expect("run specs serialize") + "\n"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Action, Rule, Seccomp, When};
+
+    #[test]
+    fn a_run_spec_round_trips_as_one_line() {
+        let spec = RunSpec {
+            argv: vec!["/bin/server".into(), "--flag".into()],
+            env: vec![("KEY".into(), "a b".into())],
+            cwd: Some("/srv".into()),
+            workspace: Some(Workspace { writable: true }),
+            setup: Some("git init".into()),
+            policy: Policy {
+                no_tmp: true,
+                seccomp: Some(Seccomp {
+                    rules: vec![Rule {
+                        syscall: "execve".into(),
+                        action: Action::Errno(1),
+                        when: When::InChildren,
+                    }],
+                    log: true,
+                    allow: None,
+                }),
+                ..Policy::default()
+            },
+            snapshot: true,
+        };
+        let line = spec.line();
+        assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+        assert_eq!(serde_json::from_str::<RunSpec>(&line).unwrap(), spec);
+    }
+
+    #[test]
+    fn messages_and_events_round_trip() {
+        for m in [
+            HostMessage::Snapshot,
+            HostMessage::Resume {
+                unix_ns: 7,
+                entropy: "00ff".into(),
+                hostname: "mcpvm-1".into(),
+            },
+        ] {
+            assert_eq!(serde_json::from_str::<HostMessage>(&m.line()).unwrap(), m);
+        }
+        let e = Event::Syscalls {
+            denied: vec![SyscallCount {
+                syscall: "execve".into(),
+                errno: Some("EPERM".into()),
+                count: 5,
+            }],
+            used: vec![],
+        };
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains(r#""event":"syscalls""#), "{text}");
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), e);
+    }
 }

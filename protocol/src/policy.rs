@@ -61,16 +61,6 @@ impl Resource {
             Resource::As => "as",
         }
     }
-
-    pub fn libc(self) -> libc::__rlimit_resource_t {
-        match self {
-            Resource::Nofile => libc::RLIMIT_NOFILE,
-            Resource::Nproc => libc::RLIMIT_NPROC,
-            Resource::Cpu => libc::RLIMIT_CPU,
-            Resource::Fsize => libc::RLIMIT_FSIZE,
-            Resource::As => libc::RLIMIT_AS,
-        }
-    }
 }
 
 /// The server's system call policy. Every rule's hits are counted and
@@ -98,7 +88,7 @@ pub struct Allow {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Rule {
-    /// An x86_64 system call name (see [`crate::syscalls`]).
+    /// An x86_64 system call name (see the `syscall-table` crate).
     pub syscall: String,
     pub action: Action,
     #[serde(default)]
