@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use vmm::{CacheMode, DiskConfig};
 
 /// A parsed `--disk`, with the text it came from (to pass it on).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DiskArg {
     pub config: DiskConfig,
     pub text: String,

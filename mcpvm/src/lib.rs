@@ -7,6 +7,7 @@ pub mod commands;
 pub mod disk_arg;
 pub mod image;
 pub mod logger;
+pub mod run;
 pub mod rundir;
 pub mod server;
 pub mod warm;

@@ -49,3 +49,31 @@ pub fn init(start: Instant, verbose: bool, json: bool) {
         });
     }
 }
+
+/// `text` with control characters (terminal escape sequences among them)
+/// shown as `\u{…}` escapes: what a guest or server says must not drive
+/// the user's terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn escapes_do_not_reach_the_terminal() {
+        assert_eq!(super::printable("plain"), "plain");
+        assert_eq!(super::printable("a\u{1b}[2Jb\n"), "a\\u{1b}[2Jb\\u{a}");
+    }
+}

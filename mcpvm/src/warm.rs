@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::run::plan::RunPlan;
+use crate::run::RunError;
+
 /// What a warm snapshot depends on.
 #[derive(Debug, Serialize)]
 pub struct Inputs {
@@ -77,6 +80,61 @@ impl Inputs {
         }
         v
     }
+}
+
+impl Inputs {
+    /// What a snapshot of `plan` depends on (the plan's spec as taken: a
+    /// snapshot run).
+    pub fn of(plan: &RunPlan) -> std::io::Result<Inputs> {
+        let mut taken = plan.spec.clone();
+        taken.snapshot = true;
+        Ok(Inputs {
+            mcpvm: env!("CARGO_PKG_VERSION"),
+            snapshot_format: vmm::snapshot::VERSION,
+            files: plan
+                .files()
+                .into_iter()
+                .map(FileId::of)
+                .collect::<Result<_, _>>()?,
+            mem_mib: plan.mem_mib,
+            vcpus: plan.vcpus,
+            rng: plan.rng,
+            cmdline: plan.cmdline.clone(),
+            spec: serde_json::to_value(&taken).expect("run specs serialize"),
+        })
+    }
+}
+
+/// The warm snapshot for `inputs` in `cache`: found, or taken now by
+/// `take` (a child `mcpvm run --snapshot-to` of the same VM and server,
+/// given the directory to write: this process's VMM has yet to run its
+/// own VM).
+pub fn find_or_take(
+    cache: &Path,
+    inputs: &Inputs,
+    take: impl FnOnce(&Path) -> Result<(), RunError>,
+) -> Result<PathBuf, RunError> {
+    let key = inputs.key();
+    if let Some(dir) = lookup(cache, &key) {
+        log::info!("warm start from {}", dir.display());
+        return Ok(dir);
+    }
+    let dir = cache.join(&key);
+    eprintln!(
+        "mcpvm: no warm snapshot of this server yet; taking one (a cold start) into {}",
+        dir.display()
+    );
+    let file_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| RunError::File { path, source }
+    };
+    std::fs::create_dir_all(cache).map_err(file_err(cache))?;
+    take(&dir)?;
+    let path = dir.join("inputs.json");
+    let described =
+        serde_json::to_string_pretty(&inputs.described()).expect("inputs serialize");
+    std::fs::write(&path, described).map_err(file_err(&path))?;
+    Ok(dir)
 }
 
 /// The default cache: ~/.cache/mcpvm/snapshots (or

@@ -70,7 +70,7 @@ pub struct SnapshotConfig {
 }
 
 /// A disk image file given to the guest as a virtio-blk device.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiskConfig {
     pub path: PathBuf,
     pub read_only: bool,

@@ -73,6 +73,11 @@ pub enum ThreadKind {
     /// An embedder's thread that copies between host sockets it was
     /// handed and the process's stdio.
     Relay,
+    /// An embedder's thread that accepts the guest's connections on host
+    /// sockets and starts a relay thread for each (which confines itself
+    /// as [`ThreadKind::Relay`] on top of this filter): a relay's calls
+    /// plus starting threads and installing their filters.
+    Channels,
     /// An embedder's thread that sends a host directory to the guest over
     /// a socket and unpacks the guest's copy beside it: the one kind with
     /// host file access, and no other network than its socket.
@@ -90,6 +95,7 @@ impl ThreadKind {
             ThreadKind::Vsock => "vsock",
             ThreadKind::Rng => "virtio-rng",
             ThreadKind::Relay => "relay",
+            ThreadKind::Channels => "channels",
             ThreadKind::HostFiles => "host-files",
             ThreadKind::Signals => "signals",
         }
@@ -131,6 +137,22 @@ const EVENT_LOOP: &[i64] = &[
     libc::SYS_epoll_pwait,
     libc::SYS_epoll_ctl,
     libc::SYS_read,
+];
+
+/// Starting a thread that confines itself: glibc's pthread_create
+/// (clone3, or clone on older kernels; the new thread's robust list and
+/// rseq area, its arena), and in the new thread installing its own filter on top
+/// (`prctl(PR_SET_NO_NEW_PRIVS)`, `seccomp`) and the SIGSYS handler.
+const START_CONFINED_THREAD: &[i64] = &[
+    libc::SYS_clone,
+    libc::SYS_clone3,
+    libc::SYS_set_robust_list,
+    libc::SYS_rseq,
+    libc::SYS_prctl,
+    libc::SYS_seccomp,
+    libc::SYS_rt_sigaction,
+    // glibc counts CPUs when a new thread's first malloc makes an arena.
+    libc::SYS_sched_getaffinity,
 ];
 
 /// The host side of a socket: accepting it and copying through it.
@@ -237,6 +259,7 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
         ],
         ThreadKind::Rng => &[EVENT_LOOP],
         ThreadKind::Relay => &[SOCKET_PEER],
+        ThreadKind::Channels => &[SOCKET_PEER, START_CONFINED_THREAD],
         ThreadKind::HostFiles => &[SOCKET_PEER, FILE_TREE],
         // Reads signal numbers from its pipe.
         ThreadKind::Signals => &[&[libc::SYS_read]],
@@ -273,7 +296,7 @@ fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
             (libc::SYS_socket, 0, libc::AF_UNIX as u64),
             (libc::SYS_ioctl, 1, libc::FIONBIO),
         ],
-        ThreadKind::Relay => ioctls(&[libc::TCGETS]),
+        ThreadKind::Relay | ThreadKind::Channels => ioctls(&[libc::TCGETS]),
         _ => Vec::new(),
     }
 }
@@ -326,13 +349,14 @@ pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
 }
 
 /// Every kind, in the order docs/security.md lists them.
-pub const KINDS: [ThreadKind; 8] = [
+pub const KINDS: [ThreadKind; 9] = [
     ThreadKind::Main,
     ThreadKind::Vcpu,
     ThreadKind::Block,
     ThreadKind::Vsock,
     ThreadKind::Rng,
     ThreadKind::Signals,
+    ThreadKind::Channels,
     ThreadKind::Relay,
     ThreadKind::HostFiles,
 ];
@@ -362,6 +386,8 @@ pub enum SeccompError {
     Install(&'static str, #[source] seccompiler::Error),
     #[error("Cannot install the SIGSYS handler")]
     Handler(#[source] std::io::Error),
+    #[error("A thread ended before it could confine itself")]
+    Thread,
 }
 
 /// The BPF program for `kind` in `mode` (None when `mode` is Off).

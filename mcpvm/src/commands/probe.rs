@@ -188,7 +188,7 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         cmd.push(format!("--timings={}", timings.display()));
         cmd.push(format!("--events={}", events.display()));
         opts.vm_events = Some(events);
-        cmd.extend(args.vm_options.to_run_args());
+        cmd.extend(args.vm_options.to_args());
         if args.warm {
             cmd.push("--warm".into());
         }

@@ -1,0 +1,57 @@
+//! The host side of `mcpvm run`, in the parts the recipe in
+//! `commands/run.rs` names:
+//!
+//! - [`options`]: the VM options (`--mem`, `--server`, `--profile`, …),
+//!   checked, and written back as arguments for child `mcpvm` processes;
+//! - [`plan`]: options resolved into the VM and the agent's run spec;
+//! - [`channels`]: the Unix sockets the guest's vsock connections arrive
+//!   on, accepted in one place, each handed to the relay that owns it;
+//! - [`events`]: the agent's events on CONTROL (log, `--events`, timings,
+//!   the signal to snapshot);
+//! - [`template`]: the client that initializes a server before a snapshot;
+//! - `crate::warm`: the warm-start cache, keyed on a plan.
+//!
+//! An MCP byte from our stdin reaches the server as: stdin relay
+//! ([`channels`]) → `<run dir>/vsock.sock_1025` → the VMM's vsock device →
+//! the guest agent (`guest-agent/src/links.rs`) → the server's stdin pipe.
+
+pub mod channels;
+pub mod events;
+pub mod options;
+pub mod plan;
+pub mod template;
+
+use std::io;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("No guest {what} given and none found at {path}; pass --{what} or run scripts/build")]
+    NoArtifact { what: &'static str, path: PathBuf },
+    #[error("Cannot create the run directory")]
+    RunDir(#[source] io::Error),
+    #[error("Cannot listen on {path}")]
+    Listen {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Cannot write {path}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Vmm(#[from] vmm::VmmError),
+    #[error(transparent)]
+    Snapshot(#[from] vmm::snapshot::SnapshotError),
+    #[error("No snapshot written to {dir}: the VM ended first ({why}); see --console for what the server did")]
+    NoSnapshot { dir: PathBuf, why: String },
+    #[error("Cannot key the warm-start cache on the VM's files")]
+    Warm(#[source] io::Error),
+    #[error("Cannot take the warm snapshot ({status}); the messages above say why")]
+    WarmTake { status: std::process::ExitStatus },
+    #[error(transparent)]
+    Confine(#[from] vmm::seccomp::SeccompError),
+}

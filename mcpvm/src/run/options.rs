@@ -1,0 +1,264 @@
+//! The options that shape a microVM and what runs in it (`run`, and
+//! `probe --vm` passing them on), checked before anything is created.
+
+use std::path::PathBuf;
+
+
+
+use crate::disk_arg::{parse_disk, DiskArg};
+use crate::server::ServerPlan;
+use crate::withholding::profile::Profile;
+use crate::withholding::Profiles;
+use crate::workspace::{parse_workspace, WorkspaceArg};
+
+/// How the microVM is set up: shared by `run` and `probe --vm`.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq)]
+pub struct VmOptions {
+    /// Guest kernel (default: the one `scripts/build` made, next to this binary).
+    #[arg(long, env = "MCPVM_KERNEL")]
+    pub kernel: Option<PathBuf>,
+    /// Guest initramfs holding the agent and the server.
+    #[arg(long, env = "MCPVM_INITRD")]
+    pub initrd: Option<PathBuf>,
+    /// Guest memory in MiB [default: 256].
+    #[arg(long)]
+    pub mem: Option<u64>,
+    /// vCPUs [default: 1].
+    #[arg(long)]
+    pub vcpus: Option<u8>,
+    /// Working directory of the server inside the guest.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Environment for the server, KEY=VALUE (repeatable).
+    #[arg(long = "env", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Write the guest console (kernel and agent messages) to this file.
+    #[arg(long)]
+    pub console: Option<PathBuf>,
+    /// Stop the VM after this many seconds.
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Accept a kvm_pvm-backed /dev/kvm.
+    #[arg(long)]
+    pub allow_pvm: bool,
+    /// A disk image: PATH[,rw][,cache=page|direct][,id=NAME]; read-only
+    /// unless rw. Repeatable: /dev/vda, /dev/vdb, … in order.
+    #[arg(long = "disk", value_parser = parse_disk)]
+    pub disks: Vec<DiskArg>,
+    /// Root filesystem image (EROFS, from guest-image/rootfs/build): the
+    /// guest runs the server in it, read-only with a tmpfs overlay on top.
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+    /// No overlay on the root: it stays read-only.
+    #[arg(long)]
+    pub read_only_root: bool,
+    /// Run a catalogued server (its image from `mcpvm image build`)
+    /// instead of a command.
+    #[arg(long, conflicts_with = "image")]
+    pub server: Option<String>,
+    /// Server catalogue (TOML) for --server [default: the built-in one].
+    #[arg(long, requires = "server")]
+    pub catalogue: Option<PathBuf>,
+    /// The image store for --server [default: ~/.cache/mcpvm/images].
+    #[arg(long, requires = "server")]
+    pub images: Option<PathBuf>,
+    /// A host directory at /workspace in the guest: DIR (read-only: the
+    /// guest's changes are dropped) or DIR,rw (its copy comes back).
+    #[arg(long, value_parser = parse_workspace)]
+    pub workspace: Option<WorkspaceArg>,
+    /// Withholding profile: a name, or several joined by '+'
+    /// (docs/withholding.md). --mem and --vcpus, when given, win over it.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Profiles file (TOML) adding to the built-in profiles.
+    #[arg(long, requires = "profile")]
+    pub profiles: Option<PathBuf>,
+    /// Withhold the virtio-rng entropy device.
+    #[arg(long)]
+    pub no_rng: bool,
+    /// Host seccomp filters on the VMM's threads (docs/security.md): on
+    /// stops the VMM at a call outside a thread's list, log lets it
+    /// through and the kernel logs it, off installs none.
+    #[arg(long, default_value = "on", value_name = "off|log|on")]
+    pub seccomp: vmm::SeccompMode,
+    /// Largest workspace the guest may send back, MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub workspace_limit: u64,
+}
+
+/// What `VmOptions::check` resolved.
+pub struct Checked {
+    pub profile: Option<Profile>,
+    pub server: Option<ServerPlan>,
+    pub root_image: Option<PathBuf>,
+}
+
+impl VmOptions {
+    /// Resolves and checks the profile, server, images and workspace
+    /// before anything is created, so that bad input is one clear error
+    /// that leaves nothing behind (`run`, and `probe` before it spawns
+    /// `mcpvm run`). `has_command`: a guest command was given too.
+    pub fn check(&self, has_command: bool) -> Result<Checked, Box<dyn std::error::Error>> {
+        let profile = match &self.profile {
+            Some(spec) => Some(Profiles::from_option(self.profiles.as_deref())?.resolve(spec)?),
+            None => None,
+        };
+        let server = match &self.server {
+            Some(name) if !has_command => {
+                Some(crate::server::plan(name, &self.catalogue, &self.images)?)
+            }
+            Some(_) => return Err(crate::server::ServerError::Both.into()),
+            None => None,
+        };
+        let root_image = server
+            .as_ref()
+            .map(|s| s.runtime.clone())
+            .or(self.image.clone());
+        if self.read_only_root && root_image.is_none() {
+            return Err("--read-only-root needs --image or --server".into());
+        }
+        if let Some(img) = &root_image {
+            crate::image::check_root_image(img)?;
+        }
+        if let Some(s) = &server {
+            crate::image::check_root_image(&s.layer)?;
+        }
+        if let Some(ws) = &self.workspace {
+            crate::workspace::check(ws)?;
+        }
+        Ok(Checked {
+            profile,
+            server,
+            root_image,
+        })
+    }
+
+    /// The catalogued server asked for, if any.
+    pub fn server(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
+
+    /// The same options as `mcpvm run` arguments: parsing them gives
+    /// these options back (a test holds the two to it).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = Args::default();
+        a.path("kernel", &self.kernel);
+        a.path("initrd", &self.initrd);
+        a.value("mem", &self.mem);
+        a.value("vcpus", &self.vcpus);
+        a.value("cwd", &self.cwd);
+        for (k, v) in &self.env {
+            a.push(format!("--env={k}={v}"));
+        }
+        a.path("console", &self.console);
+        a.value("timeout", &self.timeout);
+        a.flag("allow-pvm", self.allow_pvm);
+        for d in &self.disks {
+            a.push(format!("--disk={}", d.text));
+        }
+        a.path("image", &self.image);
+        a.flag("read-only-root", self.read_only_root);
+        a.value("server", &self.server);
+        a.path("catalogue", &self.catalogue);
+        a.path("images", &self.images);
+        a.value("workspace", &self.workspace.as_ref().map(|w| &w.text));
+        a.value("profile", &self.profile);
+        a.path("profiles", &self.profiles);
+        a.flag("no-rng", self.no_rng);
+        a.value("seccomp", &Some(self.seccomp.as_str()));
+        a.value("workspace-limit", &Some(self.workspace_limit));
+        a.0
+    }
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("'{s}' is not KEY=VALUE")),
+    }
+}
+
+
+/// Command-line arguments being written, `--name=value` each.
+#[derive(Default)]
+pub struct Args(pub Vec<String>);
+
+impl Args {
+    pub fn push(&mut self, arg: String) {
+        self.0.push(arg);
+    }
+
+    pub fn flag(&mut self, name: &str, on: bool) {
+        if on {
+            self.0.push(format!("--{name}"));
+        }
+    }
+
+    pub fn value(&mut self, name: &str, v: &Option<impl std::fmt::Display>) {
+        if let Some(v) = v {
+            self.0.push(format!("--{name}={v}"));
+        }
+    }
+
+    pub fn path(&mut self, name: &str, p: &Option<PathBuf>) {
+        self.value(name, &p.as_ref().map(|p| p.display()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        vm: VmOptions,
+    }
+
+    fn parsed(args: &[String]) -> VmOptions {
+        Cli::try_parse_from(std::iter::once("mcpvm".to_string()).chain(args.iter().cloned()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .vm
+    }
+
+    #[test]
+    fn options_survive_the_trip_through_arguments() {
+        let all = VmOptions {
+            kernel: Some("/k/vmlinux".into()),
+            initrd: Some("/k/initrd.cpio".into()),
+            mem: Some(512),
+            vcpus: Some(2),
+            cwd: Some("/srv dir".into()),
+            env: vec![("A".into(), "1=2".into()), ("B".into(), String::new())],
+            console: Some("console.log".into()),
+            timeout: Some(30),
+            allow_pvm: true,
+            disks: vec![crate::disk_arg::parse_disk("d.img,rw,id=data").unwrap()],
+            image: None,
+            read_only_root: true,
+            server: Some("memory".into()),
+            catalogue: Some("cat.toml".into()),
+            images: Some("/images".into()),
+            workspace: Some(parse_workspace("ws,rw").unwrap()),
+            profile: Some("no-tmp+deny-exec".into()),
+            profiles: Some("p.toml".into()),
+            no_rng: true,
+            seccomp: vmm::SeccompMode::Log,
+            workspace_limit: 7,
+        };
+        assert_eq!(parsed(&all.to_args()), all);
+        let image = VmOptions {
+            image: Some("root.erofs".into()),
+            ..VmOptions::default()
+        };
+        // Defaults come back as clap sets them.
+        let defaults = parsed(&[]);
+        assert_eq!(parsed(&VmOptions::default().to_args()).mem, None);
+        assert_eq!(parsed(&defaults.to_args()), defaults);
+        assert_eq!(
+            parsed(&image.to_args()).image.as_deref(),
+            Some(std::path::Path::new("root.erofs"))
+        );
+    }
+}

@@ -1,0 +1,270 @@
+//! What a run will be, resolved from the options before anything is
+//! created: the VM (kernel, initrd, command line, disks, shape, devices)
+//! and the run spec the agent gets (command, environment, policy). Pure
+//! apart from looking for the default kernel and initrd, so that bad
+//! input is one clear error that leaves nothing behind, and so that the
+//! warm-start cache can key on exactly what the VM will be.
+
+use std::path::{Path, PathBuf};
+
+use mcpvm_protocol::boot_args::{BootArgs, RootSpec};
+use mcpvm_protocol::messages::{RunSpec, Workspace};
+
+use crate::commands::run::{Checked, VmOptions};
+use crate::run::RunError;
+
+/// The guest's memory when neither --mem nor the profile says.
+const DEFAULT_MEM_MIB: u64 = 256;
+/// Options every guest kernel gets; the agent's own follow.
+const KERNEL_OPTIONS: &str = "quiet";
+
+/// A resolved run (of a booting VM; a restored one takes all of this
+/// from its snapshot).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPlan {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+    pub cmdline: String,
+    pub mem_mib: u64,
+    pub vcpus: u8,
+    pub rng: bool,
+    /// In guest order: /dev/vda, /dev/vdb, …
+    pub disks: Vec<vmm::DiskConfig>,
+    pub spec: RunSpec,
+}
+
+impl RunPlan {
+    /// Resolves `opts` (checked into `checked`) and the guest `command`
+    /// (empty for a catalogued server) into a plan. `snapshot`: the host
+    /// may snapshot this run.
+    pub fn resolve(
+        opts: &VmOptions,
+        checked: &Checked,
+        command: Vec<String>,
+        snapshot: bool,
+    ) -> Result<RunPlan, RunError> {
+        let kernel = default_artifact("kernel", opts.kernel.clone(), "kernel/vmlinux")?;
+        let initrd = default_artifact("initrd", opts.initrd.clone(), "initramfs-test.cpio")?;
+        Ok(RunPlan::with_artifacts(
+            opts, checked, command, snapshot, kernel, initrd,
+        ))
+    }
+
+    /// [`RunPlan::resolve`] with the kernel and initrd already found.
+    pub fn with_artifacts(
+        opts: &VmOptions,
+        checked: &Checked,
+        command: Vec<String>,
+        snapshot: bool,
+        kernel: PathBuf,
+        initrd: PathBuf,
+    ) -> RunPlan {
+        let Checked {
+            profile,
+            server,
+            root_image,
+        } = checked;
+        // The server's command and environment, then the profile's
+        // environment (which may clear it), then the user's.
+        let (argv, mut env) = match server {
+            Some(s) => (s.argv.clone(), s.env.clone()),
+            None => (command, Vec::new()),
+        };
+        if let Some(p) = profile {
+            if p.clear_env {
+                env.clear();
+            }
+            env.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        env.extend(opts.env.iter().cloned());
+
+        // The root image is the first disk (/dev/vda), the server's layer
+        // the second, then the user's.
+        let read_only = |path: &Path, id: &str| vmm::DiskConfig {
+            path: path.to_path_buf(),
+            read_only: true,
+            cache: vmm::CacheMode::Page,
+            id: id.into(),
+        };
+        let mut disks = Vec::new();
+        let mut root = None;
+        if let Some(img) = root_image {
+            disks.push(read_only(img, "mcpvm-root"));
+            root = Some(RootSpec {
+                overlay: !opts.read_only_root,
+                ..RootSpec::erofs("/dev/vda")
+            });
+        }
+        if let (Some(s), Some(root)) = (server, root.as_mut()) {
+            disks.push(read_only(&s.layer, "mcpvm-layer"));
+            root.layers.push("/dev/vdb".into());
+        }
+        disks.extend(opts.disks.iter().map(|d| d.config.clone()));
+        let boot = BootArgs {
+            vsock_channel: true,
+            root,
+        };
+
+        RunPlan {
+            kernel,
+            initrd,
+            cmdline: format!("{KERNEL_OPTIONS} {}", boot.render()),
+            mem_mib: opts
+                .mem
+                .or(profile.as_ref().map(|p| p.mem_mib))
+                .unwrap_or(DEFAULT_MEM_MIB),
+            vcpus: opts
+                .vcpus
+                .or(profile.as_ref().map(|p| p.vcpus))
+                .unwrap_or(1),
+            rng: !opts.no_rng && profile.as_ref().is_none_or(|p| p.rng),
+            disks,
+            spec: RunSpec {
+                argv,
+                env,
+                cwd: opts.cwd.clone(),
+                workspace: opts.workspace.as_ref().map(|w| Workspace {
+                    writable: w.writable,
+                }),
+                setup: server.as_ref().and_then(|s| s.setup.clone()),
+                policy: profile
+                    .as_ref()
+                    .map(|p| p.policy.clone())
+                    .unwrap_or_default(),
+                snapshot,
+            },
+        }
+    }
+
+    /// Every file the VM is made of (kernel, initrd, disks).
+    pub fn files(&self) -> Vec<&Path> {
+        let mut files = vec![self.kernel.as_path(), self.initrd.as_path()];
+        files.extend(self.disks.iter().map(|d| d.path.as_path()));
+        files
+    }
+}
+
+/// `<dir of this binary>/../<rel>`: where scripts/build puts artifacts.
+pub fn default_artifact(
+    what: &'static str,
+    given: Option<PathBuf>,
+    rel: &str,
+) -> Result<PathBuf, RunError> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join(rel))
+        .unwrap_or_default();
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(RunError::NoArtifact { what, path })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::ServerPlan;
+    use crate::withholding::Profiles;
+
+    fn plan(opts: &VmOptions, checked: &Checked, command: &[&str]) -> RunPlan {
+        RunPlan::with_artifacts(
+            opts,
+            checked,
+            command.iter().map(|s| s.to_string()).collect(),
+            false,
+            "vmlinux".into(),
+            "initrd.cpio".into(),
+        )
+    }
+
+    fn nothing() -> Checked {
+        Checked {
+            profile: None,
+            server: None,
+            root_image: None,
+        }
+    }
+
+    #[test]
+    fn a_bare_command_boots_the_initramfs_with_defaults() {
+        let p = plan(&VmOptions::default(), &nothing(), &["/bin/mcp-fixture"]);
+        assert_eq!(p.cmdline, "quiet mcpvm.channel=vsock");
+        assert_eq!((p.mem_mib, p.vcpus, p.rng), (256, 1, true));
+        assert!(p.disks.is_empty());
+        assert_eq!(p.spec.argv, ["/bin/mcp-fixture"]);
+        assert_eq!(
+            p.files(),
+            [Path::new("vmlinux"), Path::new("initrd.cpio")]
+        );
+    }
+
+    #[test]
+    fn a_server_gets_its_image_and_layer_as_the_first_disks() {
+        let checked = Checked {
+            profile: None,
+            server: Some(ServerPlan {
+                runtime: "runtime.erofs".into(),
+                layer: "memory.erofs".into(),
+                argv: vec!["node".into(), "server.js".into()],
+                env: vec![("FROM".into(), "catalogue".into())],
+                setup: Some("git init".into()),
+            }),
+            root_image: Some("runtime.erofs".into()),
+        };
+        let opts = VmOptions {
+            disks: vec![crate::disk_arg::parse_disk("data.img,rw").unwrap()],
+            read_only_root: true,
+            ..VmOptions::default()
+        };
+        let p = plan(&opts, &checked, &[]);
+        assert_eq!(
+            p.cmdline,
+            "quiet mcpvm.channel=vsock mcpvm.root=/dev/vda mcpvm.overlay=none mcpvm.layers=/dev/vdb"
+        );
+        let disks: Vec<_> = p
+            .disks
+            .iter()
+            .map(|d| (d.path.to_str().unwrap(), d.read_only))
+            .collect();
+        assert_eq!(
+            disks,
+            [
+                ("runtime.erofs", true),
+                ("memory.erofs", true),
+                ("data.img", false)
+            ]
+        );
+        assert_eq!(p.spec.argv, ["node", "server.js"]);
+        assert_eq!(p.spec.setup.as_deref(), Some("git init"));
+    }
+
+    #[test]
+    fn the_profile_shapes_the_vm_unless_the_options_say_otherwise() {
+        let profiles = Profiles::built_in();
+        let checked = Checked {
+            profile: Some(profiles.resolve("tiny-mem+no-rng+no-env").unwrap()),
+            server: None,
+            root_image: None,
+        };
+        let p = plan(&VmOptions::default(), &checked, &["/bin/s"]);
+        let profile = checked.profile.as_ref().unwrap();
+        assert_eq!(p.mem_mib, profile.mem_mib);
+        assert!(!p.rng);
+        assert_eq!(p.spec.policy, profile.policy);
+        let opts = VmOptions {
+            mem: Some(1024),
+            env: vec![("USER_SET".into(), "1".into())],
+            ..VmOptions::default()
+        };
+        let p = plan(&opts, &checked, &["/bin/s"]);
+        assert_eq!(p.mem_mib, 1024);
+        // The profile clears the environment; the user's still comes.
+        assert_eq!(p.spec.env, [("USER_SET".to_string(), "1".to_string())]);
+    }
+}
