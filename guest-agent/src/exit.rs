@@ -45,6 +45,9 @@ mod tests {
     fn exit_status_maps_like_a_shell() {
         assert_eq!(Exit::from_wait_status(3 << 8).byte(), 3);
         let killed = Exit::from_wait_status(9);
-        assert_eq!((killed.byte(), killed.signal, killed.code), (137, Some(9), None));
+        assert_eq!(
+            (killed.byte(), killed.signal, killed.code),
+            (137, Some(9), None)
+        );
     }
 }

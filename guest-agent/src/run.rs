@@ -9,9 +9,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::exit::Exit;
 use crate::links::{self, Channels, Links, Which};
 use crate::vsock;
-use crate::exit::Exit;
 use guest_agent::seccomp;
 use mcpvm_protocol::messages::{Event, RunSpec};
 use mcpvm_protocol::ports::*;

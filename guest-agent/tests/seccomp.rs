@@ -5,9 +5,9 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use mcpvm_protocol::policy::{Action, Resource, Rlimit, Rule, Seccomp, When};
 use guest_agent::seccomp;
 use mcpvm_protocol::messages::SyscallCount;
+use mcpvm_protocol::policy::{Action, Resource, Rlimit, Rule, Seccomp, When};
 
 struct Run {
     out: Output,

@@ -131,8 +131,7 @@ pub fn find_or_take(
     std::fs::create_dir_all(cache).map_err(file_err(cache))?;
     take(&dir)?;
     let path = dir.join("inputs.json");
-    let described =
-        serde_json::to_string_pretty(&inputs.described()).expect("inputs serialize");
+    let described = serde_json::to_string_pretty(&inputs.described()).expect("inputs serialize");
     std::fs::write(&path, described).map_err(file_err(&path))?;
     Ok(dir)
 }

@@ -34,7 +34,6 @@
 //! side of each stream and waits for the host to close its side, so the
 //! host has every byte before the VM powers off.
 
-
 pub mod boot_args;
 pub mod messages;
 pub mod policy;

@@ -38,17 +38,19 @@ use crate::devices::virtio::block::device::Block;
 use crate::devices::virtio::block::disk::{Disk, DiskError};
 use crate::devices::virtio::block::CacheMode;
 use crate::devices::virtio::mmio::{self, MmioTransport};
+use crate::devices::virtio::persist::VirtioState;
 use crate::devices::virtio::rng::Rng;
 use crate::devices::virtio::vsock::device::{Vsock, VsockError};
+use crate::devices::virtio::DeviceSpec;
 use crate::devices::virtio::VirtioDevice;
 use crate::devices::{EventSender, VmEvent};
+use crate::kvm::persist::VcpuState;
 use crate::kvm::vcpu::{Vcpu, VcpuError};
 use crate::kvm::vm::{Vm, VmError};
 use crate::kvm::{self, HostError};
+use crate::restore::RestoreError;
 use crate::seccomp::SeccompMode;
-use crate::snapshot::{
-    self, Body, SnapshotError, VcpuState, VirtioDevice as VirtioKind, VirtioState,
-};
+use crate::snapshot::{self, Body, SnapshotError};
 use crate::VmConfig;
 use kvm_ioctls::IoEventAddress;
 
@@ -128,6 +130,8 @@ pub enum BootError {
     MsrList(#[source] kvm_ioctls::Error),
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
 }
 
 /// A VM ready to run: everything `crate::run` needs.
@@ -148,27 +152,24 @@ pub struct BuiltVm {
 }
 
 /// A virtio device on the bus: what it is, and its transport.
-pub type AttachedVirtio = (VirtioKind, Arc<Mutex<MmioTransport>>);
+pub type AttachedVirtio = (DeviceSpec, Arc<Mutex<MmioTransport>>);
 
+/// Builds the VM `config` describes, in boot order (or restores it, when
+/// it names a snapshot).
 pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     if let Some(dir) = config.snapshot.restore_from.clone() {
-        return restore(config, &dir);
+        return crate::restore::restore(config, &dir);
     }
-    // 1. Host.
-    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&config.mem_mib) {
-        return Err(BootError::MemorySize(config.mem_mib));
-    }
-    if config.vcpus == 0 || config.vcpus > mptable::MAX_CPUS {
-        return Err(BootError::VcpuCount(config.vcpus));
-    }
-    // Bad paths are the user's mistake, whatever the host: report them first.
-    let kernel = File::open(&config.kernel).map_err(|source| BootError::OpenKernel {
-        path: config.kernel.clone(),
+    // 1. Host. Bad paths are the user's mistake, whatever the host:
+    //    report them first.
+    check_shape(config.mem_mib, config.vcpus)?;
+    let kernel = open_image(&config.kernel, |path, source| BootError::OpenKernel {
+        path,
         source,
     })?;
     let initrd_file = match &config.initrd {
-        Some(path) => Some(File::open(path).map_err(|source| BootError::OpenInitrd {
-            path: path.clone(),
+        Some(path) => Some(open_image(path, |path, source| BootError::OpenInitrd {
+            path,
             source,
         })?),
         None => None,
@@ -179,7 +180,7 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     let vm = Vm::new(&kvm, config.mem_mib)?;
     let mem_size = config.mem_mib << 20;
 
-    // 3. Devices.
+    // 3. Devices: the legacy ones on the port bus, virtio on MMIO.
     let (events, event_rx) = mpsc::channel();
     let panicked = Arc::new(AtomicBool::new(false));
     let (pio, serial) = legacy_devices(
@@ -191,28 +192,7 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         config.start,
     )?;
     let mut mmio = Bus::new();
-    // Disks first, so that the first one is /dev/vda.
-    let mut wanted: Vec<VirtioKind> = config
-        .disks
-        .iter()
-        .map(|d| VirtioKind::Block {
-            path: d.path.clone(),
-            read_only: d.read_only,
-            direct: d.cache == CacheMode::Direct,
-            id: d.id.clone(),
-            bytes: 0,
-        })
-        .collect();
-    if let Some(v) = &config.vsock {
-        wanted.push(VirtioKind::Vsock {
-            guest_cid: v.guest_cid,
-        });
-    }
-    if config.rng {
-        wanted.push(VirtioKind::Rng);
-    }
-    let virtio = virtio_devices(&vm, &mut mmio, wanted, &config)?;
-    let windows: Vec<(u64, u32)> = (0..virtio.len()).map(virtio_window).collect();
+    let virtio = virtio_devices(&vm, &mut mmio, device_specs(&config), &config)?;
 
     // 4. Kernel.
     let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &config.kernel)?;
@@ -227,62 +207,15 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         }
         _ => None,
     };
-    let cl = crate::cmdline::compose(serial.is_some(), &windows, &config.cmdline)
-        .map_err(BootError::Cmdline)?;
-    let cmdline = cl
-        .as_cstring()
-        .map_err(BootError::Cmdline)?
-        .into_string()
-        .unwrap_or_default();
-    load_cmdline(&vm.mem, GuestAddress(CMDLINE_START), &cl).map_err(|e| match e {
-        loader::Error::CommandLineOverflow => {
-            BootError::Cmdline(linux_loader::cmdline::Error::TooLarge)
-        }
-        other => BootError::LoadKernel {
-            path: config.kernel.clone(),
-            source: other,
-        },
-    })?;
+    let cmdline = write_cmdline(&vm, serial.is_some(), virtio.len(), &config)?;
 
     // 6. Boot parameters and MP table.
     let map = boot_params::memory_map(mem_size);
-    match entry {
-        BootEntry::Pvh(_) => {
-            let (info, memmap, module) = boot_params::pvh_start_info(initrd, &map);
-            let mut params = BootParams::new(&info, GuestAddress(PVH_INFO_START));
-            params.set_sections(&memmap, GuestAddress(PVH_MEMMAP_START));
-            if let Some(m) = module {
-                params.set_modules(&[m], GuestAddress(PVH_MODLIST_START));
-            }
-            PvhBootConfigurator::write_bootparams(&params, &vm.mem)
-                .map_err(BootError::Configure)?;
-        }
-        BootEntry::Linux64(_) => {
-            let zero_page = boot_params::zero_page(setup_header, cmdline.len() + 1, initrd, &map)?;
-            let params = BootParams::new(&zero_page, GuestAddress(ZERO_PAGE_START));
-            LinuxBootConfigurator::write_bootparams(&params, &vm.mem)
-                .map_err(BootError::Configure)?;
-        }
-    }
+    write_boot_params(&vm, entry, setup_header, cmdline.len(), initrd, &map)?;
     mptable::write(&vm.mem, config.vcpus)?;
 
     // 7. vCPUs.
-    let supported = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .map_err(BootError::Cpuid)?;
-    let msrs = msr_list(&kvm)?;
-    let mut vcpus = Vec::with_capacity(config.vcpus as usize);
-    for id in 0..config.vcpus {
-        let mut vcpu = Vcpu::new(&vm.fd, id)?;
-        vcpu.set_msr_list(msrs.clone());
-        let boot = (id == 0).then_some(entry);
-        vcpu.configure(
-            &cpuid::for_vcpu(&supported, id, config.vcpus),
-            &vm.mem,
-            boot,
-        )?;
-        vcpus.push(vcpu);
-    }
+    let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry)?;
 
     Ok(BuiltVm {
         vm,
@@ -299,6 +232,126 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     })
 }
 
+fn check_shape(mem_mib: u64, vcpus: u8) -> Result<(), BootError> {
+    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&mem_mib) {
+        return Err(BootError::MemorySize(mem_mib));
+    }
+    if vcpus == 0 || vcpus > mptable::MAX_CPUS {
+        return Err(BootError::VcpuCount(vcpus));
+    }
+    Ok(())
+}
+
+fn open_image(
+    path: &Path,
+    err: impl FnOnce(PathBuf, std::io::Error) -> BootError,
+) -> Result<File, BootError> {
+    File::open(path).map_err(|source| err(path.to_path_buf(), source))
+}
+
+/// The virtio devices a booting VM gets: disks first (so that the first
+/// is /dev/vda), then vsock, then rng.
+fn device_specs(config: &VmConfig) -> Vec<DeviceSpec> {
+    let mut specs: Vec<DeviceSpec> = config
+        .disks
+        .iter()
+        .map(|d| DeviceSpec::Block {
+            path: d.path.clone(),
+            read_only: d.read_only,
+            direct: d.cache == CacheMode::Direct,
+            id: d.id.clone(),
+            bytes: 0,
+        })
+        .collect();
+    if let Some(v) = &config.vsock {
+        specs.push(DeviceSpec::Vsock {
+            guest_cid: v.guest_cid,
+        });
+    }
+    if config.rng {
+        specs.push(DeviceSpec::Rng);
+    }
+    specs
+}
+
+/// Composes the command line (our devices' options, then the caller's),
+/// writes it to guest memory, and returns it.
+fn write_cmdline(
+    vm: &Vm,
+    serial: bool,
+    virtio_count: usize,
+    config: &VmConfig,
+) -> Result<String, BootError> {
+    let windows: Vec<(u64, u32)> = (0..virtio_count).map(virtio_window).collect();
+    let cl =
+        crate::cmdline::compose(serial, &windows, &config.cmdline).map_err(BootError::Cmdline)?;
+    let cmdline = cl
+        .as_cstring()
+        .map_err(BootError::Cmdline)?
+        .into_string()
+        .unwrap_or_default();
+    load_cmdline(&vm.mem, GuestAddress(CMDLINE_START), &cl).map_err(|e| match e {
+        loader::Error::CommandLineOverflow => {
+            BootError::Cmdline(linux_loader::cmdline::Error::TooLarge)
+        }
+        other => BootError::LoadKernel {
+            path: config.kernel.clone(),
+            source: other,
+        },
+    })?;
+    Ok(cmdline)
+}
+
+/// The boot protocol's parameters: PVH's start info and memory map, or
+/// the Linux zero page.
+fn write_boot_params(
+    vm: &Vm,
+    entry: BootEntry,
+    setup_header: Option<linux_loader::loader::bootparam::setup_header>,
+    cmdline_len: usize,
+    initrd: Option<(u64, u64)>,
+    map: &[boot_params::MemoryRange],
+) -> Result<(), BootError> {
+    match entry {
+        BootEntry::Pvh(_) => {
+            let (info, memmap, module) = boot_params::pvh_start_info(initrd, map);
+            let mut params = BootParams::new(&info, GuestAddress(PVH_INFO_START));
+            params.set_sections(&memmap, GuestAddress(PVH_MEMMAP_START));
+            if let Some(m) = module {
+                params.set_modules(&[m], GuestAddress(PVH_MODLIST_START));
+            }
+            PvhBootConfigurator::write_bootparams(&params, &vm.mem).map_err(BootError::Configure)
+        }
+        BootEntry::Linux64(_) => {
+            let zero_page = boot_params::zero_page(setup_header, cmdline_len + 1, initrd, map)?;
+            let params = BootParams::new(&zero_page, GuestAddress(ZERO_PAGE_START));
+            LinuxBootConfigurator::write_bootparams(&params, &vm.mem).map_err(BootError::Configure)
+        }
+    }
+}
+
+/// The vCPUs, each with its CPUID and MSR list; the first enters at `entry`.
+fn create_vcpus(
+    kvm: &kvm_ioctls::Kvm,
+    vm: &Vm,
+    count: u8,
+    entry: BootEntry,
+) -> Result<Vec<Vcpu>, BootError> {
+    let supported = kvm
+        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .map_err(BootError::Cpuid)?;
+    let msrs = msr_list(kvm)?;
+    let mut vcpus = Vec::with_capacity(count as usize);
+    for id in 0..count {
+        let mut vcpu = Vcpu::new(&vm.fd, id)?;
+        vcpu.set_msr_list(msrs.clone());
+        let boot = (id == 0).then_some(entry);
+        vcpu.configure(&cpuid::for_vcpu(&supported, id, count), &vm.mem, boot)?;
+        vcpus.push(vcpu);
+    }
+    Ok(vcpus)
+}
+
 /// Where virtio device `i` sits: its MMIO window and IRQ.
 fn virtio_window(i: usize) -> (u64, u32) {
     (
@@ -310,10 +363,10 @@ fn virtio_window(i: usize) -> (u64, u32) {
 /// Makes the virtio devices described by `wanted`, in order, and puts
 /// each behind its transport on the MMIO bus. A block device's `bytes`
 /// comes back filled in. The vsock host socket is the one `config` names.
-fn virtio_devices(
+pub(crate) fn virtio_devices(
     vm: &Vm,
     mmio: &mut Bus,
-    wanted: Vec<VirtioKind>,
+    wanted: Vec<DeviceSpec>,
     config: &VmConfig,
 ) -> Result<Vec<AttachedVirtio>, BootError> {
     if wanted.len() > MAX_VIRTIO_DEVICES {
@@ -322,7 +375,7 @@ fn virtio_devices(
     let mut attached = Vec::with_capacity(wanted.len());
     for (i, mut kind) in wanted.into_iter().enumerate() {
         let device: Box<dyn VirtioDevice> = match &mut kind {
-            VirtioKind::Block {
+            DeviceSpec::Block {
                 path,
                 read_only,
                 direct,
@@ -338,140 +391,24 @@ fn virtio_devices(
                 *bytes = disk.sectors() * 512;
                 Box::new(Block::new(disk))
             }
-            VirtioKind::Vsock { guest_cid } => {
+            DeviceSpec::Vsock { guest_cid } => {
                 let uds = config
                     .vsock
                     .as_ref()
                     .map(|v| v.uds_path.clone())
-                    .ok_or_else(|| SnapshotError::Mismatch {
-                        path: config.snapshot.restore_from.clone().unwrap_or_default(),
-                        what: "with a vsock device",
-                        fix: "with a vsock host socket",
+                    .ok_or_else(|| RestoreError::Vsock {
+                        dir: config.snapshot.restore_from.clone().unwrap_or_default(),
+                        had: true,
                     })?;
                 Box::new(Vsock::new(*guest_cid, &uds)?)
             }
-            VirtioKind::Rng => Box::new(Rng::new()),
+            DeviceSpec::Rng => Box::new(Rng::new()),
         };
         let (base, irq) = virtio_window(i);
         let transport = attach_virtio(vm, mmio, device, base, irq, config.seccomp)?;
         attached.push((kind, transport));
     }
     Ok(attached)
-}
-
-/// Builds a VM from the snapshot in `dir` instead of booting: memory
-/// mapped copy-on-write from its file, the interrupt controllers, clock,
-/// serial port and vCPUs as saved.
-fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
-    let loaded = snapshot::read(dir)?;
-    let body = &loaded.body;
-    let in_snapshot = |why: String| SnapshotError::Invalid {
-        path: dir.to_path_buf(),
-        why,
-    };
-    let count = u8::try_from(body.vcpus.len())
-        .ok()
-        .filter(|n| (1..=mptable::MAX_CPUS).contains(n))
-        .ok_or_else(|| in_snapshot(format!("it has {} vCPUs", body.vcpus.len())))?;
-    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&body.mem_mib) {
-        return Err(in_snapshot(format!("it has {} MiB of memory", body.mem_mib)).into());
-    }
-    let kvm = kvm::open(config.allow_pvm)?;
-    // The state checks below know the structure, not the directory.
-    let named = |e| match e {
-        SnapshotError::Invalid { why, .. } => in_snapshot(why),
-        other => other,
-    };
-    let vm = Vm::with_memory(&kvm, body.mem_mib, Some(&loaded.memory))?;
-    vm.restore_state(&body.vm).map_err(named)?;
-
-    // The same devices at the same places; the host side is new.
-    let mut mmio = Bus::new();
-    if config.vsock.is_some()
-        != body
-            .virtio
-            .iter()
-            .any(|v| matches!(v.device, VirtioKind::Vsock { .. }))
-    {
-        return Err(SnapshotError::Mismatch {
-            path: dir.to_path_buf(),
-            what: if config.vsock.is_some() {
-                "without a vsock device"
-            } else {
-                "with a vsock device"
-            },
-            fix: if config.vsock.is_some() {
-                "without a vsock host socket"
-            } else {
-                "with a vsock host socket (mcpvm run --from-snapshot)"
-            },
-        }
-        .into());
-    }
-    let wanted = body.virtio.iter().map(|v| v.device.clone()).collect();
-    let virtio = virtio_devices(&vm, &mut mmio, wanted, &config)?;
-    for ((kind, _), saved) in virtio.iter().zip(&body.virtio) {
-        if *kind != saved.device {
-            return Err(in_snapshot(format!(
-                "{kind:?} is not as it was ({:?}); the snapshot needs the same disk images",
-                saved.device
-            ))
-            .into());
-        }
-    }
-
-    let (events, event_rx) = mpsc::channel();
-    let panicked = Arc::new(AtomicBool::new(false));
-    // A guest that booted without a UART has no driver for one.
-    let console = config.console.take().filter(|_| body.serial.is_some());
-    let (pio, serial) = legacy_devices(
-        &vm,
-        console,
-        body.serial.as_ref().map(Into::into),
-        &events,
-        &panicked,
-        config.start,
-    )
-    .map_err(|e| match e {
-        BootError::Snapshot(e) => BootError::Snapshot(named(e)),
-        other => other,
-    })?;
-
-    let supported = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .map_err(BootError::Cpuid)?;
-    let msrs = msr_list(&kvm)?;
-    let mut vcpus = Vec::with_capacity(body.vcpus.len());
-    for state in &body.vcpus {
-        let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
-        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
-        vcpu.restore_state(state).map_err(named)?;
-        vcpu.set_msr_list(msrs.clone());
-        vcpus.push(vcpu);
-    }
-    // The devices start last: an interrupt they raise at once (vsock's
-    // transport reset) must find the LAPICs restored, or it is lost to
-    // a vCPU that does not exist yet, or overwritten by its saved state.
-    for ((_, transport), saved) in virtio.iter().zip(&body.virtio) {
-        transport
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .restore(&saved.transport)
-            .map_err(in_snapshot)?;
-    }
-    Ok(BuiltVm {
-        vm,
-        vcpus,
-        pio: Arc::new(pio),
-        mmio: Arc::new(mmio),
-        events,
-        event_rx,
-        serial,
-        panicked,
-        cmdline: body.cmdline.clone(),
-        seccomp: config.seccomp,
-        virtio,
-    })
 }
 
 /// Writes a paused VM to `dir`: its memory, the in-kernel devices, the
@@ -513,7 +450,7 @@ pub fn save(built: &BuiltVm, vcpus: Vec<VcpuState>, dir: &Path) -> Result<(), Sn
 }
 
 /// The MSRs a snapshot saves: those KVM lists as saved and restored.
-fn msr_list(kvm: &kvm_ioctls::Kvm) -> Result<Vec<u32>, BootError> {
+pub(crate) fn msr_list(kvm: &kvm_ioctls::Kvm) -> Result<Vec<u32>, BootError> {
     kvm.get_msr_index_list()
         .map(|l| l.as_slice().to_vec())
         .map_err(BootError::MsrList)
@@ -524,7 +461,7 @@ type SharedSerial = Arc<Mutex<SerialDevice>>;
 /// The port-I/O devices: the serial port (when there is a console; from
 /// `serial_state` when restoring), the i8042 (reset), the boot timer and
 /// the power port.
-fn legacy_devices(
+pub(crate) fn legacy_devices(
     vm: &Vm,
     console: Option<Box<dyn std::io::Write + Send>>,
     serial_state: Option<vm_superio::serial::SerialState>,

@@ -10,11 +10,12 @@
 
 pub mod arch;
 pub mod builder;
-pub mod handle;
 pub mod cmdline;
 pub mod devices;
+pub mod handle;
 pub mod kvm;
 pub mod outcome;
+pub mod restore;
 pub mod seccomp;
 pub mod signals;
 pub mod snapshot;

@@ -643,18 +643,28 @@ mod tests {
             assert!(!c.contains(&libc::SYS_ioctl), "ioctl is conditional only");
         }
         assert!(allowed_names(ThreadKind::Vcpu).contains(&"ioctl(arg1 = 0xae80)".to_string()));
-        // No confined thread starts threads: a new thread would carry its
-        // creator's filter instead of its own.
+        // Only the channels thread starts threads (a new thread carries
+        // its creator's filter, then stacks its own): no other kind may,
+        // none may fork, and what it starts, relays, must fit inside its
+        // own list, or the stacked filters would refuse a relay's calls.
         for kind in KINDS {
-            for nr in [
-                libc::SYS_clone,
-                libc::SYS_clone3,
-                libc::SYS_fork,
-                libc::SYS_vfork,
-            ] {
-                assert!(!calls(kind).contains(&nr), "{kind:?} may start threads");
+            for nr in [libc::SYS_fork, libc::SYS_vfork, libc::SYS_execve] {
+                assert!(!calls(kind).contains(&nr), "{kind:?} may fork or exec");
+            }
+            if kind != ThreadKind::Channels {
+                for nr in [libc::SYS_clone, libc::SYS_clone3] {
+                    assert!(!calls(kind).contains(&nr), "{kind:?} may start threads");
+                }
             }
         }
+        let channels = calls(ThreadKind::Channels);
+        assert!(calls(ThreadKind::Relay)
+            .iter()
+            .all(|nr| channels.contains(nr)));
+        let channels_cond = conditional(ThreadKind::Channels);
+        assert!(conditional(ThreadKind::Relay)
+            .iter()
+            .all(|c| channels_cond.contains(c)));
     }
 
     #[test]

@@ -1,5 +1,9 @@
-//! Snapshots: a paused VM written to a directory, and the state a VM is
-//! restored from (docs/snapshots.md has the format).
+//! Snapshots: the file a paused VM is written to and restored from
+//! (docs/snapshots.md has the format). What each part saves is defined
+//! beside its owner: `kvm::persist` (the VM's in-kernel devices, the
+//! vCPUs), `devices::virtio::persist` (devices and their transports),
+//! `devices::legacy::serial` (the UART); this file puts them together,
+//! checks and writes them.
 //!
 //! DIR/state holds one JSON header line, then the JSON body it describes:
 //!
@@ -20,6 +24,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::devices::legacy::serial::SerialState;
+use crate::devices::virtio::persist::VirtioState;
+use crate::kvm::persist::{VcpuState, VmState};
 
 pub const FORMAT: &str = "mcpvm-snapshot";
 /// Bumped whenever the body changes meaning; older files are refused.
@@ -89,208 +97,8 @@ pub struct Body {
     pub virtio: Vec<VirtioState>,
 }
 
-/// A virtio device: what it is, so that restore can make it again, and
-/// its transport registers. Queue positions are not saved: a stopped
-/// worker holds no chain, so the next available and next used index are
-/// both the used ring's index, in guest memory.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct VirtioState {
-    pub device: VirtioDevice,
-    pub transport: TransportState,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum VirtioDevice {
-    /// A disk image, reopened from the same path on restore.
-    Block {
-        path: PathBuf,
-        read_only: bool,
-        direct: bool,
-        id: String,
-        /// Its size when saved: the guest's page cache knows its content.
-        bytes: u64,
-    },
-    /// vsock with this guest CID; its host socket is the restoring run's.
-    Vsock {
-        guest_cid: u64,
-    },
-    Rng,
-}
-
-/// The virtio-mmio registers the driver set (virtio 1.2, section 4.2.2).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct TransportState {
-    pub status: u32,
-    pub features_sel: u32,
-    pub driver_features_sel: u32,
-    pub driver_features: u64,
-    pub queue_sel: u32,
-    pub config_generation: u32,
-    pub interrupt_status: u32,
-    pub activated: bool,
-    pub queues: Vec<QueueRegs>,
-}
-
-/// One queue as the driver configured it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct QueueRegs {
-    pub size: u16,
-    pub ready: bool,
-    pub desc: u64,
-    pub avail: u64,
-    pub used: u64,
-}
-
-/// The in-kernel devices of the VM.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct VmState {
-    pub pic_master: Pod,
-    pub pic_slave: Pod,
-    pub ioapic: Pod,
-    pub pit: Pod,
-    pub clock: Pod,
-}
-
-/// One vCPU, in the order it is restored.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct VcpuState {
-    pub id: u8,
-    pub mp_state: Pod,
-    pub regs: Pod,
-    pub sregs: Pod,
-    pub xsave: Pod,
-    pub xcrs: Pod,
-    pub debugregs: Pod,
-    pub lapic: Pod,
-    /// (index, value) of every MSR KVM would give.
-    pub msrs: Vec<(u32, u64)>,
-    pub vcpu_events: Pod,
-}
-
-/// The 16550 UART's registers and receive buffer (vm-superio's state).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct SerialState {
-    pub registers: [u8; 9],
-    pub in_buffer: Vec<u8>,
-}
-
-impl From<&vm_superio::serial::SerialState> for SerialState {
-    fn from(s: &vm_superio::serial::SerialState) -> Self {
-        SerialState {
-            registers: [
-                s.baud_divisor_low,
-                s.baud_divisor_high,
-                s.interrupt_enable,
-                s.interrupt_identification,
-                s.line_control,
-                s.line_status,
-                s.modem_control,
-                s.modem_status,
-                s.scratch,
-            ],
-            in_buffer: s.in_buffer.clone(),
-        }
-    }
-}
-
-impl From<&SerialState> for vm_superio::serial::SerialState {
-    fn from(s: &SerialState) -> Self {
-        let r = s.registers;
-        vm_superio::serial::SerialState {
-            baud_divisor_low: r[0],
-            baud_divisor_high: r[1],
-            interrupt_enable: r[2],
-            interrupt_identification: r[3],
-            line_control: r[4],
-            line_status: r[5],
-            modem_control: r[6],
-            modem_status: r[7],
-            scratch: r[8],
-            in_buffer: s.in_buffer.clone(),
-        }
-    }
-}
-
-/// A KVM structure as the hex of its bytes.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(transparent)]
-pub struct Pod(String);
-
-/// Plain-old-data KVM structures: C structs of integers and arrays of
-/// them, for which every byte pattern is a valid value.
-///
-/// # Safety
-/// Only for such types.
-pub unsafe trait PlainData: Default {}
-
-macro_rules! plain_data {
-    ($($t:ty),*) => { $(
-        // SAFETY: a kvm-bindings C struct of integers (and unions and
-        // arrays of them).
-        unsafe impl PlainData for $t {}
-    )* };
-}
-plain_data!(
-    kvm_bindings::kvm_regs,
-    kvm_bindings::kvm_sregs,
-    kvm_bindings::kvm_xsave,
-    kvm_bindings::kvm_xcrs,
-    kvm_bindings::kvm_debugregs,
-    kvm_bindings::kvm_lapic_state,
-    kvm_bindings::kvm_mp_state,
-    kvm_bindings::kvm_vcpu_events,
-    kvm_bindings::kvm_irqchip,
-    kvm_bindings::kvm_pit_state2,
-    kvm_bindings::kvm_clock_data
-);
-
-impl Pod {
-    pub fn of<T: PlainData>(v: &T) -> Pod {
-        // SAFETY: T is plain data: its bytes are all initialised
-        // integers, read for exactly its size.
-        let bytes = unsafe {
-            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
-        };
-        Pod(hex(bytes))
-    }
-
-    /// The value back, if the stored size is `T`'s.
-    pub fn get<T: PlainData>(&self, what: &str) -> Result<T, String> {
-        let bytes = unhex(&self.0).ok_or_else(|| format!("{what} is not hex"))?;
-        if bytes.len() != std::mem::size_of::<T>() {
-            return Err(format!(
-                "{what} is {} bytes, this KVM's is {}",
-                bytes.len(),
-                std::mem::size_of::<T>()
-            ));
-        }
-        let mut v = T::default();
-        // SAFETY: T is plain data (any bytes are a valid T) and exactly
-        // `bytes.len()` long.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                (&mut v as *mut T).cast::<u8>(),
-                bytes.len(),
-            )
-        };
-        Ok(v)
-    }
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// Writes DIR with `body` and the guest memory `memory` writes (it gets
@@ -405,6 +213,9 @@ pub fn read(dir: &Path) -> Result<Loaded, SnapshotError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::devices::virtio::persist::{QueueRegs, TransportState};
+    use crate::devices::virtio::DeviceSpec;
+    use crate::kvm::persist::Pod;
 
     fn body() -> Body {
         let regs = kvm_bindings::kvm_regs {
@@ -440,7 +251,7 @@ mod tests {
                 in_buffer: b"in".to_vec(),
             }),
             virtio: vec![VirtioState {
-                device: VirtioDevice::Vsock { guest_cid: 3 },
+                device: DeviceSpec::Vsock { guest_cid: 3 },
                 transport: TransportState {
                     status: 15,
                     activated: true,
@@ -476,13 +287,6 @@ mod tests {
         assert_eq!(loaded.memory_bytes, 1 << 20);
         let regs: kvm_bindings::kvm_regs = loaded.body.vcpus[0].regs.get("regs").unwrap();
         assert_eq!((regs.rip, regs.rflags), (0x1234, 2));
-    }
-
-    #[test]
-    fn a_structure_of_another_size_is_refused() {
-        let pod = Pod::of(&kvm_bindings::kvm_regs::default());
-        let e = pod.get::<kvm_bindings::kvm_sregs>("sregs").unwrap_err();
-        assert!(e.contains("sregs is"), "{e}");
     }
 
     fn state_lines(dir: &Path) -> (String, String) {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use mcpvm_protocol::policy::{Action, Allow, Policy, Resource, Rlimit, Rule, Seccomp, When};
-use syscall_table as syscalls;
 use serde::{Deserialize, Serialize};
+use syscall_table as syscalls;
 
 pub const BUILT_IN: &str = include_str!("profiles.toml");
 

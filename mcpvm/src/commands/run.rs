@@ -15,14 +15,14 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use vmm::{VmConfig, VmHandle};
 
-use crate::rundir::RunDir;
-pub use crate::run::options::{Checked, VmOptions};
 use crate::run::channels::{FirstLine, HostChannels, Relays, Stdio, RELAY_DRAIN};
 use crate::run::events::EventSink;
 use crate::run::options::Args as ArgList;
+pub use crate::run::options::{Checked, VmOptions};
 use crate::run::plan::RunPlan;
 use crate::run::template::{self, INITIALIZE_FILE};
 use crate::run::RunError;
+use crate::rundir::RunDir;
 
 #[derive(Args, Clone, Debug, Default, PartialEq)]
 pub struct RunArgs {

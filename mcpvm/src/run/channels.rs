@@ -310,6 +310,10 @@ mod tests {
             s.shutdown(std::net::Shutdown::Both).unwrap();
         }
         relays.drain(Instant::now() + Duration::from_secs(5));
-        assert!(relays.first_seen.lock().unwrap().contains_key("agent_start"));
+        assert!(relays
+            .first_seen
+            .lock()
+            .unwrap()
+            .contains_key("agent_start"));
     }
 }

@@ -62,7 +62,9 @@ impl EventSink {
                 Err(_) => log::warn!(
                     "agent sent an unreadable event of {} bytes: {}",
                     line.len(),
-                    crate::logger::printable(&String::from_utf8_lossy(&line[..line.len().min(200)]))
+                    crate::logger::printable(&String::from_utf8_lossy(
+                        &line[..line.len().min(200)]
+                    ))
                 ),
             }
         }

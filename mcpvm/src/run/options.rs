@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-
-
 use crate::disk_arg::{parse_disk, DiskArg};
 use crate::server::ServerPlan;
 use crate::withholding::profile::Profile;
@@ -177,7 +175,6 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
         _ => Err(format!("'{s}' is not KEY=VALUE")),
     }
 }
-
 
 /// Command-line arguments being written, `--name=value` each.
 #[derive(Default)]

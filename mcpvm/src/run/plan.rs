@@ -198,10 +198,7 @@ mod tests {
         assert_eq!((p.mem_mib, p.vcpus, p.rng), (256, 1, true));
         assert!(p.disks.is_empty());
         assert_eq!(p.spec.argv, ["/bin/mcp-fixture"]);
-        assert_eq!(
-            p.files(),
-            [Path::new("vmlinux"), Path::new("initrd.cpio")]
-        );
+        assert_eq!(p.files(), [Path::new("vmlinux"), Path::new("initrd.cpio")]);
     }
 
     #[test]

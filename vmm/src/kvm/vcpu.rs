@@ -9,11 +9,12 @@ use std::time::Instant;
 use kvm_bindings::{kvm_lapic_state, kvm_sregs, CpuId, Msrs};
 use kvm_ioctls::{VcpuExit, VcpuFd, VmFd};
 
+use super::persist::{Pod, VcpuState};
 use crate::arch::x86_64::{msr, regs};
 use crate::devices::bus::Bus;
 use crate::devices::{EventSender, VmEvent};
 use crate::outcome::ExitReason;
-use crate::snapshot::{Pod, SnapshotError, VcpuState};
+use crate::snapshot::SnapshotError;
 use crate::GuestMemoryMmap;
 
 /// Local APIC register offsets and delivery modes (Intel SDM vol. 3, 10.5.1).

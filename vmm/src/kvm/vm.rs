@@ -12,7 +12,8 @@ use vm_memory::{
     Address, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryRegion, GuestRegionMmap,
 };
 
-use crate::snapshot::{Pod, SnapshotError, VmState};
+use super::persist::{Pod, VmState};
+use crate::snapshot::SnapshotError;
 
 use crate::arch::x86_64::layout;
 use crate::GuestMemoryMmap;

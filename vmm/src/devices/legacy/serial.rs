@@ -12,6 +12,8 @@ use vm_superio::serial::NoEvents;
 use vm_superio::{Serial, Trigger};
 use vmm_sys_util::eventfd::EventFd;
 
+use serde::{Deserialize, Serialize};
+
 use crate::devices::bus::BusDevice;
 
 const PANIC_MARKER: &[u8] = b"Kernel panic - not syncing";
@@ -116,6 +118,50 @@ impl BusDevice for SerialDevice {
             // The only error is a failed IRQ trigger; the guest's driver
             // copes with a lost THRE interrupt by polling.
             let _ = self.uart.write(off, data[0]);
+        }
+    }
+}
+
+/// The 16550 UART's registers and receive buffer (vm-superio's state).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SerialState {
+    pub registers: [u8; 9],
+    pub in_buffer: Vec<u8>,
+}
+
+impl From<&vm_superio::serial::SerialState> for SerialState {
+    fn from(s: &vm_superio::serial::SerialState) -> Self {
+        SerialState {
+            registers: [
+                s.baud_divisor_low,
+                s.baud_divisor_high,
+                s.interrupt_enable,
+                s.interrupt_identification,
+                s.line_control,
+                s.line_status,
+                s.modem_control,
+                s.modem_status,
+                s.scratch,
+            ],
+            in_buffer: s.in_buffer.clone(),
+        }
+    }
+}
+
+impl From<&SerialState> for vm_superio::serial::SerialState {
+    fn from(s: &SerialState) -> Self {
+        let r = s.registers;
+        vm_superio::serial::SerialState {
+            baud_divisor_low: r[0],
+            baud_divisor_high: r[1],
+            interrupt_enable: r[2],
+            interrupt_identification: r[3],
+            line_control: r[4],
+            line_status: r[5],
+            modem_control: r[6],
+            modem_status: r[7],
+            scratch: r[8],
+            in_buffer: s.in_buffer.clone(),
         }
     }
 }

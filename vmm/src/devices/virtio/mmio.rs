@@ -12,13 +12,13 @@ use std::sync::Arc;
 use virtio_queue::{Queue, QueueT};
 use vmm_sys_util::eventfd::EventFd;
 
+use super::persist::{QueueRegs, TransportState};
 use super::{
     ActivateError, Activation, DeviceThread, Interrupt, VirtioDevice, INT_CONFIG_CHANGE,
     VIRTIO_F_VERSION_1,
 };
 use crate::devices::bus::BusDevice;
 use crate::seccomp::SeccompMode;
-use crate::snapshot::{QueueRegs, TransportState};
 use crate::GuestMemoryMmap;
 
 const MAGIC_VALUE: u32 = 0x7472_6976; // "virt"

@@ -8,10 +8,13 @@
 
 pub mod block;
 pub mod mmio;
+pub mod persist;
 pub mod queue_worker;
 pub mod rng;
+pub mod spec;
 pub mod vsock;
 
+pub use spec::DeviceSpec;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;

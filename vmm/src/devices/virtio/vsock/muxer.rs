@@ -220,7 +220,11 @@ impl Muxer {
                 self.control.push_back(resp);
             }
             Err(e) => {
-                log::debug!("vsock: guest port {} -> {}: {e}; resetting", key.1, path.display());
+                log::debug!(
+                    "vsock: guest port {} -> {}: {e}; resetting",
+                    key.1,
+                    path.display()
+                );
                 self.rst(key.0, key.1);
             }
         }

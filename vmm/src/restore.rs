@@ -1,0 +1,165 @@
+//! A VM built from a snapshot instead of booted: the same recipe as
+//! `builder::build` where it can be (devices from their saved
+//! `DeviceSpec`s, on the same buses), with state written back instead of
+//! a kernel loaded. Everything read from the snapshot is checked first:
+//! a snapshot is input, and a bad one is a [`RestoreError`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use crate::arch::x86_64::layout::{MAX_MEM_MIB, MIN_MEM_MIB};
+use crate::arch::x86_64::{cpuid, mptable};
+use crate::builder::{legacy_devices, msr_list, virtio_devices, BootError, BuiltVm};
+use crate::devices::bus::Bus;
+use crate::devices::virtio::DeviceSpec;
+use crate::kvm::{self, vcpu::Vcpu, vm::Vm};
+use crate::snapshot::{self, SnapshotError};
+use crate::VmConfig;
+
+/// Why a snapshot cannot be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    #[error("Snapshot {dir} has {count} vCPUs; a VM has 1 to {max}", max = mptable::MAX_CPUS)]
+    VcpuCount { dir: PathBuf, count: usize },
+    #[error("Snapshot {dir} has {mib} MiB of memory; a VM has {MIN_MEM_MIB} to {MAX_MEM_MIB}")]
+    MemorySize { dir: PathBuf, mib: u64 },
+    #[error("Snapshot {dir} was taken {}; restore it {}",
+        if *had { "with a vsock device" } else { "without a vsock device" },
+        if *had { "with a vsock host socket (mcpvm run --from-snapshot)" } else { "without a vsock host socket" })]
+    Vsock { dir: PathBuf, had: bool },
+    #[error("Snapshot {dir} is not usable here: {now} is not as it was ({was}); the snapshot needs the same disk images")]
+    DeviceChanged {
+        dir: PathBuf,
+        now: String,
+        was: String,
+    },
+    #[error("Snapshot {dir} is not usable: its {part}: {why}")]
+    State {
+        dir: PathBuf,
+        part: &'static str,
+        why: String,
+    },
+}
+
+/// Builds a VM from the snapshot in `dir` instead of booting: memory
+/// mapped copy-on-write from its file, the interrupt controllers, clock,
+/// serial port and vCPUs as saved.
+pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
+    let loaded = snapshot::read(dir)?;
+    let body = &loaded.body;
+    let dir_ = || dir.to_path_buf();
+    let count = u8::try_from(body.vcpus.len())
+        .ok()
+        .filter(|n| (1..=mptable::MAX_CPUS).contains(n))
+        .ok_or_else(|| RestoreError::VcpuCount {
+            dir: dir_(),
+            count: body.vcpus.len(),
+        })?;
+    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&body.mem_mib) {
+        return Err(RestoreError::MemorySize {
+            dir: dir_(),
+            mib: body.mem_mib,
+        }
+        .into());
+    }
+    let kvm = kvm::open(config.allow_pvm)?;
+    // The state checks below know the structure, not the directory.
+    let named = |part: &'static str| {
+        move |e| match e {
+            SnapshotError::Invalid { why, .. } => BootError::from(RestoreError::State {
+                dir: dir.to_path_buf(),
+                part,
+                why,
+            }),
+            other => other.into(),
+        }
+    };
+    let vm = Vm::with_memory(&kvm, body.mem_mib, Some(&loaded.memory))?;
+    vm.restore_state(&body.vm)
+        .map_err(named("in-kernel device state"))?;
+
+    // The same devices at the same places; the host side is new.
+    let mut mmio = Bus::new();
+    let had_vsock = body
+        .virtio
+        .iter()
+        .any(|v| matches!(v.device, DeviceSpec::Vsock { .. }));
+    if config.vsock.is_some() != had_vsock {
+        return Err(RestoreError::Vsock {
+            dir: dir_(),
+            had: had_vsock,
+        }
+        .into());
+    }
+    let wanted = body.virtio.iter().map(|v| v.device.clone()).collect();
+    let virtio = virtio_devices(&vm, &mut mmio, wanted, &config)?;
+    for ((kind, _), saved) in virtio.iter().zip(&body.virtio) {
+        if *kind != saved.device {
+            return Err(RestoreError::DeviceChanged {
+                dir: dir_(),
+                now: format!("{kind:?}"),
+                was: format!("{:?}", saved.device),
+            }
+            .into());
+        }
+    }
+
+    let (events, event_rx) = mpsc::channel();
+    let panicked = Arc::new(AtomicBool::new(false));
+    // A guest that booted without a UART has no driver for one.
+    let console = config.console.take().filter(|_| body.serial.is_some());
+    let (pio, serial) = legacy_devices(
+        &vm,
+        console,
+        body.serial.as_ref().map(Into::into),
+        &events,
+        &panicked,
+        config.start,
+    )
+    .map_err(|e| match e {
+        BootError::Snapshot(e) => named("serial port state")(e),
+        other => other,
+    })?;
+
+    let supported = kvm
+        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .map_err(BootError::Cpuid)?;
+    let msrs = msr_list(&kvm)?;
+    let mut vcpus = Vec::with_capacity(body.vcpus.len());
+    for state in &body.vcpus {
+        let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
+        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
+        vcpu.restore_state(state).map_err(named("vCPU state"))?;
+        vcpu.set_msr_list(msrs.clone());
+        vcpus.push(vcpu);
+    }
+    // The devices start last: an interrupt they raise at once (vsock's
+    // transport reset) must find the LAPICs restored, or it is lost to
+    // a vCPU that does not exist yet, or overwritten by its saved state.
+    for ((_, transport), saved) in virtio.iter().zip(&body.virtio) {
+        transport
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .restore(&saved.transport)
+            .map_err(|why| RestoreError::State {
+                dir: dir_(),
+                part: "virtio transport",
+                why,
+            })?;
+    }
+    Ok(BuiltVm {
+        vm,
+        vcpus,
+        pio: Arc::new(pio),
+        mmio: Arc::new(mmio),
+        events,
+        event_rx,
+        serial,
+        panicked,
+        cmdline: body.cmdline.clone(),
+        seccomp: config.seccomp,
+        virtio,
+    })
+}
