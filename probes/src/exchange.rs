@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Lines longer than this are kept as a prefix and their length: a 10 MiB
 /// argument belongs in the exchange as a fact, not as 10 MiB of report.
@@ -13,7 +13,7 @@ pub const KEEP_BYTES: usize = 64 << 10;
 /// The prefix kept of a line too long or not JSON.
 pub const PREFIX_BYTES: usize = 4096;
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// Written by the probe to the server's stdin.
@@ -25,7 +25,7 @@ pub enum Direction {
     Garbage,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Entry {
     /// ms since the server was spawned.
     pub at_ms: f64,

@@ -1,13 +1,13 @@
 //! The probe's output, stable and serialisable (docs/probe-result.md).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::exchange::Entry;
 use crate::wire::{ExitSummary, Stderr};
 
 pub const SCHEMA_VERSION: u32 = 3;
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Ok,
@@ -22,7 +22,7 @@ pub enum Outcome {
     Skipped,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepResult {
     /// `server/discover`, `initialize`, `tools/list`, `prompts/list`,
     /// `resources/list`, `resources/templates/list`, `tools/call:<name>`,
@@ -58,7 +58,7 @@ impl StepResult {
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Lifecycle {
     /// `initialize` / `notifications/initialized` (up to 2025-11-25).
@@ -68,7 +68,7 @@ pub enum Lifecycle {
 }
 
 /// The class of a robustness probe's result.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
     /// The server answered (a JSON-RPC error, or a proper result).
@@ -86,14 +86,14 @@ pub enum Class {
 /// What a robustness probe sends: input no correct client produces, or
 /// input a real (if careless) client may send. Crashes on the first kind
 /// are reported apart from breakage with real clients.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Input {
     Malformed,
     Valid,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RobustnessResult {
     pub probe: String,
     pub input: Input,
@@ -103,7 +103,7 @@ pub struct RobustnessResult {
     pub exchange: Vec<Entry>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Timings {
     /// Spawn to the first byte on the server's stdout.
     pub first_stdout_byte_ms: Option<f64>,
@@ -116,7 +116,7 @@ pub struct Timings {
 }
 
 /// Findings, kept apart by what caused them.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Verdict {
     /// Steps a real client would fail on.
     pub real_client_failures: Vec<String>,
@@ -126,7 +126,7 @@ pub struct Verdict {
     pub malformed_input_breakage: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProbeResult {
     /// Result format version.
     pub schema: u32,
@@ -327,5 +327,38 @@ fn list(names: &[String]) -> String {
         String::new()
     } else {
         format!(" ({})", names.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_reads_back_as_written() {
+        let mut r = ProbeResult::new(&["node".into(), "server.js".into()], "stdio");
+        r.lifecycle = Some(Lifecycle::Stateless);
+        r.steps.push(StepResult {
+            step: "tools/call:echo".into(),
+            outcome: Outcome::ToolError,
+            at_ms: 12.5,
+            took_ms: 3.0,
+            detail: serde_json::json!({"text": "no"}),
+            progress_notifications: 1,
+            exchange: Vec::new(),
+        });
+        r.exit = Some(ExitSummary {
+            code: None,
+            signal: Some(9),
+            exited_by_itself: false,
+        });
+        r.guest_events = Some(vec![
+            serde_json::json!({"event": "oom_killed", "at_ms": 5.0}),
+        ]);
+        r.conclude();
+        let text = serde_json::to_string(&r).unwrap();
+        let back: ProbeResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        assert_eq!(back.steps[0].outcome, Outcome::ToolError);
     }
 }

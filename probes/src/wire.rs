@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
@@ -47,14 +47,14 @@ enum Out {
 }
 
 /// What the server wrote to stderr: the byte count and the last bytes.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Stderr {
     pub bytes: u64,
     pub tail: String,
 }
 
 /// How the server process ended.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ExitSummary {
     pub code: Option<i32>,
     pub signal: Option<i32>,

@@ -595,7 +595,7 @@ impl CellContext {
                 wall(),
             );
         }
-        match serde_json::from_str::<serde_json::Value>(text.trim()) {
+        match serde_json::from_str::<probes::result::ProbeResult>(text.trim()) {
             Ok(probe) => {
                 let _ = std::fs::write(dir.join(format!("{}.json", c.profile)), &text);
                 Record::from_probe(&c.server, &c.profile, &probe, wall())

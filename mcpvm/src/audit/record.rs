@@ -1,7 +1,8 @@
 //! One line of `results.jsonl`: what one server did under one profile,
 //! classified, with the evidence. docs/audit.md documents the schema.
 
-use mcpvm_protocol::messages::SyscallCount;
+use mcpvm_protocol::messages::{Event, SyscallCount};
+use probes::result::{Outcome as StepOutcome, ProbeResult, StepResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -142,132 +143,135 @@ impl Record {
     }
 
     /// Classifies a probe result (`mcpvm probe --json`, schema 3).
-    pub fn from_probe(server: &str, profile: &str, probe: &Value, wall_ms: f64) -> Self {
-        let steps = probe["steps"].as_array().cloned().unwrap_or_default();
-        let events = probe["guest_events"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let event = |name: &str| events.iter().find(|e| e["event"] == name);
-        let oom = event("oom_killed").is_some();
-        let syscalls = event("syscalls");
-        let counts = |key: &str| -> Vec<SyscallCount> {
-            syscalls
-                .and_then(|s| serde_json::from_value(s[key].clone()).ok())
-                .unwrap_or_default()
-        };
-        let used = counts("used");
-        let failures: Vec<&str> = probe["verdict"]["real_client_failures"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let outcome_of = |step: &str| {
-            steps
-                .iter()
-                .rev()
-                .find(|s| s["step"] == step)
-                .and_then(|s| s["outcome"].as_str())
-                .unwrap_or("")
-                .to_string()
-        };
+    pub fn from_probe(server: &str, profile: &str, probe: &ProbeResult, wall_ms: f64) -> Self {
+        let events = GuestEvents(probe.guest_events.as_deref().unwrap_or_default());
+        let oom = events.find("oom_killed").is_some();
+        let (denied, used) = events.syscalls();
+        let failures = &probe.verdict.real_client_failures;
+        let is_call = |s: &StepResult| s.step.starts_with("tools/call:");
+        let passed = |s: &StepResult| matches!(s.outcome, StepOutcome::Ok | StepOutcome::Skipped);
         let (mut tools_ok, mut tools_failed) = (Vec::new(), Vec::new());
         let mut errors = Vec::new();
-        for s in &steps {
-            let name = s["step"].as_str().unwrap_or("");
-            let outcome = s["outcome"].as_str().unwrap_or("");
-            if let Some(tool) = name.strip_prefix("tools/call:") {
-                match outcome {
-                    "ok" => tools_ok.push(tool.to_string()),
-                    "skipped" => {}
+        for s in &probe.steps {
+            if let Some(tool) = s.step.strip_prefix("tools/call:") {
+                match s.outcome {
+                    StepOutcome::Ok => tools_ok.push(tool.to_string()),
+                    StepOutcome::Skipped => {}
                     _ => tools_failed.push(tool.to_string()),
                 }
             }
-            let failed = match outcome {
-                "ok" | "skipped" => false,
-                _ => name.starts_with("tools/call:") || failures.contains(&name),
-            };
-            if failed {
-                let detail = &s["detail"];
-                let said = detail["error"]
+            if !passed(s) && (is_call(s) || failures.contains(&s.step)) {
+                let said = s.detail["error"]
                     .as_str()
-                    .or(detail["text"].as_str())
+                    .or(s.detail["text"].as_str())
                     .map(str::to_string)
-                    .unwrap_or_else(|| detail.to_string());
-                errors.push(format!("{name}: {outcome}: {}", clip(&said, DETAIL)));
+                    .unwrap_or_else(|| s.detail.to_string());
+                errors.push(format!(
+                    "{}: {}: {}",
+                    s.step,
+                    outcome_name(s.outcome),
+                    clip(&said, DETAIL)
+                ));
             }
         }
-        let handshake_failed = probe["lifecycle"].is_null();
-        let listing_failed = failures.contains(&"tools/list");
-        let first_tool_failure = steps.iter().find(|s| {
-            s["step"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("tools/call:"))
-                && !matches!(s["outcome"].as_str(), Some("ok" | "skipped"))
-        });
-        let (outcome, failed_step) = if handshake_failed || listing_failed {
-            let step = if handshake_failed {
-                failures
-                    .first()
-                    .copied()
-                    .unwrap_or("initialize")
-                    .to_string()
-            } else {
-                "tools/list".to_string()
-            };
-            // A server that exits with a status before it ever answered
-            // did not start (an import failed, a file was missing):
-            // broken. A signal is a crash.
-            let signalled = !probe["exit"]["signal"].is_null();
-            let o = match outcome_of(&step).as_str() {
-                _ if oom => Outcome::Oom,
-                "timeout" => Outcome::Timeout,
-                "closed" if signalled => Outcome::Crash,
-                _ => Outcome::Broken,
-            };
-            (o, Some(step))
-        } else if let Some(s) = first_tool_failure {
-            let step = s["step"].as_str().unwrap_or("").to_string();
-            let o = match s["outcome"].as_str() {
-                _ if oom => Outcome::Oom,
-                Some("closed") => Outcome::Crash,
-                _ => Outcome::Degraded,
-            };
-            (o, Some(step))
-        } else if let Some(f) = failures.first() {
-            // ping, a listing: a real client would notice.
-            (Outcome::Degraded, Some(f.to_string()))
-        } else {
-            (Outcome::Ok, None)
-        };
-        let vm = &probe["timings"]["vm"];
+        let (outcome, failed_step) = classify(probe, oom);
+        let vm = probe.timings.vm.as_ref();
         Record {
             schema: SCHEMA,
             server: server.into(),
             profile: profile.into(),
             outcome,
             failed_step,
-            lifecycle: probe["lifecycle"].as_str().map(str::to_string),
+            lifecycle: probe.lifecycle.map(|l| outcome_name(l).to_string()),
             tools_ok,
             tools_failed,
             timings: Timings {
                 wall_ms,
                 // The events file is written as events come; the
                 // timings file only when `mcpvm run` ends by itself.
-                boot_ms: event("agent_start")
+                boot_ms: events
+                    .find("agent_start")
                     .and_then(|e| e["at_ms"].as_f64())
-                    .or(vm["agent_start"].as_f64()),
-                handshake_ms: probe["timings"]["handshake_ms"].as_f64(),
-                tools_list_ms: probe["timings"]["tools_list_ms"].as_f64(),
+                    .or(vm.and_then(|v| v["agent_start"].as_f64())),
+                handshake_ms: probe.timings.handshake_ms,
+                tools_list_ms: probe.timings.tools_list_ms,
             },
             evidence: Evidence {
-                denied: counts("denied"),
+                denied,
                 errors,
-                stderr_tail: tail(probe["stderr"]["tail"].as_str().unwrap_or(""), STDERR_TAIL),
-                exit: probe["exit"].clone(),
+                stderr_tail: tail(&probe.stderr.tail, STDERR_TAIL),
+                exit: serde_json::to_value(&probe.exit).unwrap_or_default(),
                 oom,
             },
             syscalls_used: (!used.is_empty()).then_some(used),
             finished_at: now(),
+        }
+    }
+}
+
+/// The run's outcome and the step that decided it.
+fn classify(probe: &ProbeResult, oom: bool) -> (Outcome, Option<String>) {
+    let failures = &probe.verdict.real_client_failures;
+    let handshake_failed = probe.lifecycle.is_none();
+    let listing_failed = failures.iter().any(|f| f == "tools/list");
+    let first_tool_failure = probe.steps.iter().find(|s| {
+        s.step.starts_with("tools/call:")
+            && !matches!(s.outcome, StepOutcome::Ok | StepOutcome::Skipped)
+    });
+    if handshake_failed || listing_failed {
+        let step = match handshake_failed {
+            true => failures.first().cloned().unwrap_or("initialize".into()),
+            false => "tools/list".to_string(),
+        };
+        // A server that exits with a status before it ever answered did
+        // not start (an import failed, a file was missing): broken. A
+        // signal is a crash.
+        let signalled = probe.exit.as_ref().is_some_and(|e| e.signal.is_some());
+        let last = probe.steps.iter().rev().find(|s| s.step == step);
+        let o = match last.map(|s| s.outcome) {
+            _ if oom => Outcome::Oom,
+            Some(StepOutcome::Timeout) => Outcome::Timeout,
+            Some(StepOutcome::Closed) if signalled => Outcome::Crash,
+            _ => Outcome::Broken,
+        };
+        (o, Some(step))
+    } else if let Some(s) = first_tool_failure {
+        let o = match s.outcome {
+            _ if oom => Outcome::Oom,
+            StepOutcome::Closed => Outcome::Crash,
+            _ => Outcome::Degraded,
+        };
+        (o, Some(s.step.clone()))
+    } else if let Some(f) = failures.first() {
+        // ping, a listing: a real client would notice.
+        (Outcome::Degraded, Some(f.clone()))
+    } else {
+        (Outcome::Ok, None)
+    }
+}
+
+/// A value's name as serde writes it (`tool_error`, `initialize`).
+fn outcome_name(v: impl Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// The guest agent's events as the probe kept them (JSON, each with
+/// `at_ms`).
+struct GuestEvents<'a>(&'a [Value]);
+
+impl GuestEvents<'_> {
+    fn find(&self, name: &str) -> Option<&Value> {
+        self.0.iter().find(|e| e["event"] == name)
+    }
+
+    /// The denied and used system calls of the server's report.
+    fn syscalls(&self) -> (Vec<SyscallCount>, Vec<SyscallCount>) {
+        match self.find("syscalls").cloned().map(serde_json::from_value) {
+            Some(Ok(Event::Syscalls { denied, used })) => (denied, used),
+            _ => (Vec::new(), Vec::new()),
         }
     }
 }
@@ -300,29 +304,40 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn step(name: &str, outcome: &str, detail: Value) -> Value {
-        json!({"step": name, "outcome": outcome, "detail": detail})
+    fn step(name: &str, outcome: &str, detail: Value) -> StepResult {
+        StepResult {
+            step: name.into(),
+            outcome: serde_json::from_value(json!(outcome)).unwrap(),
+            at_ms: 0.0,
+            took_ms: 0.0,
+            detail,
+            progress_notifications: 0,
+            exchange: Vec::new(),
+        }
     }
 
     fn probe(
-        steps: Vec<Value>,
+        steps: Vec<StepResult>,
         failures: &[&str],
         lifecycle: Option<&str>,
         events: Value,
-    ) -> Value {
-        json!({
-            "schema": 3,
-            "lifecycle": lifecycle,
-            "steps": steps,
-            "verdict": {"real_client_failures": failures},
-            "timings": {"handshake_ms": 812.5, "tools_list_ms": 900.0, "vm": {"agent_start": 410.0}},
-            "stderr": {"tail": "line1\nline2\n"},
-            "exit": {"code": 0, "signal": null, "exited_by_itself": true},
-            "guest_events": events,
-        })
+    ) -> ProbeResult {
+        let mut p = ProbeResult::new(&["server".into()], "stdio");
+        p.lifecycle = lifecycle.map(|l| serde_json::from_value(json!(l)).unwrap());
+        p.steps = steps;
+        p.verdict.real_client_failures = failures.iter().map(|f| f.to_string()).collect();
+        p.timings.handshake_ms = Some(812.5);
+        p.timings.tools_list_ms = Some(900.0);
+        p.timings.vm = Some(json!({"agent_start": 410.0}));
+        p.stderr.tail = "line1\nline2\n".into();
+        p.exit =
+            serde_json::from_value(json!({"code": 0, "signal": null, "exited_by_itself": true}))
+                .unwrap();
+        p.guest_events = serde_json::from_value(events).unwrap();
+        p
     }
 
-    fn ok_start() -> Vec<Value> {
+    fn ok_start() -> Vec<StepResult> {
         vec![
             step("initialize", "ok", json!({})),
             step("tools/list", "ok", json!(["a", "b"])),
@@ -395,7 +410,7 @@ mod tests {
         for (outcome, events, signal, want) in cases {
             let steps = vec![step("initialize", outcome, json!({"error": "boom"}))];
             let mut p = probe(steps, &["initialize"], None, events);
-            p["exit"]["signal"] = json!(signal);
+            p.exit.as_mut().unwrap().signal = signal;
             let r = Record::from_probe("s", "p", &p, 1.0);
             assert_eq!(r.outcome, want, "{outcome}");
             assert_eq!(r.failed_step.as_deref(), Some("initialize"));
