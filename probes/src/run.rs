@@ -22,7 +22,7 @@ pub enum LifecycleChoice {
 }
 
 /// What the user said about one tool.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ToolArgs {
     Given(Map<String, Value>),
     /// Never call it.

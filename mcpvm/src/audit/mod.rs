@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use mcpvm_images::catalogue::Catalogue;
 
+use crate::commands::probe::ProbeArgs;
+use crate::commands::run::VmOptions;
 use crate::withholding::Profiles;
 use journal::Journal;
 use matrix::{Cell, Shard};
@@ -492,39 +494,36 @@ struct CellContext {
 }
 
 impl CellContext {
-    fn command(&self, c: &Cell) -> Command {
-        let mut cmd = Command::new(&self.exe);
-        cmd.args([
-            "--json",
-            "probe",
-            "--server",
-            &c.server,
-            "--profile",
-            &c.profile,
-        ]);
-        cmd.arg(format!("--init-timeout={}", self.init_timeout))
-            .arg(format!("--step-timeout={}", self.step_timeout))
-            .arg(format!("--timeout={}", self.run_timeout))
+    /// The `mcpvm probe` of one cell.
+    fn probe_args(&self, c: &Cell) -> ProbeArgs {
+        let calls = self.calls.get(&c.server).cloned();
+        ProbeArgs {
+            only_given: calls.is_some(),
+            calls,
+            init_timeout: self.init_timeout,
+            step_timeout: self.step_timeout,
             // Python servers under emulation take seconds to exit; a
             // killed VM leaves no timings.
-            .arg("--exit-grace=20");
-        for (flag, v) in [
-            ("catalogue", &self.catalogue),
-            ("images", &self.images),
-            ("profiles", &self.profiles_file),
-        ] {
-            if let Some(p) = v {
-                cmd.arg(format!("--{flag}={}", p.display()));
-            }
+            exit_grace: 20,
+            warm: self.warm.is_some(),
+            snapshots: self.warm.clone(),
+            vm_options: VmOptions {
+                server: Some(c.server.clone()),
+                profile: Some(c.profile.clone()),
+                timeout: Some(self.run_timeout),
+                catalogue: self.catalogue.clone(),
+                images: self.images.clone(),
+                profiles: self.profiles_file.clone(),
+                ..VmOptions::default()
+            },
+            ..ProbeArgs::default()
         }
-        if let Some(calls) = self.calls.get(&c.server) {
-            cmd.arg(format!("--calls={}", calls.display()))
-                .arg("--only-given");
-        }
-        if let Some(cache) = &self.warm {
-            cmd.arg("--warm")
-                .arg(format!("--snapshots={}", cache.display()));
-        }
+    }
+
+    fn command(&self, c: &Cell) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(["--json", "probe"])
+            .args(self.probe_args(c).to_args());
         cmd
     }
 

@@ -10,75 +10,152 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use probes::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};
 
-use crate::commands::run::VmOptions;
+use crate::commands::run::{RunArgs, VmOptions};
+use crate::run::options::Args as ArgList;
 use crate::rundir::RunDir;
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Lifecycle {
+#[derive(Clone, Copy, Debug, Default, PartialEq, ValueEnum)]
+pub enum Lifecycle {
     /// server/discover first, initialize when the server does not speak 2026-07-28.
+    #[default]
     Auto,
     Initialize,
     Stateless,
 }
 
-#[derive(Args)]
+const INIT_TIMEOUT: u64 = 120;
+const STEP_TIMEOUT: u64 = 30;
+const ANSWER_TIMEOUT: u64 = 5;
+const EXIT_GRACE: u64 = 5;
+
+#[derive(Args, Clone, Debug, PartialEq)]
 pub struct ProbeArgs {
     /// Call a tool with these arguments: NAME or NAME={"json":"arguments"} (repeatable).
     #[arg(long = "call", value_parser = parse_call)]
-    call: Vec<(String, ToolArgs)>,
+    pub call: Vec<(String, ToolArgs)>,
     /// Per-tool arguments from a JSON file: {"tool": {arguments} | "dangerous"}.
     #[arg(long)]
-    calls: Option<PathBuf>,
+    pub calls: Option<PathBuf>,
     /// Never call this tool (repeatable).
     #[arg(long)]
-    dangerous: Vec<String>,
+    pub dangerous: Vec<String>,
     /// Call only the tools given by --call/--calls (default: every tool, with
     /// arguments generated from its input schema when none are given).
     #[arg(long)]
-    only_given: bool,
+    pub only_given: bool,
     /// Also call tools annotated destructive (skipped by default).
     #[arg(long)]
-    allow_destructive: bool,
+    pub allow_destructive: bool,
     /// Also send the robustness probes (malformed and hostile input).
     #[arg(long)]
-    robustness: bool,
+    pub robustness: bool,
     #[arg(long, value_enum, default_value = "auto")]
-    lifecycle: Lifecycle,
+    pub lifecycle: Lifecycle,
     /// Seconds allowed for the server to start and answer the handshake.
-    #[arg(long, default_value_t = 120)]
-    init_timeout: u64,
+    #[arg(long, default_value_t = INIT_TIMEOUT)]
+    pub init_timeout: u64,
     /// Seconds allowed for each later step.
-    #[arg(long, default_value_t = 30)]
-    step_timeout: u64,
+    #[arg(long, default_value_t = STEP_TIMEOUT)]
+    pub step_timeout: u64,
     /// Seconds auto mode waits for an answer to server/discover before it
     /// starts the server again for initialize [default: 10; in a microVM,
     /// the init timeout, since the boot counts].
     #[arg(long)]
-    discover_timeout: Option<u64>,
+    pub discover_timeout: Option<u64>,
     /// Seconds a robustness probe waits for an answer.
-    #[arg(long, default_value_t = 5)]
-    answer_timeout: u64,
+    #[arg(long, default_value_t = ANSWER_TIMEOUT)]
+    pub answer_timeout: u64,
     /// Seconds the server may take to exit after its stdin closes before it
     /// is killed (a VM powers off in this time).
-    #[arg(long, default_value_t = 5)]
-    exit_grace: u64,
+    #[arg(long, default_value_t = EXIT_GRACE)]
+    pub exit_grace: u64,
     /// Run the server in a microVM (`mcpvm run` with the options below;
     /// implied by --server).
     #[arg(long)]
-    vm: bool,
+    pub vm: bool,
     /// Start the microVM from the warm-start cache (`mcpvm run --warm`,
     /// docs/snapshots.md): restored after `initialize`, the snapshot taken
     /// on first use.
     #[arg(long)]
-    warm: bool,
+    pub warm: bool,
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
-    snapshots: Option<PathBuf>,
+    pub snapshots: Option<PathBuf>,
     #[command(flatten)]
-    vm_options: VmOptions,
+    pub vm_options: VmOptions,
     /// The server command (none with --server).
     #[arg(last = true, required_unless_present = "server")]
-    command: Vec<String>,
+    pub command: Vec<String>,
+}
+
+/// What clap gives when no option is set.
+impl Default for ProbeArgs {
+    fn default() -> Self {
+        ProbeArgs {
+            call: Vec::new(),
+            calls: None,
+            dangerous: Vec::new(),
+            only_given: false,
+            allow_destructive: false,
+            robustness: false,
+            lifecycle: Lifecycle::Auto,
+            init_timeout: INIT_TIMEOUT,
+            step_timeout: STEP_TIMEOUT,
+            discover_timeout: None,
+            answer_timeout: ANSWER_TIMEOUT,
+            exit_grace: EXIT_GRACE,
+            vm: false,
+            warm: false,
+            snapshots: None,
+            vm_options: VmOptions::default(),
+            command: Vec::new(),
+        }
+    }
+}
+
+impl ProbeArgs {
+    /// These options as `mcpvm probe` arguments (after `probe`): parsing
+    /// them gives these options back.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = ArgList::default();
+        for (name, args) in &self.call {
+            match args {
+                ToolArgs::Given(map) => a.push(format!(
+                    "--call={name}={}",
+                    serde_json::Value::Object(map.clone())
+                )),
+                ToolArgs::Dangerous => a.push(format!("--dangerous={name}")),
+            }
+        }
+        a.path("calls", &self.calls);
+        for name in &self.dangerous {
+            a.push(format!("--dangerous={name}"));
+        }
+        a.flag("only-given", self.only_given);
+        a.flag("allow-destructive", self.allow_destructive);
+        a.flag("robustness", self.robustness);
+        a.value(
+            "lifecycle",
+            &self
+                .lifecycle
+                .to_possible_value()
+                .map(|v| v.get_name().to_string()),
+        );
+        a.value("init-timeout", &Some(self.init_timeout));
+        a.value("step-timeout", &Some(self.step_timeout));
+        a.value("discover-timeout", &self.discover_timeout);
+        a.value("answer-timeout", &Some(self.answer_timeout));
+        a.value("exit-grace", &Some(self.exit_grace));
+        a.flag("vm", self.vm);
+        a.flag("warm", self.warm);
+        a.path("snapshots", &self.snapshots);
+        a.0.extend(self.vm_options.to_args());
+        if !self.command.is_empty() {
+            a.push("--".into());
+            a.0.extend(self.command.iter().cloned());
+        }
+        a.0
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -183,20 +260,19 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
         let timings = dir.path().join("probe-timings.json");
         let exe = std::env::current_exe().map_err(ProbeCliError::Exe)?;
-        let mut cmd = vec![exe.display().to_string(), "run".into()];
         let events = dir.path().join("probe-events.jsonl");
-        cmd.push(format!("--timings={}", timings.display()));
-        cmd.push(format!("--events={}", events.display()));
+        let run = RunArgs {
+            vm: args.vm_options,
+            timings: Some(timings.clone()),
+            events: Some(events.clone()),
+            warm: args.warm,
+            snapshots: args.snapshots,
+            command: args.command,
+            ..RunArgs::default()
+        };
+        let mut cmd = vec![exe.display().to_string(), "run".into()];
+        cmd.extend(run.to_args());
         opts.vm_events = Some(events);
-        cmd.extend(args.vm_options.to_args());
-        if args.warm {
-            cmd.push("--warm".into());
-        }
-        if let Some(d) = &args.snapshots {
-            cmd.push(format!("--snapshots={}", d.display()));
-        }
-        cmd.push("--".into());
-        cmd.extend(args.command);
         opts.vm_timings = Some(timings);
         rundir = Some(dir);
         cmd
@@ -217,4 +293,51 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
     } else {
         0
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        probe: ProbeArgs,
+    }
+
+    #[test]
+    fn probe_arguments_survive_the_trip() {
+        let mut given = serde_json::Map::new();
+        given.insert("a".into(), serde_json::json!(2));
+        let args = ProbeArgs {
+            call: vec![("add".into(), ToolArgs::Given(given))],
+            calls: Some("calls.json".into()),
+            dangerous: vec!["delete_all".into()],
+            only_given: true,
+            allow_destructive: true,
+            robustness: true,
+            lifecycle: Lifecycle::Stateless,
+            init_timeout: 300,
+            step_timeout: 120,
+            discover_timeout: Some(9),
+            answer_timeout: 4,
+            exit_grace: 20,
+            vm: true,
+            warm: true,
+            snapshots: Some("/cache".into()),
+            vm_options: VmOptions {
+                server: Some("memory".into()),
+                profile: Some("baseline".into()),
+                timeout: Some(600),
+                ..VmOptions::default()
+            },
+            command: vec![],
+        };
+        let argv = std::iter::once("mcpvm".to_string()).chain(args.to_args());
+        let back = Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{:?}: {e}", args.to_args()))
+            .probe;
+        assert_eq!(back, args);
+    }
 }

@@ -10,7 +10,7 @@ use crate::withholding::Profiles;
 use crate::workspace::{parse_workspace, WorkspaceArg};
 
 /// How the microVM is set up: shared by `run` and `probe --vm`.
-#[derive(clap::Args, Clone, Debug, Default, PartialEq)]
+#[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct VmOptions {
     /// Guest kernel (default: the one `scripts/build` made, next to this binary).
     #[arg(long, env = "MCPVM_KERNEL")]
@@ -80,8 +80,39 @@ pub struct VmOptions {
     #[arg(long, default_value = "on", value_name = "off|log|on")]
     pub seccomp: vmm::SeccompMode,
     /// Largest workspace the guest may send back, MiB.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = DEFAULT_WORKSPACE_LIMIT_MIB)]
     pub workspace_limit: u64,
+}
+
+const DEFAULT_WORKSPACE_LIMIT_MIB: u64 = 1024;
+
+/// What clap gives when no option is set.
+impl Default for VmOptions {
+    fn default() -> Self {
+        VmOptions {
+            kernel: None,
+            initrd: None,
+            mem: None,
+            vcpus: None,
+            cwd: None,
+            env: Vec::new(),
+            console: None,
+            timeout: None,
+            allow_pvm: false,
+            disks: Vec::new(),
+            image: None,
+            read_only_root: false,
+            server: None,
+            catalogue: None,
+            images: None,
+            workspace: None,
+            profile: None,
+            profiles: None,
+            no_rng: false,
+            seccomp: vmm::SeccompMode::On,
+            workspace_limit: DEFAULT_WORKSPACE_LIMIT_MIB,
+        }
+    }
 }
 
 /// What `VmOptions::check` resolved.
@@ -249,10 +280,12 @@ mod tests {
             image: Some("root.erofs".into()),
             ..VmOptions::default()
         };
-        // Defaults come back as clap sets them.
-        let defaults = parsed(&[]);
-        assert_eq!(parsed(&VmOptions::default().to_args()).mem, None);
-        assert_eq!(parsed(&defaults.to_args()), defaults);
+        // Default is what clap gives for no options.
+        assert_eq!(parsed(&[]), VmOptions::default());
+        assert_eq!(
+            parsed(&VmOptions::default().to_args()),
+            VmOptions::default()
+        );
         assert_eq!(
             parsed(&image.to_args()).image.as_deref(),
             Some(std::path::Path::new("root.erofs"))
