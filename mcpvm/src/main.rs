@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("mcpvm: {}", error_chain(e.as_ref()));
+            eprintln!("mcpvm: {}", mcpvm::hints::explain(e.as_ref()));
             ExitCode::from(1)
         }
     }

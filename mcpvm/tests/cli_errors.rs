@@ -532,12 +532,12 @@ fn every_bad_value_is_one_clear_error_and_leaves_nothing() {
         (
             with_kernel(&["--mem", "1", "--", "/bin/true"]),
             1,
-            "Guest memory of 1 MiB is out of range: use --mem between",
+            "Guest memory of 1 MiB is out of range: a VM has 16 to 65536 MiB; use --mem between 16",
         ),
         (
             with_kernel(&["--vcpus", "0", "--", "/bin/true"]),
             1,
-            "0 vCPUs is out of range: use --vcpus between",
+            "0 vCPUs is out of range: a VM has 1 to 64; use --vcpus between 1",
         ),
         (
             s(&["probe", "--server", "nope"]),

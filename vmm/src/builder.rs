@@ -66,9 +66,11 @@ const MAX_INITRD_BYTES: u64 = 2 << 30;
 pub enum BootError {
     #[error(transparent)]
     Host(#[from] HostError),
-    #[error("Guest memory of {0} MiB is out of range: use --mem between {MIN_MEM_MIB} and {MAX_MEM_MIB}")]
+    #[error(
+        "Guest memory of {0} MiB is out of range: a VM has {MIN_MEM_MIB} to {MAX_MEM_MIB} MiB"
+    )]
     MemorySize(u64),
-    #[error("{0} vCPUs is out of range: use --vcpus between 1 and {max}", max = mptable::MAX_CPUS)]
+    #[error("{0} vCPUs is out of range: a VM has 1 to {max}", max = mptable::MAX_CPUS)]
     VcpuCount(u8),
     #[error("Cannot open kernel image {path}")]
     OpenKernel {
@@ -82,7 +84,7 @@ pub enum BootError {
         "bzImage {path} has no 64-bit entry point (XLF_KERNEL_64); build the kernel for x86_64"
     )]
     Kernel32 { path: PathBuf },
-    #[error("Cannot load kernel image {path}; is it a complete x86_64 kernel that fits in --mem?")]
+    #[error("Cannot load kernel image {path}; is it a complete x86_64 kernel that fits in guest memory?")]
     LoadKernel {
         path: PathBuf,
         #[source]

@@ -15,7 +15,7 @@ const PVM_MODULE: &str = "/sys/module/kvm_pvm";
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error("There is no {KVM_PATH} on this host: load kvm_intel or kvm_amd (on a VM, enable nested virtualization), or run the Linux-booting work in the testbed (testbed/run)")]
+    #[error("There is no {KVM_PATH} on this host: load kvm_intel or kvm_amd (on a VM, enable nested virtualization)")]
     NoKvm,
     #[error(
         "Permission denied opening {KVM_PATH}: add this user to the 'kvm' group or run as root"
@@ -27,7 +27,7 @@ pub enum HostError {
     ApiVersion(i32),
     #[error("{KVM_PATH} lacks the {0:?} capability this VMM needs")]
     MissingCap(Cap),
-    #[error("{KVM_PATH} on this host is backed by kvm_pvm, which cannot run a stock Linux guest (it runs under instruction emulation, takes about 30 s to reach init, and user-mode syscalls fail). Use a host with VMX/SVM, or run inside the testbed: testbed/run SCENARIO. Pass --allow-pvm to try anyway")]
+    #[error("{KVM_PATH} on this host is backed by kvm_pvm, which cannot run a stock Linux guest (it runs under instruction emulation, takes about 30 s to reach init, and user-mode syscalls fail); use a host with VMX/SVM")]
     Pvm,
 }
 

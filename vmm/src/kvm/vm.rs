@@ -31,7 +31,7 @@ pub enum VmError {
         #[source]
         source: kvm_ioctls::Error,
     },
-    #[error("Cannot allocate {mib} MiB of guest memory; lower --mem")]
+    #[error("Cannot allocate {mib} MiB of guest memory")]
     Memory {
         mib: u64,
         #[source]

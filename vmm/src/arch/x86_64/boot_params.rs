@@ -21,7 +21,7 @@ const PAGE: u64 = 0x1000;
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BootParamsError {
-    #[error("The initrd ({size} bytes) does not fit in guest memory between the kernel end {kernel_end:#x} and {limit:#x}; give the VM more memory (--mem) or use a smaller initrd")]
+    #[error("The initrd ({size} bytes) does not fit in guest memory between the kernel end {kernel_end:#x} and {limit:#x}; give the VM more memory or use a smaller initrd")]
     InitrdTooLarge {
         size: u64,
         kernel_end: u64,
