@@ -9,7 +9,7 @@ use mcpvm_fuzz::{memory, Input};
 use vmm::devices::bus::BusDevice;
 use vmm::devices::virtio::mmio::MmioTransport;
 use vmm::devices::virtio::rng::Rng;
-use vmm::seccomp::SeccompMode;
+use vmm::host_seccomp::SeccompMode;
 use vmm_sys_util::eventfd::EventFd;
 
 fuzz_target!(|data: &[u8]| {

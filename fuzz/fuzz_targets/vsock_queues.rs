@@ -12,7 +12,7 @@ use mcpvm_fuzz::{fill_data, hostile_queue, memory, Input};
 use vmm::devices::virtio::vsock::device::Worker;
 use vmm::devices::virtio::vsock::muxer::Muxer;
 use vmm::devices::virtio::{Activation, DeviceThread, Interrupt};
-use vmm::seccomp::{SeccompMode, ThreadKind};
+use vmm::host_seccomp::{SeccompMode, ThreadKind};
 use vmm_sys_util::eventfd::EventFd;
 
 struct Host {

@@ -1,6 +1,6 @@
 //! The guest agent's server-side seccomp (filter compiler and
 //! supervisor), a library so that host tests can run it on real
-//! programs (`tests/seccomp.rs`). What the agent and the host agree on
+//! programs (`tests/server_seccomp.rs`). What the agent and the host agree on
 //! is the `mcpvm-protocol` crate.
 
-pub mod seccomp;
+pub mod server_seccomp;

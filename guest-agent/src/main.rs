@@ -17,7 +17,7 @@ mod root;
 mod run;
 mod system;
 mod vsock;
-mod withhold;
+mod withholding;
 mod workspace;
 
 use std::process::Command;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::exit::Exit;
 use crate::links::{self, Channels, Links, Which};
 use crate::vsock;
-use guest_agent::seccomp;
+use guest_agent::server_seccomp;
 use mcpvm_protocol::messages::{Event, RunSpec};
 use mcpvm_protocol::ports::*;
 
@@ -171,7 +171,7 @@ impl Failure {
 /// A spawned server and what watches it.
 struct Started {
     child: std::process::Child,
-    supervisor: Option<seccomp::supervisor::Supervisor>,
+    supervisor: Option<server_seccomp::supervisor::Supervisor>,
     kernel_log: KernelLog,
 }
 
@@ -185,8 +185,8 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         run_setup(setup, spec, stderr_ch).map_err(|msg| Failure::new(msg, 126))?;
     }
     let policy = &spec.policy;
-    crate::withhold::apply_mounts(policy).map_err(|e| Failure::new(e.to_string(), 126))?;
-    let (confine, supervise) = seccomp::prepare(&policy.rlimits, policy.seccomp.as_ref())
+    crate::withholding::apply_mounts(policy).map_err(|e| Failure::new(e.to_string(), 126))?;
+    let (confine, supervise) = server_seccomp::prepare(&policy.rlimits, policy.seccomp.as_ref())
         .map_err(|e| Failure::new(format!("cannot apply the policy: {e}"), 126))?;
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear();

@@ -1,7 +1,7 @@
 //! `mcpvm`: the one binary users run. Thin: it parses options and composes
 //! the vmm (and, later, guest image and probe) crates.
 
-use mcpvm::{commands, error_chain, logger};
+use mcpvm::{commands, logger};
 
 use std::process::ExitCode;
 use std::time::Instant;

@@ -4,7 +4,7 @@
 //! server exits replaces DIR, whole or not at all.
 //!
 //! Transport: a tar stream on the WORKSPACE vsock port (see
-//! `guest_agent::channels`). What comes back is hostile input: tar-rs
+//! `mcpvm_protocol::ports`). What comes back is hostile input: tar-rs
 //! skips paths that would leave the destination, special permission bits are
 //! masked, and the stream is cut at `--workspace-limit` MiB.
 
@@ -64,7 +64,7 @@ pub enum WorkspaceError {
         source: io::Error,
     },
     #[error("Cannot confine the workspace thread")]
-    Confine(#[source] vmm::seccomp::SeccompError),
+    Confine(#[source] vmm::host_seccomp::SeccompError),
 }
 
 pub fn check(ws: &WorkspaceArg) -> Result<(), WorkspaceError> {
@@ -101,7 +101,7 @@ pub fn serve(
         if let Ok(abs) = std::path::absolute(&ws.path) {
             ws.path = abs;
         }
-        if let Err(e) = vmm::seccomp::confine(vmm::ThreadKind::HostFiles, seccomp) {
+        if let Err(e) = vmm::host_seccomp::confine(vmm::ThreadKind::HostFiles, seccomp) {
             flag.store(true, Ordering::SeqCst);
             let _ = tx.send(Err(WorkspaceError::Confine(e)));
             return;

@@ -6,7 +6,7 @@
 //!   for the agent (channel, root image, layers).
 //! - [`messages`]: the run spec, the host's later messages and the agent's
 //!   events, as JSON lines on CONTROL.
-//! - [`policy`]: what the agent withholds from the server.
+//! - [`withholding`]: what the agent withholds from the server.
 //!
 //! The channels. The
 //! agent connects to the host (CID 2); the VMM turns each port P into a
@@ -36,5 +36,5 @@
 
 pub mod boot_args;
 pub mod messages;
-pub mod policy;
 pub mod ports;
+pub mod withholding;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::Policy;
+use crate::withholding::Policy;
 
 /// What to run, and how.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -121,7 +121,7 @@ impl RunSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Action, Rule, Seccomp, When};
+    use crate::withholding::{Action, Rule, Seccomp, When};
 
     #[test]
     fn a_run_spec_round_trips_as_one_line() {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::builder::{self, BuiltVm};
 use crate::devices::{EventSender, VmEvent};
 use crate::kvm::vcpu::VcpuContext;
-use crate::{seccomp, signals, snapshot};
+use crate::{host_seccomp as seccomp, signals, snapshot};
 use crate::{BootTimings, ExitReason, RunOutcome, ThreadKind, VmConfig, VmmError};
 
 /// How long stopping vCPU threads may take before we give up on joining.

@@ -13,10 +13,10 @@ pub mod builder;
 pub mod cmdline;
 pub mod devices;
 pub mod handle;
+pub mod host_seccomp;
 pub mod kvm;
 pub mod outcome;
 pub mod restore;
-pub mod seccomp;
 pub mod signals;
 pub mod snapshot;
 
@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 pub use builder::BootError;
 pub use devices::virtio::block::CacheMode;
 pub use handle::{VmControl, VmHandle};
+pub use host_seccomp::{SeccompMode, ThreadKind};
 pub use outcome::{BootTimings, ExitReason, RunOutcome};
-pub use seccomp::{SeccompMode, ThreadKind};
 
 pub type GuestMemoryMmap = vm_memory::GuestMemoryMmap<()>;
 
@@ -107,7 +107,7 @@ pub enum VmmError {
     #[error("Cannot start a vCPU thread")]
     Thread(#[source] std::io::Error),
     #[error(transparent)]
-    Seccomp(#[from] seccomp::SeccompError),
+    Seccomp(#[from] host_seccomp::SeccompError),
     #[error(transparent)]
     Snapshot(#[from] snapshot::SnapshotError),
 }

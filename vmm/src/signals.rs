@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
 
 use crate::handle::{VmControl, VmHandle};
-use crate::{seccomp, ExitReason, SeccompMode, ThreadKind, VmmError};
+use crate::{host_seccomp as seccomp, ExitReason, SeccompMode, ThreadKind, VmmError};
 
 /// Written on the pipe by [`Forwarding`]'s drop: the thread ends.
 const END: u8 = 0;

@@ -4,7 +4,7 @@
 
 use std::process::{Command, Output};
 
-use vmm::seccomp::{confine, SeccompMode, ThreadKind, EXIT_BAD_SYSCALL};
+use vmm::host_seccomp::{confine, SeccompMode, ThreadKind, EXIT_BAD_SYSCALL};
 
 const CHILD: &str = "MCPVM_SECCOMP_CHILD";
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use mcpvm_protocol::policy::{Action, Allow, Policy, Resource, Rlimit, Rule, Seccomp, When};
+use mcpvm_protocol::withholding::{Action, Allow, Policy, Resource, Rlimit, Rule, Seccomp, When};
 use serde::{Deserialize, Serialize};
 use syscall_table as syscalls;
 

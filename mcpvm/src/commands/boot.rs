@@ -100,7 +100,7 @@ pub enum BootCmdError {
 }
 
 pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
-    if let Err(e) = vmm::seccomp::close_inherited_fds() {
+    if let Err(e) = vmm::host_seccomp::close_inherited_fds() {
         log::warn!("cannot close inherited file descriptors: {e}");
     }
     let console: Option<Box<dyn Write + Send>> = match (args.serial, &args.serial_file) {

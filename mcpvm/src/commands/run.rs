@@ -83,7 +83,7 @@ impl RunArgs {
 /// The run, step by step.
 pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     // 1. Nothing inherited, and outputs that can be written.
-    if let Err(e) = vmm::seccomp::close_inherited_fds() {
+    if let Err(e) = vmm::host_seccomp::close_inherited_fds() {
         log::warn!("cannot close inherited file descriptors: {e}");
     }
     check_writable(args.timings.as_deref())?;

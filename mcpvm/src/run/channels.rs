@@ -142,7 +142,7 @@ impl HostChannels {
         let flag = connected.clone();
         let first_seen = sink.first_seen.clone();
         std::thread::spawn(move || {
-            let result = vmm::seccomp::confine(ThreadKind::Channels, mode);
+            let result = vmm::host_seccomp::confine(ThreadKind::Channels, mode);
             let ok = result.is_ok();
             let _ = confined_tx.send(result);
             if ok {
@@ -151,7 +151,7 @@ impl HostChannels {
         });
         confined
             .recv()
-            .unwrap_or_else(|_| Err(vmm::seccomp::SeccompError::Thread))?;
+            .unwrap_or_else(|_| Err(vmm::host_seccomp::SeccompError::Thread))?;
         Ok(Relays {
             connected,
             done,
@@ -225,7 +225,7 @@ fn spawn_relay(
 ) {
     std::thread::spawn(move || {
         let _done = done;
-        match vmm::seccomp::confine(ThreadKind::Relay, mode) {
+        match vmm::host_seccomp::confine(ThreadKind::Relay, mode) {
             Ok(()) => body(),
             Err(e) => log::error!("a relay cannot confine itself: {e}"),
         }

@@ -53,5 +53,5 @@ pub enum RunError {
     #[error("Cannot take the warm snapshot ({status}); the messages above say why")]
     WarmTake { status: std::process::ExitStatus },
     #[error(transparent)]
-    Confine(#[from] vmm::seccomp::SeccompError),
+    Confine(#[from] vmm::host_seccomp::SeccompError),
 }

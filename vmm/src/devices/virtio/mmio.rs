@@ -18,7 +18,7 @@ use super::{
     VIRTIO_F_VERSION_1,
 };
 use crate::devices::bus::BusDevice;
-use crate::seccomp::SeccompMode;
+use crate::host_seccomp::SeccompMode;
 use crate::GuestMemoryMmap;
 
 const MAGIC_VALUE: u32 = 0x7472_6976; // "virt"
@@ -458,8 +458,8 @@ mod tests {
         fn device_type(&self) -> u32 {
             42
         }
-        fn thread_kind(&self) -> crate::seccomp::ThreadKind {
-            crate::seccomp::ThreadKind::Rng
+        fn thread_kind(&self) -> crate::host_seccomp::ThreadKind {
+            crate::host_seccomp::ThreadKind::Rng
         }
         fn queue_max_sizes(&self) -> &[u16] {
             &[16, 16]

@@ -22,7 +22,7 @@ use std::time::Duration;
 use virtio_queue::Queue;
 use vmm_sys_util::eventfd::EventFd;
 
-use crate::seccomp::{self, SeccompError, SeccompMode, ThreadKind};
+use crate::host_seccomp::{self, SeccompError, SeccompMode, ThreadKind};
 use crate::GuestMemoryMmap;
 
 /// Device IDs (virtio 1.2, section 5).
@@ -149,7 +149,7 @@ impl DeviceThread {
         let handle = std::thread::Builder::new()
             .name(kind.name().into())
             .spawn(move || {
-                let confined = seccomp::confine(kind, mode);
+                let confined = host_seccomp::confine(kind, mode);
                 let ok = confined.is_ok();
                 let _ = ready_tx.send(confined);
                 while let (true, Ok(job)) = (ok, rx.recv()) {

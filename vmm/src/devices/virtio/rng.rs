@@ -13,7 +13,7 @@ use vmm_sys_util::eventfd::EventFd;
 
 use super::queue_worker::{Chain, QueueWorker};
 use super::{ActivateError, Activation, VirtioDevice, WorkerThread, TYPE_RNG, VIRTIO_F_VERSION_1};
-use crate::seccomp::ThreadKind;
+use crate::host_seccomp::ThreadKind;
 use crate::GuestMemoryMmap;
 
 pub const QUEUE_SIZES: [u16; 1] = [64];

@@ -10,7 +10,7 @@ use crate::devices::virtio::{
     read_config_bytes, ActivateError, Activation, VirtioDevice, WorkerThread, TYPE_BLOCK,
     VIRTIO_F_VERSION_1,
 };
-use crate::seccomp::ThreadKind;
+use crate::host_seccomp::ThreadKind;
 
 pub struct Block {
     /// Home while the worker is stopped.

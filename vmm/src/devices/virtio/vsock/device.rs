@@ -18,7 +18,7 @@ use crate::devices::virtio::{
     read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, WorkerThread,
     TYPE_VSOCK, VIRTIO_F_VERSION_1,
 };
-use crate::seccomp::ThreadKind;
+use crate::host_seccomp::ThreadKind;
 use crate::GuestMemoryMmap;
 
 #[derive(Debug, thiserror::Error)]

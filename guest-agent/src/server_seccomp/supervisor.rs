@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use mcpvm_protocol::messages::SyscallCount;
-use mcpvm_protocol::policy::{Action, Rule, Seccomp, When};
+use mcpvm_protocol::withholding::{Action, Rule, Seccomp, When};
 use syscall_table as syscalls;
 
 /// What the supervisor decides for one call.

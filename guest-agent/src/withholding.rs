@@ -1,10 +1,10 @@
 //! The filesystem half of a run's policy, applied by PID 1 before the
 //! server starts (the system call and rlimit half is applied in the
-//! server's own process: `guest_agent::seccomp`).
+//! server's own process: `guest_agent::server_seccomp`).
 
 use std::io;
 
-use mcpvm_protocol::policy::Policy;
+use mcpvm_protocol::withholding::Policy;
 
 use crate::system::mount_fs;
 

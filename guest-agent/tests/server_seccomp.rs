@@ -5,9 +5,9 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use guest_agent::seccomp;
+use guest_agent::server_seccomp as seccomp;
 use mcpvm_protocol::messages::SyscallCount;
-use mcpvm_protocol::policy::{Action, Resource, Rlimit, Rule, Seccomp, When};
+use mcpvm_protocol::withholding::{Action, Resource, Rlimit, Rule, Seccomp, When};
 
 struct Run {
     out: Output,
@@ -162,7 +162,7 @@ fn an_allow_list_from_a_logged_run_runs_the_same_program_and_nothing_more() {
     let minimal = Seccomp {
         rules: vec![],
         log: false,
-        allow: Some(mcpvm_protocol::policy::Allow {
+        allow: Some(mcpvm_protocol::withholding::Allow {
             syscalls: allowed.clone(),
             errno: libc::ENOSYS,
         }),
@@ -173,7 +173,7 @@ fn an_allow_list_from_a_logged_run_runs_the_same_program_and_nothing_more() {
     // Without write, the same program cannot print.
     allowed.retain(|c| c != "write");
     let strict = Seccomp {
-        allow: Some(mcpvm_protocol::policy::Allow {
+        allow: Some(mcpvm_protocol::withholding::Allow {
             syscalls: allowed,
             errno: libc::ENOSYS,
         }),

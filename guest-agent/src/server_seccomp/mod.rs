@@ -22,7 +22,7 @@ pub mod supervisor;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use mcpvm_protocol::policy::{Resource, Rlimit, Seccomp};
+use mcpvm_protocol::withholding::{Resource, Rlimit, Seccomp};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {

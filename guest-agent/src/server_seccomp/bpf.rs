@@ -14,7 +14,7 @@
 use libc::sock_filter;
 
 use super::SeccompError;
-use mcpvm_protocol::policy::{Action, Seccomp, When};
+use mcpvm_protocol::withholding::{Action, Seccomp, When};
 use syscall_table as syscalls;
 
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -127,7 +127,7 @@ pub fn compile(policy: &Seccomp, exempt_fd: Option<i32>) -> Result<Vec<sock_filt
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use mcpvm_protocol::policy::Rule;
+    use mcpvm_protocol::withholding::Rule;
 
     /// Runs a program the way the kernel would on one call: enough of
     /// classic BPF for what [`compile`] emits.
@@ -239,7 +239,7 @@ pub mod tests {
         let policy = Seccomp {
             rules: vec![rule("ptrace", Action::Kill, When::Always)],
             log: false,
-            allow: Some(mcpvm_protocol::policy::Allow {
+            allow: Some(mcpvm_protocol::withholding::Allow {
                 syscalls: vec!["read".into(), "ptrace".into()],
                 errno: libc::ENOSYS,
             }),
