@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::arch::x86_64::layout::{MAX_MEM_MIB, MIN_MEM_MIB};
 use crate::arch::x86_64::{cpuid, mptable};
-use crate::builder::{legacy_devices, msr_list, virtio_devices, BootError, BuiltVm};
+use crate::builder::{legacy_devices, msr_list, virtio_devices, AttachedVirtio, BootError, BuiltVm};
 use crate::devices::bus::Bus;
 use crate::devices::virtio::DeviceSpec;
 use crate::kvm::{self, vcpu::Vcpu, vm::Vm};
@@ -47,65 +47,20 @@ pub enum RestoreError {
 /// mapped copy-on-write from its file, the interrupt controllers, clock,
 /// serial port and vCPUs as saved.
 pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
+    // 1. The snapshot, checked before KVM is touched.
     let loaded = snapshot::read(dir)?;
     let body = &loaded.body;
-    let dir_ = || dir.to_path_buf();
-    let count = u8::try_from(body.vcpus.len())
-        .ok()
-        .filter(|n| (1..=mptable::MAX_CPUS).contains(n))
-        .ok_or_else(|| RestoreError::VcpuCount {
-            dir: dir_(),
-            count: body.vcpus.len(),
-        })?;
-    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&body.mem_mib) {
-        return Err(RestoreError::MemorySize {
-            dir: dir_(),
-            mib: body.mem_mib,
-        }
-        .into());
-    }
+    let count = check_shape(dir, body)?;
     let kvm = kvm::open(config.allow_pvm)?;
-    // The state checks below know the structure, not the directory.
-    let named = |part: &'static str| {
-        move |e| match e {
-            SnapshotError::Invalid { why, .. } => BootError::from(RestoreError::State {
-                dir: dir.to_path_buf(),
-                part,
-                why,
-            }),
-            other => other.into(),
-        }
-    };
+
+    // 2. The VM, its memory and in-kernel devices as saved.
     let vm = Vm::with_memory(&kvm, body.mem_mib, Some(&loaded.memory))?;
     vm.restore_state(&body.vm)
-        .map_err(named("in-kernel device state"))?;
+        .map_err(named(dir, "in-kernel device state"))?;
 
-    // The same devices at the same places; the host side is new.
+    // 3. The same devices at the same places; the host side is new.
     let mut mmio = Bus::new();
-    let had_vsock = body
-        .virtio
-        .iter()
-        .any(|v| matches!(v.device, DeviceSpec::Vsock { .. }));
-    if config.vsock.is_some() != had_vsock {
-        return Err(RestoreError::Vsock {
-            dir: dir_(),
-            had: had_vsock,
-        }
-        .into());
-    }
-    let wanted = body.virtio.iter().map(|v| v.device.clone()).collect();
-    let virtio = virtio_devices(&vm, &mut mmio, wanted, &config)?;
-    for ((kind, _), saved) in virtio.iter().zip(&body.virtio) {
-        if *kind != saved.device {
-            return Err(RestoreError::DeviceChanged {
-                dir: dir_(),
-                now: format!("{kind:?}"),
-                was: format!("{:?}", saved.device),
-            }
-            .into());
-        }
-    }
-
+    let virtio = same_virtio_devices(&vm, &mut mmio, body, &config, dir)?;
     let (events, event_rx) = mpsc::channel();
     let panicked = Arc::new(AtomicBool::new(false));
     // A guest that booted without a UART has no driver for one.
@@ -119,32 +74,23 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
         config.start,
     )
     .map_err(|e| match e {
-        BootError::Snapshot(e) => named("serial port state")(e),
+        BootError::Snapshot(e) => named(dir, "serial port state")(e),
         other => other,
     })?;
 
-    let supported = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .map_err(BootError::Cpuid)?;
-    let msrs = msr_list(&kvm)?;
-    let mut vcpus = Vec::with_capacity(body.vcpus.len());
-    for state in &body.vcpus {
-        let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
-        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
-        vcpu.restore_state(state).map_err(named("vCPU state"))?;
-        vcpu.set_msr_list(msrs.clone());
-        vcpus.push(vcpu);
-    }
-    // The devices start last: an interrupt they raise at once (vsock's
-    // transport reset) must find the LAPICs restored, or it is lost to
-    // a vCPU that does not exist yet, or overwritten by its saved state.
+    // 4. The vCPUs as saved.
+    let vcpus = restore_vcpus(&kvm, &vm, body, count, dir)?;
+
+    // 5. The devices start last: an interrupt they raise at once (vsock's
+    //    transport reset) must find the LAPICs restored, or it is lost to
+    //    a vCPU that does not exist yet, or overwritten by its saved state.
     for ((_, transport), saved) in virtio.iter().zip(&body.virtio) {
         transport
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .restore(&saved.transport)
             .map_err(|why| RestoreError::State {
-                dir: dir_(),
+                dir: dir.to_path_buf(),
                 part: "virtio transport",
                 why,
             })?;
@@ -162,4 +108,93 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
         seccomp: config.seccomp,
         virtio,
     })
+}
+
+/// The state checks of `kvm::persist` know the structure, not the
+/// directory: name it.
+fn named<'a>(dir: &'a Path, part: &'static str) -> impl Fn(SnapshotError) -> BootError + 'a {
+    move |e| match e {
+        SnapshotError::Invalid { why, .. } => BootError::from(RestoreError::State {
+            dir: dir.to_path_buf(),
+            part,
+            why,
+        }),
+        other => other.into(),
+    }
+}
+
+/// The vCPU count, once it and the memory size are in range.
+fn check_shape(dir: &Path, body: &snapshot::Body) -> Result<u8, RestoreError> {
+    let count = u8::try_from(body.vcpus.len())
+        .ok()
+        .filter(|n| (1..=mptable::MAX_CPUS).contains(n))
+        .ok_or_else(|| RestoreError::VcpuCount {
+            dir: dir.to_path_buf(),
+            count: body.vcpus.len(),
+        })?;
+    if !(MIN_MEM_MIB..=MAX_MEM_MIB).contains(&body.mem_mib) {
+        return Err(RestoreError::MemorySize {
+            dir: dir.to_path_buf(),
+            mib: body.mem_mib,
+        });
+    }
+    Ok(count)
+}
+
+/// The snapshot's virtio devices, made again from their specs; each must
+/// come out as it was (a disk of the same size), and the run must give a
+/// vsock socket exactly when the snapshot had a vsock device.
+fn same_virtio_devices(
+    vm: &Vm,
+    mmio: &mut Bus,
+    body: &snapshot::Body,
+    config: &VmConfig,
+    dir: &Path,
+) -> Result<Vec<AttachedVirtio>, BootError> {
+    let had_vsock = body
+        .virtio
+        .iter()
+        .any(|v| matches!(v.device, DeviceSpec::Vsock { .. }));
+    if config.vsock.is_some() != had_vsock {
+        return Err(RestoreError::Vsock {
+            dir: dir.to_path_buf(),
+            had: had_vsock,
+        }
+        .into());
+    }
+    let wanted = body.virtio.iter().map(|v| v.device.clone()).collect();
+    let virtio = virtio_devices(vm, mmio, wanted, config)?;
+    for ((kind, _), saved) in virtio.iter().zip(&body.virtio) {
+        if *kind != saved.device {
+            return Err(RestoreError::DeviceChanged {
+                dir: dir.to_path_buf(),
+                now: format!("{kind:?}"),
+                was: format!("{:?}", saved.device),
+            }
+            .into());
+        }
+    }
+    Ok(virtio)
+}
+
+fn restore_vcpus(
+    kvm: &kvm_ioctls::Kvm,
+    vm: &Vm,
+    body: &snapshot::Body,
+    count: u8,
+    dir: &Path,
+) -> Result<Vec<Vcpu>, BootError> {
+    let supported = kvm
+        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
+        .map_err(BootError::Cpuid)?;
+    let msrs = msr_list(kvm)?;
+    let mut vcpus = Vec::with_capacity(body.vcpus.len());
+    for state in &body.vcpus {
+        let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
+        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
+        vcpu.restore_state(state).map_err(named(dir, "vCPU state"))?;
+        vcpu.set_msr_list(msrs.clone());
+        vcpus.push(vcpu);
+    }
+    Ok(vcpus)
 }
