@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use crate::arch::x86_64::layout::{MAX_MEM_MIB, MIN_MEM_MIB};
 use crate::arch::x86_64::{cpuid, mptable};
-use crate::builder::{legacy_devices, msr_list, virtio_devices, AttachedVirtio, BootError, BuiltVm};
+use crate::builder::{
+    legacy_devices, msr_list, virtio_devices, AttachedVirtio, BootError, BuiltVm,
+};
 use crate::devices::bus::Bus;
 use crate::devices::virtio::DeviceSpec;
 use crate::kvm::{self, vcpu::Vcpu, vm::Vm};
@@ -192,7 +194,8 @@ fn restore_vcpus(
     for state in &body.vcpus {
         let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
         vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
-        vcpu.restore_state(state).map_err(named(dir, "vCPU state"))?;
+        vcpu.restore_state(state)
+            .map_err(named(dir, "vCPU state"))?;
         vcpu.set_msr_list(msrs.clone());
         vcpus.push(vcpu);
     }

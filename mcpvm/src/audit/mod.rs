@@ -203,6 +203,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
 
 /// Runs the audit; returns the process exit code (0: every cell ran).
 pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    // 1. What the audit is, and a host that can run it.
     let (meta, catalogue) = prepare(&o)?;
     // Every cell would fail to boot: say so once, before anything is
     // written, instead of recording each one as broken.
@@ -211,37 +212,9 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
         Err(vmm::kvm::HostError::Pvm) => return Err(AuditError::Pvm.into()),
         Err(e) => return Err(AuditError::Host(e).into()),
     }
+    // 2. A new audit, or the same one resumed.
     std::fs::create_dir_all(o.out.join("runs")).map_err(out_err(&o.out))?;
-    let meta_path = o.out.join("audit.json");
-    let meta = match std::fs::read(&meta_path) {
-        Ok(bytes) => {
-            let before: Meta = serde_json::from_slice(&bytes).map_err(|e| AuditError::Changed {
-                path: o.out.clone(),
-                what: format!("audit.json is unreadable: {e}"),
-            })?;
-            let diff = before.same_inputs(&meta);
-            if !diff.is_empty() || before.shard != meta.shard {
-                let mut what = diff.join(", ");
-                if before.shard != meta.shard {
-                    what = [what, "shard".into()]
-                        .into_iter()
-                        .filter(|s| !s.is_empty())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                }
-                return Err(AuditError::Changed {
-                    path: o.out.clone(),
-                    what,
-                }
-                .into());
-            }
-            before
-        }
-        Err(_) => {
-            write_atomic(&meta_path, &serde_json::to_string_pretty(&meta)?)?;
-            meta
-        }
-    };
+    let meta = start_or_resume(&o.out, meta)?;
     let mut journal = Journal::open(&o.out.join("results.jsonl")).map_err(out_err(&o.out))?;
     let servers: Vec<String> = meta.servers.keys().cloned().collect();
     let all = matrix::cells(&servers, &meta.profiles, o.shard);
@@ -250,19 +223,6 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
         .filter(|c| !journal.has(&c.server, &c.profile))
         .cloned()
         .collect();
-    let skipped = all.len() - todo.len();
-    // Per-server calls files, for servers whose entry names its calls.
-    let calls_dir = o.out.join("calls");
-    let mut calls = BTreeMap::new();
-    for s in &servers {
-        let entry = catalogue.get(s)?;
-        if !entry.audit_calls.is_empty() {
-            std::fs::create_dir_all(&calls_dir).map_err(out_err(&calls_dir))?;
-            let path = calls_dir.join(format!("{s}.json"));
-            write_atomic(&path, &serde_json::to_string_pretty(&entry.audit_calls)?)?;
-            calls.insert(s.clone(), path);
-        }
-    }
     let guest_mib = meta
         .profile_definitions
         .values()
@@ -280,31 +240,100 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
             String::new()
         },
         all.len(),
-        skipped,
+        all.len() - todo.len(),
         todo.len(),
         jobs
     );
 
-    let exe = std::env::current_exe()?;
+    // 3. The cells, `jobs` at a time, each recorded as it ends.
+    let ctx = CellContext {
+        exe: std::env::current_exe()?,
+        out: o.out.clone(),
+        catalogue: o.catalogue.clone(),
+        images: o.images.clone(),
+        profiles_file: o.profiles_file.clone(),
+        calls: write_calls_files(&o.out, &servers, &catalogue)?,
+        run_timeout: o.run_timeout,
+        init_timeout: o.init_timeout,
+        step_timeout: o.step_timeout,
+        warm: o.warm.clone(),
+    };
+    run_cells(todo, ctx, jobs, &mut journal)?;
+
+    // 4. The reports.
+    write_reports(&o.out, &meta, &journal.records)?;
+    say_done(&o.out, &journal, json);
+    let errors = journal
+        .records
+        .values()
+        .any(|r| r.outcome == Outcome::Error);
+    Ok(if errors { 3 } else { 0 })
+}
+
+/// The audit's `audit.json`: written for a new audit; for an existing
+/// one, its inputs must be these (or the results would not be one
+/// audit's).
+fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, Box<dyn std::error::Error>> {
+    let meta_path = out.join("audit.json");
+    let Ok(bytes) = std::fs::read(&meta_path) else {
+        write_atomic(&meta_path, &serde_json::to_string_pretty(&meta)?)?;
+        return Ok(meta);
+    };
+    let before: Meta = serde_json::from_slice(&bytes).map_err(|e| AuditError::Changed {
+        path: out.to_path_buf(),
+        what: format!("audit.json is unreadable: {e}"),
+    })?;
+    let mut what = before.same_inputs(&meta);
+    if before.shard != meta.shard {
+        what.push("shard".into());
+    }
+    if !what.is_empty() {
+        return Err(AuditError::Changed {
+            path: out.to_path_buf(),
+            what: what.join(", "),
+        }
+        .into());
+    }
+    Ok(before)
+}
+
+/// Per-server calls files, for servers whose catalogue entry names its
+/// calls.
+fn write_calls_files(
+    out: &Path,
+    servers: &[String],
+    catalogue: &Catalogue,
+) -> Result<BTreeMap<String, PathBuf>, Box<dyn std::error::Error>> {
+    let calls_dir = out.join("calls");
+    let mut calls = BTreeMap::new();
+    for s in servers {
+        let entry = catalogue.get(s)?;
+        if !entry.audit_calls.is_empty() {
+            std::fs::create_dir_all(&calls_dir).map_err(out_err(&calls_dir))?;
+            let path = calls_dir.join(format!("{s}.json"));
+            write_atomic(&path, &serde_json::to_string_pretty(&entry.audit_calls)?)?;
+            calls.insert(s.clone(), path);
+        }
+    }
+    Ok(calls)
+}
+
+/// Runs `todo` on `jobs` workers, appending each record to the journal
+/// as it comes, with progress and an ETA.
+fn run_cells(
+    todo: VecDeque<Cell>,
+    ctx: CellContext,
+    jobs: usize,
+    journal: &mut Journal,
+) -> Result<(), AuditError> {
+    let total = todo.len();
     let queue = Arc::new(Mutex::new(todo));
-    let total = queue.lock().map(|q| q.len()).unwrap_or(0);
+    let ctx = Arc::new(ctx);
     let (tx, rx) = mpsc::channel::<Record>();
     let started = Instant::now();
     let mut workers = Vec::new();
     for _ in 0..jobs.min(total.max(1)) {
-        let (queue, tx) = (queue.clone(), tx.clone());
-        let ctx = CellContext {
-            exe: exe.clone(),
-            out: o.out.clone(),
-            catalogue: o.catalogue.clone(),
-            images: o.images.clone(),
-            profiles_file: o.profiles_file.clone(),
-            calls: calls.clone(),
-            run_timeout: o.run_timeout,
-            init_timeout: o.init_timeout,
-            step_timeout: o.step_timeout,
-            warm: o.warm.clone(),
-        };
+        let (queue, tx, ctx) = (queue.clone(), tx.clone(), ctx.clone());
         workers.push(std::thread::spawn(move || loop {
             let Some(cell) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
                 return;
@@ -338,12 +367,15 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
     for w in workers {
         let _ = w.join();
     }
-    write_reports(&o.out, &meta, &journal.records)?;
+    Ok(())
+}
+
+fn say_done(out: &Path, journal: &Journal, json: bool) {
     let counts = count(&journal.records);
     if json {
         println!(
             "{}",
-            serde_json::json!({"out": o.out, "runs": journal.records.len(), "outcomes": counts})
+            serde_json::json!({"out": out, "runs": journal.records.len(), "outcomes": counts})
         );
     } else {
         eprintln!(
@@ -354,14 +386,9 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
                 .map(|(k, v)| format!("{v} {k}"))
                 .collect::<Vec<_>>()
                 .join(", "),
-            o.out.display()
+            out.display()
         );
     }
-    let errors = journal
-        .records
-        .values()
-        .any(|r| r.outcome == Outcome::Error);
-    Ok(if errors { 3 } else { 0 })
 }
 
 fn count(records: &BTreeMap<(String, String), Record>) -> BTreeMap<&'static str, usize> {

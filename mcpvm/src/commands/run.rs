@@ -89,31 +89,9 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     check_writable(args.timings.as_deref())?;
     let caught = vmm::signals::catch(args.snapshot_to.is_some()).map_err(vmm::VmmError::Signals)?;
 
-    // 2. The plan: what the VM is and what runs in it (or the snapshot
-    //    it comes from).
-    let (plan, restore_from) = match &args.from_snapshot {
-        Some(dir) => {
-            // A bad snapshot is one clear error before anything exists.
-            vmm::snapshot::read(dir)?;
-            (None, Some(dir.clone()))
-        }
-        None => {
-            let checked = args.vm.check(!args.command.is_empty())?;
-            let plan = RunPlan::resolve(
-                &args.vm,
-                &checked,
-                args.command.clone(),
-                args.snapshot_to.is_some(),
-            )?;
-            // 3. A warm start restores the plan's snapshot, taken now if
-            //    there is none.
-            let warm = match args.warm {
-                true => Some(warm_snapshot(&args, &plan, checked.server.is_some())?),
-                false => None,
-            };
-            (Some(plan), warm)
-        }
-    };
+    // 2. The plan: what the VM is and what runs in it, and the snapshot
+    //    it comes from (3. a warm start's, taken now if there is none).
+    let (plan, restore_from) = plan_or_snapshot(&args)?;
 
     // 4. The channels, where the guest's connections arrive.
     let dir = RunDir::create().map_err(RunError::RunDir)?;
@@ -169,27 +147,53 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
             Some(Err(e)) => eprintln!("mcpvm: {}", crate::error_chain(&e)),
         }
     }
-    log::debug!(
-        "{} (exit code {})",
-        outcome.reason,
-        outcome.reason.exit_code()
-    );
     if let Some(dir) = &args.snapshot_to {
         keep_initialize_answer(dir, &outcome.reason, &answer)?;
     }
     if let Some(path) = &args.timings {
         write_timings(path, &outcome.timings, &relays)?;
     }
+    Ok(report(&outcome.reason, json))
+}
+
+/// Says how the VM ended (when it was not the server's own exit) and
+/// returns the exit status.
+fn report(reason: &vmm::ExitReason, json: bool) -> u8 {
+    log::debug!("{reason} (exit code {})", reason.exit_code());
     if json {
         eprintln!(
             "{}",
-            serde_json::json!({"exit": outcome.reason.kind(), "code": outcome.reason.exit_code()})
+            serde_json::json!({"exit": reason.kind(), "code": reason.exit_code()})
         );
     }
-    if !matches!(outcome.reason, vmm::ExitReason::PowerOff(_)) {
-        eprintln!("mcpvm: {}", outcome.reason);
+    if !matches!(reason, vmm::ExitReason::PowerOff(_)) {
+        eprintln!("mcpvm: {reason}");
     }
-    Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
+    reason.exit_code().clamp(0, 255) as u8
+}
+
+/// The plan of a booting run, and the snapshot a restored one comes from
+/// (`--from-snapshot`, or `--warm`'s, taken now if there is none).
+fn plan_or_snapshot(
+    args: &RunArgs,
+) -> Result<(Option<RunPlan>, Option<PathBuf>), Box<dyn std::error::Error>> {
+    if let Some(dir) = &args.from_snapshot {
+        // A bad snapshot is one clear error before anything exists.
+        vmm::snapshot::read(dir)?;
+        return Ok((None, Some(dir.clone())));
+    }
+    let checked = args.vm.check(!args.command.is_empty())?;
+    let plan = RunPlan::resolve(
+        &args.vm,
+        &checked,
+        args.command.clone(),
+        args.snapshot_to.is_some(),
+    )?;
+    let warm = match args.warm {
+        true => Some(warm_snapshot(args, &plan, checked.server.is_some())?),
+        false => None,
+    };
+    Ok((Some(plan), warm))
 }
 
 /// The VM of a plan, or of the snapshot it is restored from.

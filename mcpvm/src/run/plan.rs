@@ -60,46 +60,10 @@ impl RunPlan {
         initrd: PathBuf,
     ) -> RunPlan {
         let Checked {
-            profile,
-            server,
-            root_image,
+            profile, server, ..
         } = checked;
-        // The server's command and environment, then the profile's
-        // environment (which may clear it), then the user's.
-        let (argv, mut env) = match server {
-            Some(s) => (s.argv.clone(), s.env.clone()),
-            None => (command, Vec::new()),
-        };
-        if let Some(p) = profile {
-            if p.clear_env {
-                env.clear();
-            }
-            env.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        env.extend(opts.env.iter().cloned());
-
-        // The root image is the first disk (/dev/vda), the server's layer
-        // the second, then the user's.
-        let read_only = |path: &Path, id: &str| vmm::DiskConfig {
-            path: path.to_path_buf(),
-            read_only: true,
-            cache: vmm::CacheMode::Page,
-            id: id.into(),
-        };
-        let mut disks = Vec::new();
-        let mut root = None;
-        if let Some(img) = root_image {
-            disks.push(read_only(img, "mcpvm-root"));
-            root = Some(RootSpec {
-                overlay: !opts.read_only_root,
-                ..RootSpec::erofs("/dev/vda")
-            });
-        }
-        if let (Some(s), Some(root)) = (server, root.as_mut()) {
-            disks.push(read_only(&s.layer, "mcpvm-layer"));
-            root.layers.push("/dev/vdb".into());
-        }
-        disks.extend(opts.disks.iter().map(|d| d.config.clone()));
+        let (argv, env) = command_and_env(opts, checked, command);
+        let (disks, root) = disks_and_root(opts, checked);
         let boot = BootArgs {
             vsock_channel: true,
             root,
@@ -142,6 +106,53 @@ impl RunPlan {
         files.extend(self.disks.iter().map(|d| d.path.as_path()));
         files
     }
+}
+
+/// The server's command and environment, then the profile's environment
+/// (which may clear it), then the user's.
+fn command_and_env(
+    opts: &VmOptions,
+    checked: &Checked,
+    command: Vec<String>,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let (argv, mut env) = match &checked.server {
+        Some(s) => (s.argv.clone(), s.env.clone()),
+        None => (command, Vec::new()),
+    };
+    if let Some(p) = &checked.profile {
+        if p.clear_env {
+            env.clear();
+        }
+        env.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    env.extend(opts.env.iter().cloned());
+    (argv, env)
+}
+
+/// The root image is the first disk (/dev/vda), the server's layer the
+/// second, then the user's; the agent's root spec says so.
+fn disks_and_root(opts: &VmOptions, checked: &Checked) -> (Vec<vmm::DiskConfig>, Option<RootSpec>) {
+    let read_only = |path: &Path, id: &str| vmm::DiskConfig {
+        path: path.to_path_buf(),
+        read_only: true,
+        cache: vmm::CacheMode::Page,
+        id: id.into(),
+    };
+    let mut disks = Vec::new();
+    let mut root = None;
+    if let Some(img) = &checked.root_image {
+        disks.push(read_only(img, "mcpvm-root"));
+        root = Some(RootSpec {
+            overlay: !opts.read_only_root,
+            ..RootSpec::erofs("/dev/vda")
+        });
+    }
+    if let (Some(s), Some(root)) = (&checked.server, root.as_mut()) {
+        disks.push(read_only(&s.layer, "mcpvm-layer"));
+        root.layers.push("/dev/vdb".into());
+    }
+    disks.extend(opts.disks.iter().map(|d| d.config.clone()));
+    (disks, root)
 }
 
 /// `<dir of this binary>/../<rel>`: where scripts/build puts artifacts.
