@@ -186,11 +186,35 @@ pub async fn exercise(
     result.server_name = info["serverInfo"]["name"].as_str().map(str::to_string);
     result.server_version = info["serverInfo"]["version"].as_str().map(str::to_string);
     result.capabilities = info["capabilities"].clone();
-    let caps = result.capabilities.clone();
     let t = opts.step_timeout;
 
+    let tools = list_tools(client, wire, t, result).await;
+    list_the_rest(client, wire, t, result).await;
+    let Some(slowest) = call_tools(client, wire, opts, &tools, result).await else {
+        // The server went away during a call.
+        return tools;
+    };
+    if result.lifecycle == Some(Lifecycle::Initialize) {
+        let s = begin(wire, "ping");
+        let step = match tokio::time::timeout(t, client.send_request(ping())).await {
+            Ok(Ok(_)) => s.end(wire, Outcome::Ok, Value::Null),
+            Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
+            Err(_) => s.end(wire, Outcome::Timeout, Value::Null),
+        };
+        result.steps.push(step);
+    }
+    result.steps.push(cancel(client, wire, t, slowest).await);
+    tools
+}
+
+async fn list_tools(
+    client: &Client,
+    wire: &Wire,
+    t: Duration,
+    result: &mut ProbeResult,
+) -> Vec<rmcp::model::Tool> {
     let s = begin(wire, "tools/list");
-    let tools = match tokio::time::timeout(t, client.list_all_tools()).await {
+    match tokio::time::timeout(t, client.list_all_tools()).await {
         Ok(Ok(tools)) => {
             result.tools = tools.iter().map(|t| t.name.to_string()).collect();
             result
@@ -210,8 +234,13 @@ pub async fn exercise(
                 .push(s.end(wire, Outcome::Timeout, Value::Null));
             Vec::new()
         }
-    };
+    }
+}
 
+/// Prompts, resources and resource templates, each where the server
+/// declares the capability.
+async fn list_the_rest(client: &Client, wire: &Wire, t: Duration, result: &mut ProbeResult) {
+    let caps = result.capabilities.clone();
     let declared = |cap: &str| !caps[cap].is_null();
     let s = begin(wire, "prompts/list");
     let step = if declared("prompts") {
@@ -264,9 +293,22 @@ pub async fn exercise(
         };
         result.steps.push(step);
     }
+}
 
-    let mut slowest: Option<(f64, String, serde_json::Map<String, Value>)> = None;
-    for call in plan_calls(&tools, opts) {
+/// The slowest successful call: the one the cancellation probe cancels.
+type Slowest = Option<(f64, String, serde_json::Map<String, Value>)>;
+
+/// Calls each planned tool; None when the server went away in a call.
+async fn call_tools(
+    client: &Client,
+    wire: &Wire,
+    opts: &ProbeOptions,
+    tools: &[rmcp::model::Tool],
+    result: &mut ProbeResult,
+) -> Option<Slowest> {
+    let t = opts.step_timeout;
+    let mut slowest: Slowest = None;
+    for call in plan_calls(tools, opts) {
         let s = begin(wire, &format!("tools/call:{}", call.name));
         let args = match call.args {
             Planned::Skip(why) => {
@@ -310,22 +352,10 @@ pub async fn exercise(
         let closed = step.outcome == Outcome::Closed;
         result.steps.push(step);
         if closed {
-            return tools;
+            return None;
         }
     }
-
-    if result.lifecycle == Some(Lifecycle::Initialize) {
-        let s = begin(wire, "ping");
-        let step = match tokio::time::timeout(t, client.send_request(ping())).await {
-            Ok(Ok(_)) => s.end(wire, Outcome::Ok, Value::Null),
-            Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
-            Err(_) => s.end(wire, Outcome::Timeout, Value::Null),
-        };
-        result.steps.push(step);
-    }
-
-    result.steps.push(cancel(client, wire, t, slowest).await);
-    tools
+    Some(slowest)
 }
 
 fn ping() -> ClientRequest {
