@@ -183,18 +183,13 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     let mem_size = config.mem_mib << 20;
 
     // 3. Devices: the legacy ones on the port bus, virtio on MMIO.
-    let (events, event_rx) = mpsc::channel();
-    let panicked = Arc::new(AtomicBool::new(false));
-    let (pio, serial) = legacy_devices(
+    let devices = attach_devices(
         &vm,
         config.console.take(),
         None,
-        &events,
-        &panicked,
-        config.start,
+        device_specs(&config),
+        &config,
     )?;
-    let mut mmio = Bus::new();
-    let virtio = virtio_devices(&vm, &mut mmio, device_specs(&config), &config)?;
 
     // 4. Kernel.
     let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &config.kernel)?;
@@ -209,7 +204,7 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         }
         _ => None,
     };
-    let cmdline = write_cmdline(&vm, serial.is_some(), virtio.len(), &config)?;
+    let cmdline = write_cmdline(&vm, devices.serial.is_some(), devices.virtio.len(), &config)?;
 
     // 6. Boot parameters and MP table.
     let map = boot_params::memory_map(mem_size);
@@ -218,20 +213,75 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
 
     // 7. vCPUs.
     let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry)?;
-
-    Ok(BuiltVm {
+    Ok(BuiltVm::assemble(
         vm,
         vcpus,
-        pio: Arc::new(pio),
-        mmio: Arc::new(mmio),
+        devices,
+        cmdline,
+        config.seccomp,
+    ))
+}
+
+/// A VM's devices, attached to their buses, and the channel they report
+/// guest events on.
+pub(crate) struct Devices {
+    pio: Bus,
+    mmio: Bus,
+    events: EventSender,
+    event_rx: Receiver<VmEvent>,
+    pub serial: Option<SharedSerial>,
+    panicked: Arc<AtomicBool>,
+    pub virtio: Vec<AttachedVirtio>,
+}
+
+/// Attaches the legacy devices (with a UART when there is a console,
+/// in `serial_state` when restored) and the virtio devices `specs` names.
+pub(crate) fn attach_devices(
+    vm: &Vm,
+    console: Option<Box<dyn std::io::Write + Send>>,
+    serial_state: Option<vm_superio::serial::SerialState>,
+    specs: Vec<DeviceSpec>,
+    config: &VmConfig,
+) -> Result<Devices, BootError> {
+    let (events, event_rx) = mpsc::channel();
+    let panicked = Arc::new(AtomicBool::new(false));
+    let (pio, serial) =
+        legacy_devices(vm, console, serial_state, &events, &panicked, config.start)?;
+    let mut mmio = Bus::new();
+    let virtio = virtio_devices(vm, &mut mmio, specs, config)?;
+    Ok(Devices {
+        pio,
+        mmio,
         events,
         event_rx,
         serial,
         panicked,
-        cmdline,
-        seccomp: config.seccomp,
         virtio,
     })
+}
+
+impl BuiltVm {
+    pub(crate) fn assemble(
+        vm: Vm,
+        vcpus: Vec<Vcpu>,
+        d: Devices,
+        cmdline: String,
+        seccomp: SeccompMode,
+    ) -> BuiltVm {
+        BuiltVm {
+            vm,
+            vcpus,
+            pio: Arc::new(d.pio),
+            mmio: Arc::new(d.mmio),
+            events: d.events,
+            event_rx: d.event_rx,
+            serial: d.serial,
+            panicked: d.panicked,
+            cmdline,
+            seccomp,
+            virtio: d.virtio,
+        }
+    }
 }
 
 fn check_shape(mem_mib: u64, vcpus: u8) -> Result<(), BootError> {
@@ -365,7 +415,7 @@ fn virtio_window(i: usize) -> (u64, u32) {
 /// Makes the virtio devices described by `wanted`, in order, and puts
 /// each behind its transport on the MMIO bus. A block device's `bytes`
 /// comes back filled in. The vsock host socket is the one `config` names.
-pub(crate) fn virtio_devices(
+fn virtio_devices(
     vm: &Vm,
     mmio: &mut Bus,
     wanted: Vec<DeviceSpec>,
@@ -463,7 +513,7 @@ type SharedSerial = Arc<Mutex<SerialDevice>>;
 /// The port-I/O devices: the serial port (when there is a console; from
 /// `serial_state` when restoring), the i8042 (reset), the boot timer and
 /// the power port.
-pub(crate) fn legacy_devices(
+fn legacy_devices(
     vm: &Vm,
     console: Option<Box<dyn std::io::Write + Send>>,
     serial_state: Option<vm_superio::serial::SerialState>,

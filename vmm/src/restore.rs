@@ -5,16 +5,10 @@
 //! a snapshot is input, and a bad one is a [`RestoreError`].
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::mpsc;
-use std::sync::Arc;
 
 use crate::arch::x86_64::layout::{MAX_MEM_MIB, MIN_MEM_MIB};
 use crate::arch::x86_64::{cpuid, mptable};
-use crate::builder::{
-    legacy_devices, msr_list, virtio_devices, AttachedVirtio, BootError, BuiltVm,
-};
-use crate::devices::bus::Bus;
+use crate::builder::{attach_devices, msr_list, AttachedVirtio, BootError, BuiltVm};
 use crate::devices::virtio::DeviceSpec;
 use crate::kvm::{self, vcpu::Vcpu, vm::Vm};
 use crate::snapshot::{self, SnapshotError};
@@ -60,25 +54,23 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     vm.restore_state(&body.vm)
         .map_err(named(dir, "in-kernel device state"))?;
 
-    // 3. The same devices at the same places; the host side is new.
-    let mut mmio = Bus::new();
-    let virtio = same_virtio_devices(&vm, &mut mmio, body, &config, dir)?;
-    let (events, event_rx) = mpsc::channel();
-    let panicked = Arc::new(AtomicBool::new(false));
-    // A guest that booted without a UART has no driver for one.
+    // 3. The same devices at the same places; the host side is new. A
+    //    guest that booted without a UART has no driver for one.
+    check_vsock(body, &config, dir)?;
     let console = config.console.take().filter(|_| body.serial.is_some());
-    let (pio, serial) = legacy_devices(
+    let specs = body.virtio.iter().map(|v| v.device.clone()).collect();
+    let devices = attach_devices(
         &vm,
         console,
         body.serial.as_ref().map(Into::into),
-        &events,
-        &panicked,
-        config.start,
+        specs,
+        &config,
     )
     .map_err(|e| match e {
         BootError::Snapshot(e) => named(dir, "serial port state")(e),
         other => other,
     })?;
+    check_devices(body, &devices.virtio, dir)?;
 
     // 4. The vCPUs as saved.
     let vcpus = restore_vcpus(&kvm, &vm, body, count, dir)?;
@@ -86,7 +78,7 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     // 5. The devices start last: an interrupt they raise at once (vsock's
     //    transport reset) must find the LAPICs restored, or it is lost to
     //    a vCPU that does not exist yet, or overwritten by its saved state.
-    for ((_, transport), saved) in virtio.iter().zip(&body.virtio) {
+    for ((_, transport), saved) in devices.virtio.iter().zip(&body.virtio) {
         transport
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -97,19 +89,14 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
                 why,
             })?;
     }
-    Ok(BuiltVm {
+    let cmdline = body.cmdline.clone();
+    Ok(BuiltVm::assemble(
         vm,
         vcpus,
-        pio: Arc::new(pio),
-        mmio: Arc::new(mmio),
-        events,
-        event_rx,
-        serial,
-        panicked,
-        cmdline: body.cmdline.clone(),
-        seccomp: config.seccomp,
-        virtio,
-    })
+        devices,
+        cmdline,
+        config.seccomp,
+    ))
 }
 
 /// The state checks of `kvm::persist` know the structure, not the
@@ -143,40 +130,39 @@ fn check_shape(dir: &Path, body: &snapshot::Body) -> Result<u8, RestoreError> {
     Ok(count)
 }
 
-/// The snapshot's virtio devices, made again from their specs; each must
-/// come out as it was (a disk of the same size), and the run must give a
-/// vsock socket exactly when the snapshot had a vsock device.
-fn same_virtio_devices(
-    vm: &Vm,
-    mmio: &mut Bus,
-    body: &snapshot::Body,
-    config: &VmConfig,
-    dir: &Path,
-) -> Result<Vec<AttachedVirtio>, BootError> {
-    let had_vsock = body
+/// The run gives a vsock socket exactly when the snapshot had a vsock
+/// device.
+fn check_vsock(body: &snapshot::Body, config: &VmConfig, dir: &Path) -> Result<(), RestoreError> {
+    let had = body
         .virtio
         .iter()
         .any(|v| matches!(v.device, DeviceSpec::Vsock { .. }));
-    if config.vsock.is_some() != had_vsock {
-        return Err(RestoreError::Vsock {
+    match config.vsock.is_some() == had {
+        true => Ok(()),
+        false => Err(RestoreError::Vsock {
             dir: dir.to_path_buf(),
-            had: had_vsock,
-        }
-        .into());
+            had,
+        }),
     }
-    let wanted = body.virtio.iter().map(|v| v.device.clone()).collect();
-    let virtio = virtio_devices(vm, mmio, wanted, config)?;
-    for ((kind, _), saved) in virtio.iter().zip(&body.virtio) {
+}
+
+/// Each device made again from its spec came out as it was (a disk of
+/// the same size).
+fn check_devices(
+    body: &snapshot::Body,
+    made: &[AttachedVirtio],
+    dir: &Path,
+) -> Result<(), RestoreError> {
+    for ((kind, _), saved) in made.iter().zip(&body.virtio) {
         if *kind != saved.device {
             return Err(RestoreError::DeviceChanged {
                 dir: dir.to_path_buf(),
                 now: format!("{kind:?}"),
                 was: format!("{:?}", saved.device),
-            }
-            .into());
+            });
         }
     }
-    Ok(virtio)
+    Ok(())
 }
 
 fn restore_vcpus(
