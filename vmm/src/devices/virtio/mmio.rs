@@ -221,8 +221,11 @@ impl MmioTransport {
             self.reset();
             return;
         }
-        // The driver may only add bits (section 2.1.2), FAILED aside.
-        if v & self.status != self.status && v & STATUS_FAILED == 0 {
+        // The driver may only add bits (section 2.1.2), FAILED aside; once
+        // the device runs, not even with FAILED: only a reset takes bits
+        // away, so the transport never says "not running" (and accepts
+        // new queue addresses) while a worker still uses the old ones.
+        if v & self.status != self.status && (v & STATUS_FAILED == 0 || self.activated) {
             return;
         }
         let added = v & !self.status;
@@ -572,6 +575,18 @@ mod tests {
         w(&mut t, REG_QUEUE_SEL, 0);
         w(&mut t, REG_QUEUE_READY, 0);
         assert_eq!(r(&mut t, REG_QUEUE_READY), 1);
+        // A running device's status only grows or resets: taking
+        // DRIVER_OK away (even with FAILED) would unfreeze the queues
+        // under a running worker.
+        let running = r(&mut t, REG_STATUS);
+        w(&mut t, REG_STATUS, STATUS_FAILED | STATUS_ACKNOWLEDGE);
+        assert_eq!(r(&mut t, REG_STATUS), running);
+        w(&mut t, REG_QUEUE_DESC_LOW, 0x9_0000);
+        w(&mut t, REG_QUEUE_READY, 0);
+        assert_eq!(r(&mut t, REG_QUEUE_READY), 1);
+        w(&mut t, REG_STATUS, running | STATUS_FAILED);
+        assert_eq!(r(&mut t, REG_STATUS), running | STATUS_FAILED);
+        assert_eq!(seen.lock().unwrap().activations, 1);
     }
 
     #[test]

@@ -239,6 +239,42 @@ impl<T> WorkerThread<T> {
 }
 
 /// Copies `data.len()` bytes of `config` at `offset` (zeros past its end).
+/// `VIRTQ_DESC_F_NEXT` and `VIRTQ_DESC_F_INDIRECT` (virtio 1.2, 2.7.5).
+const DESC_F_NEXT: u16 = 1;
+const DESC_F_INDIRECT: u16 = 4;
+
+/// Whether the chain at `head` of `queue` points to an indirect table.
+/// We never offer `VIRTIO_F_INDIRECT_DESC`, so a driver that uses one is
+/// misbehaving; virtio-queue would follow the table anyway, so devices
+/// check and drop such a chain. Walks at most the queue's size of
+/// descriptors; one that cannot be read ends the walk.
+pub fn uses_indirect(mem: &GuestMemoryMmap, queue: &impl virtio_queue::QueueT, head: u16) -> bool {
+    use vm_memory::{Bytes, GuestAddress};
+    let table = GuestAddress(queue.desc_table());
+    let mut index = head;
+    for _ in 0..queue.size() {
+        if index >= queue.size() {
+            return false;
+        }
+        let flags_at = table.0 + 16 * u64::from(index) + 12;
+        let Ok(flags) = mem.read_obj::<u16>(GuestAddress(flags_at)) else {
+            return false;
+        };
+        let flags = u16::from_le(flags);
+        if flags & DESC_F_INDIRECT != 0 {
+            return true;
+        }
+        if flags & DESC_F_NEXT == 0 {
+            return false;
+        }
+        let Ok(next) = mem.read_obj::<u16>(GuestAddress(flags_at + 2)) else {
+            return false;
+        };
+        index = u16::from_le(next);
+    }
+    false
+}
+
 pub fn read_config_bytes(config: &[u8], offset: u64, data: &mut [u8]) {
     data.fill(0);
     if let Ok(start) = usize::try_from(offset) {

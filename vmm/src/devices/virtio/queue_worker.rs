@@ -64,10 +64,15 @@ impl QueueWorker {
     }
 
     /// Serves the queue until the kill eventfd fires. `name` goes in logs.
+    /// Between rounds of at most a queue's worth of chains it looks at its
+    /// epoll without waiting, so that a guest refilling the queue as fast
+    /// as it is emptied cannot keep the kill eventfd from being seen.
     pub fn run(&mut self, name: &str, mut handle: impl FnMut(&GuestMemoryMmap, Chain<'_>) -> u32) {
         let mut events = vec![EpollEvent::default(); 4];
+        let mut more = false;
         loop {
-            let n = match self.epoll.wait(-1, &mut events) {
+            let timeout = if more { 0 } else { -1 };
+            let n = match self.epoll.wait(timeout, &mut events) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -75,27 +80,39 @@ impl QueueWorker {
                     return;
                 }
             };
-            for ev in &events[..n] {
-                if ev.data() == TOKEN_KILL {
-                    return;
-                }
-                let _ = self.evt.read();
-                self.process(&mut handle);
+            if events[..n].iter().any(|ev| ev.data() == TOKEN_KILL) {
+                return;
             }
+            if n > 0 {
+                let _ = self.evt.read();
+            }
+            more = self.process(&mut handle);
         }
     }
 
-    /// Hands every available chain to `handle`, then interrupts once.
-    pub fn process(&mut self, mut handle: impl FnMut(&GuestMemoryMmap, Chain<'_>) -> u32) {
-        let mut used = false;
-        while let Some(chain) = self.queue.pop_descriptor_chain(&self.mem) {
+    /// Hands at most a queue's worth of available chains to `handle`
+    /// (a chain that uses an indirect table, which we never offer, is
+    /// returned unused), then interrupts once. True when there may be
+    /// more.
+    pub fn process(&mut self, mut handle: impl FnMut(&GuestMemoryMmap, Chain<'_>) -> u32) -> bool {
+        let mut taken = 0;
+        for _ in 0..self.queue.size() {
+            let Some(chain) = self.queue.pop_descriptor_chain(&self.mem) else {
+                break;
+            };
+            taken += 1;
             let head = chain.head_index();
-            let len = handle(&self.mem, chain);
+            let len = if super::uses_indirect(&self.mem, &self.queue, head) {
+                log::debug!("virtio: chain {head} uses an indirect table, never offered; dropped");
+                0
+            } else {
+                handle(&self.mem, chain)
+            };
             let _ = self.queue.add_used(&self.mem, head, len);
-            used = true;
         }
-        if used && self.queue.needs_notification(&self.mem).unwrap_or(true) {
+        if taken > 0 && self.queue.needs_notification(&self.mem).unwrap_or(true) {
             self.interrupt.signal_used_queue();
         }
+        taken == self.queue.size()
     }
 }

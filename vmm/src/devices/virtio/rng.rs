@@ -175,4 +175,19 @@ mod tests {
         ]);
         assert_eq!(lens, [0, 0]);
     }
+
+    #[test]
+    fn a_chain_with_an_indirect_table_is_returned_unused() {
+        // VIRTQ_DESC_F_INDIRECT: never offered, so never followed.
+        const INDIRECT: u16 = 4;
+        let (m, lens) = run(&[
+            desc(0x10_0000, 16, INDIRECT, 0),
+            desc(0x20_0000, 256, WRITE, 0),
+        ]);
+        // The first chain never reached the device; the second did.
+        assert_eq!(lens, [256]);
+        let mut a = [0u8; 16];
+        m.read_slice(&mut a, GuestAddress(0x10_0000)).unwrap();
+        assert_eq!(a, [0u8; 16], "the table was not written through");
+    }
 }

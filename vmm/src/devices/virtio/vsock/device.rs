@@ -289,11 +289,28 @@ impl Worker {
         }
     }
 
-    /// Guest-to-host packets. Returns whether any chain was consumed.
+    /// Guest-to-host packets, at most a queue's worth (a guest refilling
+    /// the queue as fast as we empty it must not keep the worker from its
+    /// epoll), and none while the muxer is backlogged. Returns whether any
+    /// chain was consumed.
     fn process_tx(&mut self) -> bool {
         let mut used = false;
-        while let Some(chain) = self.txq.pop_descriptor_chain(&self.mem) {
+        for _ in 0..self.txq.size() {
+            if self.muxer.backlogged() {
+                break;
+            }
+            let Some(chain) = self.txq.pop_descriptor_chain(&self.mem) else {
+                break;
+            };
             let head = chain.head_index();
+            if super::super::uses_indirect(&self.mem, &self.txq, head) {
+                log::debug!(
+                    "vsock: TX chain {head} uses an indirect table, never offered; dropped"
+                );
+                let _ = self.txq.add_used(&self.mem, head, 0);
+                used = true;
+                continue;
+            }
             match read_packet(&self.mem, chain) {
                 Some((h, payload)) => self.muxer.handle_guest_packet(&h, &payload),
                 None => log::debug!("vsock: malformed TX chain {head} dropped"),
@@ -307,14 +324,23 @@ impl Worker {
         used
     }
 
-    /// Host-to-guest packets into RX buffers. Returns whether any was sent.
+    /// Host-to-guest packets into RX buffers, at most a queue's worth.
+    /// Returns whether any was sent.
     fn process_rx(&mut self) -> bool {
         let mut used = false;
-        while self.muxer.has_work_for_guest() {
+        for _ in 0..self.rxq.size() {
+            if !self.muxer.has_work_for_guest() {
+                break;
+            }
             let Some(chain) = self.rxq.pop_descriptor_chain(&self.mem) else {
                 break;
             };
             let head = chain.head_index();
+            if super::super::uses_indirect(&self.mem, &self.rxq, head) {
+                let _ = self.rxq.add_used(&self.mem, head, 0);
+                used = true;
+                continue;
+            }
             let Ok(mut writer) = chain.writer(&self.mem) else {
                 let _ = self.rxq.add_used(&self.mem, head, 0);
                 used = true;
@@ -722,6 +748,45 @@ mod tests {
         }
         assert!(r.received().iter().any(|(h, _)| h.op == OP_RST));
         assert_eq!(r.worker.muxer().connection_count(), 0);
+    }
+
+    #[test]
+    fn a_guest_that_posts_no_rx_buffers_cannot_grow_the_backlog() {
+        use super::super::muxer::MAX_PENDING_CONTROL;
+        let m = mem();
+        let mut r = Rig::new(&m);
+        // Every packet to a port with no connection earns a reset; the
+        // guest sends a queue's worth at a time and never takes one.
+        let mut consumed_before = 0usize;
+        let mut stalled = false;
+        for round in 0..(2 * MAX_PENDING_CONTROL / 64) {
+            for i in 0..64u32 {
+                r.send(OP_RW, 5000 + i, 7000 + round as u32, b"x", CONN_BUF, 0);
+            }
+            r.worker.process();
+            r.tx_next %= 64;
+            // Consumed chains' buffers are free again (a stalled round's
+            // stay where they are: the loop ends).
+            r.buf = 0x10_0000;
+            let pending = r.worker.muxer().pending_control();
+            assert!(pending <= MAX_PENDING_CONTROL, "{pending} pending");
+            let consumed = usize::from(r.tx_used());
+            if consumed == consumed_before {
+                stalled = true;
+                break;
+            }
+            consumed_before = consumed;
+        }
+        assert!(stalled, "TX must stop being taken at the backlog limit");
+        assert_eq!(r.worker.muxer().pending_control(), MAX_PENDING_CONTROL);
+        // Once the guest takes packets, TX moves again.
+        let before = r.tx_used();
+        r.buf = 0x80_0000;
+        r.rx_buffers(64, 4096);
+        r.worker.process();
+        assert_eq!(r.received().len(), 64);
+        assert!(r.received().iter().all(|(h, _)| h.op == OP_RST));
+        assert_ne!(r.tx_used(), before, "TX taken again");
     }
 
     #[test]

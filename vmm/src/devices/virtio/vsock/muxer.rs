@@ -28,6 +28,13 @@ pub const MAX_CONNECTIONS: usize = 1024;
 /// Most host connections that have not finished their CONNECT line.
 const MAX_HANDSHAKES: usize = 64;
 const MAX_CONNECT_LINE: usize = 32;
+/// Most control packets (resets, responses, credit updates) waiting for
+/// RX buffers. A guest that sends on TX but posts no RX buffers would
+/// otherwise grow this queue without bound (every packet to an unknown
+/// port earns a reset); past it the device stops taking TX packets until
+/// the guest takes some of these (the guest's TX queue fills: its own
+/// back-pressure). Four per connection is more than a live one needs.
+pub const MAX_PENDING_CONTROL: usize = 4 * MAX_CONNECTIONS;
 /// Host-initiated connections get local ports from here up.
 const FIRST_LOCAL_PORT: u32 = 1 << 30;
 
@@ -341,6 +348,17 @@ impl Muxer {
     }
 
     /// True when a packet is waiting for the guest.
+    /// Too many control packets wait for the guest: take no TX packets
+    /// until it has taken some ([`MAX_PENDING_CONTROL`]).
+    pub fn backlogged(&self) -> bool {
+        self.control.len() >= MAX_PENDING_CONTROL
+    }
+
+    /// Control packets waiting for RX buffers.
+    pub fn pending_control(&self) -> usize {
+        self.control.len()
+    }
+
     pub fn has_work_for_guest(&self) -> bool {
         !self.control.is_empty() || self.conns.values().any(|c| c.can_send_to_guest())
     }
