@@ -38,7 +38,20 @@ fn hint(e: &(dyn Error + 'static)) -> Option<String> {
     if let Some(b) = e.downcast_ref::<BootError>() {
         return boot_hint(b);
     }
+    if let Some(r) = e.downcast_ref::<vmm::restore::RestoreError>() {
+        return restore_hint(r);
+    }
     e.downcast_ref::<HostError>().and_then(host_hint)
+}
+
+fn restore_hint(e: &vmm::restore::RestoreError) -> Option<String> {
+    use vmm::restore::RestoreError;
+    match e {
+        RestoreError::WritableDisk { .. } | RestoreError::DisksDiffer { .. } => {
+            Some("name every disk of the snapshot, in order, with --disk PATH[,rw]".into())
+        }
+        _ => None,
+    }
 }
 
 fn host_hint(e: &HostError) -> Option<String> {
@@ -72,6 +85,7 @@ fn boot_hint(e: &BootError) -> Option<String> {
         )),
         BootError::LoadKernel { .. } => Some("or give the VM more memory (--mem)".into()),
         BootError::Host(h) => host_hint(h),
+        BootError::Restore(r) => restore_hint(r),
         BootError::Vm(VmError::Memory { .. }) => Some("lower --mem".into()),
         BootError::BootParams(BootParamsError::InitrdTooLarge { .. }) => Some("raise --mem".into()),
         _ => None,

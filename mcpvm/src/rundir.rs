@@ -67,7 +67,10 @@ fn secure_base(base: &Path) -> io::Result<()> {
     } else if !m.is_dir() {
         Some("is not a directory".to_string())
     } else if m.uid() != uid {
-        Some(format!("belongs to uid {}, not to this user ({uid})", m.uid()))
+        Some(format!(
+            "belongs to uid {}, not to this user ({uid})",
+            m.uid()
+        ))
     } else {
         None
     };

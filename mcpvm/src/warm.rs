@@ -128,12 +128,35 @@ pub fn find_or_take(
         let path = path.to_path_buf();
         move |source| RunError::File { path, source }
     };
-    std::fs::create_dir_all(cache).map_err(file_err(cache))?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(cache)
+            .map_err(file_err(cache))?;
+    }
     take(&dir)?;
-    let path = dir.join("inputs.json");
     let described = serde_json::to_string_pretty(&inputs.described()).expect("inputs serialize");
-    std::fs::write(&path, described).map_err(file_err(&path))?;
+    write_private(&dir.join("inputs.json"), described.as_bytes())?;
     Ok(dir)
+}
+
+/// A file beside a snapshot: made anew, readable by its owner only (like
+/// the snapshot it describes).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .map_err(|source| RunError::File {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The default cache: ~/.cache/mcpvm/snapshots (or

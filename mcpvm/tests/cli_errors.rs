@@ -449,6 +449,18 @@ fn every_bad_value_is_one_clear_error_and_leaves_nothing() {
             "cannot be used with",
         ),
         (
+            // The current directory is not a snapshot: refused before any
+            // boot, and nothing in it is touched.
+            s(&["run", "--snapshot-to", ".", "--", "/bin/true"]),
+            1,
+            "is not an mcpvm snapshot",
+        ),
+        (
+            s(&["boot", "--kernel", k, "--snapshot-to", "/etc"]),
+            1,
+            "/etc exists and is not an mcpvm snapshot",
+        ),
+        (
             s(&["run", "--snapshots", "/tmp/x", "--", "/bin/true"]),
             2,
             "--warm",

@@ -31,6 +31,16 @@ pub enum RestoreError {
         now: String,
         was: String,
     },
+    #[error("Snapshot {dir} names {path} as a disk, which is not a regular file")]
+    DiskNotFile { dir: PathBuf, path: PathBuf },
+    #[error("Snapshot {dir} opens {path} writable; a snapshot alone may open disks read-only only, so name its disks to allow that")]
+    WritableDisk { dir: PathBuf, path: PathBuf },
+    #[error("Snapshot {dir} has the disks {snapshot}, not the ones given ({given})")]
+    DisksDiffer {
+        dir: PathBuf,
+        snapshot: String,
+        given: String,
+    },
     #[error("Snapshot {dir} is not usable: its {part}: {why}")]
     State {
         dir: PathBuf,
@@ -57,6 +67,7 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     // 3. The same devices at the same places; the host side is new. A
     //    guest that booted without a UART has no driver for one.
     check_vsock(body, &config, dir)?;
+    check_disks(body, &config, dir)?;
     let console = config.console.take().filter(|_| body.serial.is_some());
     let specs = body.virtio.iter().map(|v| v.device.clone()).collect();
     let devices = attach_devices(
@@ -146,6 +157,64 @@ fn check_vsock(body: &snapshot::Body, config: &VmConfig, dir: &Path) -> Result<(
     }
 }
 
+/// A snapshot is input: the disks it names are opened only if they are
+/// regular files and, when the run names its disks, exactly those (path
+/// and writability, in order); when it does not, only read-only. A
+/// tampered snapshot cannot open another host file for its guest to
+/// write.
+fn check_disks(body: &snapshot::Body, config: &VmConfig, dir: &Path) -> Result<(), RestoreError> {
+    let blocks: Vec<(PathBuf, bool)> = body
+        .virtio
+        .iter()
+        .filter_map(|v| match &v.device {
+            DeviceSpec::Block {
+                path, read_only, ..
+            } => Some((path.clone(), *read_only)),
+            _ => None,
+        })
+        .collect();
+    for (path, _) in &blocks {
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            return Err(RestoreError::DiskNotFile {
+                dir: dir.to_path_buf(),
+                path: path.clone(),
+            });
+        }
+    }
+    let same = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let given: Vec<(PathBuf, bool)> = config
+        .disks
+        .iter()
+        .map(|d| (d.path.clone(), d.read_only))
+        .collect();
+    let list = |l: &[(PathBuf, bool)]| {
+        l.iter()
+            .map(|(p, ro)| format!("{}{}", p.display(), if *ro { "" } else { " (rw)" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !given.is_empty() {
+        let matches = given.len() == blocks.len()
+            && given
+                .iter()
+                .zip(&blocks)
+                .all(|((a, ra), (b, rb))| ra == rb && same(a) == same(b));
+        if !matches {
+            return Err(RestoreError::DisksDiffer {
+                dir: dir.to_path_buf(),
+                snapshot: list(&blocks),
+                given: list(&given),
+            });
+        }
+    } else if let Some((path, _)) = blocks.iter().find(|(_, ro)| !ro) {
+        return Err(RestoreError::WritableDisk {
+            dir: dir.to_path_buf(),
+            path: path.clone(),
+        });
+    }
+    Ok(())
+}
+
 /// Each device made again from its spec came out as it was (a disk of
 /// the same size).
 fn check_devices(
@@ -186,4 +255,94 @@ fn restore_vcpus(
         vcpus.push(vcpu);
     }
     Ok(vcpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::virtio::persist::{TransportState, VirtioState};
+    use crate::kvm::persist::{Pod, VmState};
+
+    fn body(disks: &[(&Path, bool)]) -> snapshot::Body {
+        let pod = Pod::of(&kvm_bindings::kvm_clock_data::default());
+        snapshot::Body {
+            mem_mib: 16,
+            cmdline: String::new(),
+            vm: VmState {
+                pic_master: pod.clone(),
+                pic_slave: pod.clone(),
+                ioapic: pod.clone(),
+                pit: pod.clone(),
+                clock: pod,
+            },
+            vcpus: Vec::new(),
+            serial: None,
+            virtio: disks
+                .iter()
+                .map(|(path, read_only)| VirtioState {
+                    device: DeviceSpec::Block {
+                        path: path.to_path_buf(),
+                        read_only: *read_only,
+                        direct: false,
+                        id: String::new(),
+                        bytes: 0,
+                    },
+                    transport: TransportState::default(),
+                })
+                .collect(),
+        }
+    }
+
+    fn config(disks: &[(&Path, bool)]) -> VmConfig {
+        VmConfig {
+            kernel: PathBuf::new(),
+            initrd: None,
+            cmdline: String::new(),
+            mem_mib: 0,
+            vcpus: 0,
+            console: None,
+            timeout: None,
+            allow_pvm: false,
+            start: std::time::Instant::now(),
+            vsock: None,
+            disks: disks
+                .iter()
+                .map(|(path, read_only)| crate::DiskConfig {
+                    path: path.to_path_buf(),
+                    read_only: *read_only,
+                    cache: crate::CacheMode::Page,
+                    id: String::new(),
+                })
+                .collect(),
+            rng: false,
+            seccomp: crate::SeccompMode::Off,
+            snapshot: crate::SnapshotConfig::default(),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_cannot_open_host_files_it_was_not_given() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, secret) = (d.path().join("root.img"), d.path().join("secrets.db"));
+        std::fs::write(&root, "img").unwrap();
+        std::fs::write(&secret, "precious").unwrap();
+        let dir = d.path();
+        // Read-only disks alone: fine.
+        assert!(check_disks(&body(&[(&root, true)]), &config(&[]), dir).is_ok());
+        // A tampered snapshot that opens a host file writable: refused
+        // unless the run names it so.
+        let tampered = body(&[(&root, true), (&secret, false)]);
+        let e = check_disks(&tampered, &config(&[]), dir).unwrap_err();
+        assert!(matches!(e, RestoreError::WritableDisk { .. }), "{e}");
+        let e = check_disks(&tampered, &config(&[(&root, true)]), dir).unwrap_err();
+        assert!(matches!(e, RestoreError::DisksDiffer { .. }), "{e}");
+        let e = check_disks(&tampered, &config(&[(&root, true), (&secret, true)]), dir);
+        assert!(e.is_err(), "writability must match too");
+        let named = config(&[(&root, true), (&secret, false)]);
+        assert!(check_disks(&tampered, &named, dir).is_ok());
+        // Not a regular file: refused whatever the run says.
+        let dev = body(&[(Path::new("/dev/null"), true)]);
+        let e = check_disks(&dev, &config(&[]), dir).unwrap_err();
+        assert!(matches!(e, RestoreError::DiskNotFile { .. }), "{e}");
+    }
 }

@@ -65,6 +65,8 @@ pub enum SnapshotError {
         #[source]
         source: kvm_ioctls::Error,
     },
+    #[error("{path} exists and is not an mcpvm snapshot ({why}); write the snapshot to a new directory: a snapshot replaces only an older snapshot")]
+    NotSnapshot { path: PathBuf, why: String },
     #[error("No snapshot written to {0}: a vCPU did not pause within 2 s")]
     Pause(PathBuf),
     #[error("Snapshot {path} was taken {what}; restore it {fix}")]
@@ -101,9 +103,53 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Whether a snapshot may be written to `dir`: it does not exist, or it is
+/// an older snapshot (its state file says so, and it holds nothing but a
+/// snapshot's files: `state`, `memory`, and an embedder's `*.json`
+/// beside them). Anything else is refused, never replaced.
+pub fn check_target(dir: &Path) -> Result<(), SnapshotError> {
+    let not = |why: &str| SnapshotError::NotSnapshot {
+        path: dir.to_path_buf(),
+        why: why.into(),
+    };
+    let meta = match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(SnapshotError::Read {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+        Ok(m) => m,
+    };
+    if !meta.is_dir() {
+        return Err(not("it is not a directory"));
+    }
+    let entries = std::fs::read_dir(dir).map_err(|source| SnapshotError::Read {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        if !(is_file && (name == STATE_FILE || name == MEMORY_FILE || name.ends_with(".json"))) {
+            return Err(not(&format!("it holds {name}")));
+        }
+    }
+    let first = std::fs::read_to_string(dir.join(STATE_FILE)).unwrap_or_default();
+    let header = first.lines().next().unwrap_or_default();
+    match serde_json::from_str::<Header>(header) {
+        Ok(h) if h.format == FORMAT => Ok(()),
+        _ => Err(not("it has no snapshot state file")),
+    }
+}
+
 /// Writes DIR with `body` and the guest memory `memory` writes (it gets
-/// the open memory file). Everything goes to a sibling directory first,
-/// renamed into place at the end: a failed snapshot leaves nothing.
+/// the open memory file). Everything goes to a sibling directory first
+/// (0700, its files 0600 and made anew: memory holds what the guest held,
+/// credentials included), renamed into place at the end: a failed
+/// snapshot leaves nothing. An older snapshot at DIR is replaced; anything
+/// else there is refused ([`check_target`]).
 pub fn write(
     dir: &Path,
     body: &Body,
@@ -113,15 +159,28 @@ pub fn write(
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
+    check_target(dir)?;
     let tmp = dir.with_file_name(format!(".{name}.partial-{}", std::process::id()));
     let result = (|| {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let werr = |path: &Path| {
             let path = path.to_path_buf();
             move |source| SnapshotError::Write { path, source }
         };
-        std::fs::create_dir(&tmp).map_err(werr(&tmp))?;
+        let create = |path: &Path| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(werr(path))
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&tmp)
+            .map_err(werr(&tmp))?;
         let mem_path = tmp.join(MEMORY_FILE);
-        let mut mem = File::create(&mem_path).map_err(werr(&mem_path))?;
+        let mut mem = create(&mem_path)?;
         let memory_bytes = memory(&mut mem).map_err(werr(&mem_path))?;
         let body_json = serde_json::to_string(body).expect("the body serialises");
         let header = Header {
@@ -131,7 +190,7 @@ pub fn write(
             memory_bytes,
         };
         let state_path = tmp.join(STATE_FILE);
-        let mut state = File::create(&state_path).map_err(werr(&state_path))?;
+        let mut state = create(&state_path)?;
         writeln!(
             state,
             "{}",
@@ -140,7 +199,7 @@ pub fn write(
         .and_then(|_| writeln!(state, "{body_json}"))
         .map_err(werr(&state_path))?;
         if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(werr(dir))?;
+            remove_snapshot(dir).map_err(werr(dir))?;
         }
         std::fs::rename(&tmp, dir).map_err(werr(dir))
     })();
@@ -148,6 +207,18 @@ pub fn write(
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// Removes an older snapshot ([`check_target`] said it is one): its files,
+/// then the directory. Nothing else is removed.
+fn remove_snapshot(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name == STATE_FILE || name == MEMORY_FILE || name.ends_with(".json") {
+            std::fs::remove_file(e.path())?;
+        }
+    }
+    std::fs::remove_dir(dir)
 }
 
 /// A snapshot directory read and checked: the body, and the memory file
@@ -347,5 +418,45 @@ mod tests {
         assert!(e.contains("is not a usable mcpvm snapshot"), "{e}");
         let e = read(&d.path().join("missing")).err().unwrap().to_string();
         assert!(e.contains("Cannot read snapshot"), "{e}");
+    }
+
+    #[test]
+    fn a_snapshot_replaces_only_a_snapshot_and_keeps_its_memory_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let (d, dir) = written();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join(MEMORY_FILE)), 0o600);
+        assert_eq!(mode(&dir.join(STATE_FILE)), 0o600);
+        // An older snapshot (with an embedder's json beside it) is replaced.
+        std::fs::write(dir.join("initialize.json"), "{}").unwrap();
+        write(&dir, &body(), |f| {
+            f.write_all(&vec![1u8; 1 << 20])?;
+            Ok(1 << 20)
+        })
+        .unwrap();
+        assert!(read(&dir).is_ok());
+        assert!(
+            !dir.join("initialize.json").exists(),
+            "the old one's files went with it"
+        );
+        // A directory that is not one is refused and left as it was:
+        // `--snapshot-to .` must not empty the current directory.
+        let work = d.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        std::fs::write(work.join("notes.txt"), "mine").unwrap();
+        let e = write(&work, &body(), |_| Ok(0)).err().unwrap().to_string();
+        assert!(e.contains("is not an mcpvm snapshot"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(work.join("notes.txt")).unwrap(),
+            "mine"
+        );
+        // A snapshot with something else beside it: refused too.
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        assert!(check_target(&dir).is_err());
+        let file = d.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(check_target(&file).is_err());
+        assert!(check_target(&d.path().join("new")).is_ok());
     }
 }

@@ -103,6 +103,9 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
     if let Err(e) = vmm::host_seccomp::close_inherited_fds() {
         log::warn!("cannot close inherited file descriptors: {e}");
     }
+    if let Some(dir) = &args.snapshot_to {
+        vmm::snapshot::check_target(dir)?;
+    }
     let console: Option<Box<dyn Write + Send>> = match (args.serial, &args.serial_file) {
         (SerialMode::File, None) => return Err(BootCmdError::SerialFileMissing.into()),
         (SerialMode::Stdout | SerialMode::Off, Some(_)) => {

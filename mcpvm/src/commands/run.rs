@@ -45,7 +45,7 @@ pub struct RunArgs {
     /// from the snapshot.
     #[arg(long, value_name = "DIR", conflicts_with_all = [
         "command", "snapshot_to", "kernel", "initrd", "mem", "vcpus", "cwd", "env",
-        "disks", "image", "read_only_root", "server", "workspace", "profile", "no_rng",
+        "image", "read_only_root", "server", "workspace", "profile", "no_rng",
     ])]
     pub from_snapshot: Option<PathBuf>,
     /// Start the server from the warm-start cache: restored from a
@@ -87,6 +87,11 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         log::warn!("cannot close inherited file descriptors: {e}");
     }
     check_writable(args.timings.as_deref())?;
+    if let Some(dir) = &args.snapshot_to {
+        // Refused now, not after a boot: only a new directory or an older
+        // snapshot is written to.
+        vmm::snapshot::check_target(dir)?;
+    }
     let caught = vmm::signals::catch(args.snapshot_to.is_some()).map_err(vmm::VmmError::Signals)?;
 
     // 2. The plan: what the VM is and what runs in it, and the snapshot
@@ -205,39 +210,43 @@ fn vm_config(
     console: Box<dyn Write + Send>,
     start: Instant,
 ) -> VmConfig {
-    // A restored VM takes kernel, memory and devices from its snapshot.
-    let plan = plan.filter(|_| restore_from.is_none());
-    let (kernel, initrd, cmdline, mem_mib, vcpus, disks, rng) = match plan {
-        Some(p) => (
-            p.kernel,
-            Some(p.initrd),
-            p.cmdline,
-            p.mem_mib,
-            p.vcpus,
-            p.disks,
-            p.rng,
-        ),
-        None => (PathBuf::new(), None, String::new(), 0, 0, Vec::new(), false),
-    };
-    VmConfig {
-        kernel,
-        initrd,
-        cmdline,
-        mem_mib,
-        vcpus,
+    let mut config = VmConfig {
+        kernel: PathBuf::new(),
+        initrd: None,
+        cmdline: String::new(),
+        mem_mib: 0,
+        vcpus: 0,
         console: Some(console),
         timeout: args.vm.timeout.map(Duration::from_secs),
         allow_pvm: args.vm.allow_pvm,
         start,
         vsock: Some(vsock),
-        disks,
-        rng,
+        disks: Vec::new(),
+        rng: false,
         seccomp: args.vm.seccomp,
         snapshot: vmm::SnapshotConfig {
             save_to: args.snapshot_to.clone(),
-            restore_from,
+            restore_from: restore_from.clone(),
         },
+    };
+    match (plan, restore_from) {
+        // Booted: everything from the plan.
+        (Some(p), None) => {
+            config.kernel = p.kernel;
+            config.initrd = Some(p.initrd);
+            config.cmdline = p.cmdline;
+            config.mem_mib = p.mem_mib;
+            config.vcpus = p.vcpus;
+            config.disks = p.disks;
+            config.rng = p.rng;
+        }
+        // Restored: kernel, memory and devices come from the snapshot, but
+        // its disks must be the ones named here (the plan's for a warm
+        // start, the --disk options for --from-snapshot), or read-only.
+        (Some(p), Some(_)) => config.disks = p.disks,
+        (None, _) => config.disks = args.vm.disks.iter().map(|d| d.config.clone()).collect(),
     }
+    config
 }
 
 /// The warm snapshot of `plan`: from the cache, or taken by a child
@@ -311,8 +320,7 @@ fn keep_initialize_answer(
     }
     let said = answer.lock().unwrap_or_else(|e| e.into_inner()).clone();
     if let Some(line) = said {
-        let path = dir.join(INITIALIZE_FILE);
-        std::fs::write(&path, line).map_err(|source| RunError::File { path, source })?;
+        crate::warm::write_private(&dir.join(INITIALIZE_FILE), line.as_bytes())?;
     }
     Ok(())
 }
