@@ -4,9 +4,17 @@
 //! server exits replaces DIR, whole or not at all.
 //!
 //! Transport: a tar stream on the WORKSPACE vsock port (see
-//! `mcpvm_protocol::ports`). What comes back is hostile input: tar-rs
-//! skips paths that would leave the destination, special permission bits are
-//! masked, and the stream is cut at `--workspace-limit` MiB.
+//! `mcpvm_protocol::ports`). What comes back is hostile input, judged
+//! entry by entry ([`judge`]) before anything lands: the next `git status`
+//! or `cd` in DIR must not run guest code on the host. Refused, with the
+//! host's own copy kept where there is one: paths that leave DIR, symbolic
+//! links that point out of it, hard links, devices and FIFOs, GNU sparse
+//! entries (a TiB apparent size from a few bytes), and the files tools run
+//! code from: `.git/config`, `.git/hooks/*`, `.envrc`. Files come back
+//! without setuid/setgid/sticky bits, without group or world write, and
+//! executable only if the host's file was. The stream is cut at
+//! `--workspace-limit` MiB, and so is the sum of the files' sizes. What
+//! came back and what was refused is said on stderr.
 
 use std::io::{self, Read};
 use std::net::Shutdown;
@@ -78,7 +86,31 @@ pub fn check(ws: &WorkspaceArg) -> Result<(), WorkspaceError> {
 /// The host side of the workspace port, running on its own thread.
 pub struct Transfer {
     connected: Arc<AtomicBool>,
-    done: mpsc::Receiver<Result<bool, WorkspaceError>>,
+    done: mpsc::Receiver<Result<Option<TakenBack>, WorkspaceError>>,
+}
+
+/// What a writable workspace brought back.
+#[derive(Debug, Default, PartialEq)]
+pub struct TakenBack {
+    /// Entries unpacked.
+    pub entries: usize,
+    /// Entries refused, each with why (guest text, made printable).
+    pub refused: Vec<String>,
+}
+
+impl std::fmt::Display for TakenBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} entries back", self.entries)?;
+        if !self.refused.is_empty() {
+            write!(
+                f,
+                "; refused {}: {}",
+                self.refused.len(),
+                self.refused.join("; ")
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// Serves the workspace on `listener`: sends DIR, and for a writable
@@ -124,8 +156,8 @@ pub fn serve(
         .map_err(send_err);
         let result = match sent {
             Err(e) => Err(e),
-            Ok(()) if !ws.writable => Ok(false),
-            Ok(()) => take_back(&stream, &ws.path, limit).map(|()| true),
+            Ok(()) if !ws.writable => Ok(None),
+            Ok(()) => take_back(&stream, &ws.path, limit).map(Some),
         };
         let _ = tx.send(result);
     });
@@ -133,9 +165,10 @@ pub fn serve(
 }
 
 impl Transfer {
-    /// After the VM ended: the outcome (true: the guest's copy replaced
-    /// DIR), or None when the guest never asked for the workspace.
-    pub fn finish(self) -> Option<Result<bool, WorkspaceError>> {
+    /// After the VM ended: the outcome (Some: the guest's copy replaced
+    /// DIR, with what was refused), or None when the guest never asked for
+    /// the workspace.
+    pub fn finish(self) -> Option<Result<Option<TakenBack>, WorkspaceError>> {
         if !self.connected.load(Ordering::SeqCst) {
             return None;
         }
@@ -153,8 +186,91 @@ fn sibling(dir: &Path, tag: &str) -> PathBuf {
     dir.with_file_name(format!(".{name}.mcpvm-{tag}-{}", std::process::id()))
 }
 
-/// Unpacks the guest's tar next to DIR, then swaps it in.
-fn take_back(stream: impl Read, dir: &Path, limit: u64) -> Result<(), WorkspaceError> {
+/// Files tools on the host run code from: never taken from the guest.
+const PROTECTED: [&str; 3] = [".git/config", ".git/hooks", ".envrc"];
+
+/// What happens to one entry of the guest's tar.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Unpack it with this permission mask.
+    Take {
+        mask: u32,
+    },
+    Refuse(String),
+}
+
+/// Judges one entry: `rel` its path inside DIR (already checked not to
+/// leave it), `kind` its type, `link` a symlink's target, `size` its
+/// declared size against `room` bytes left, `host_exec` whether the host's
+/// file at that path is executable.
+fn judge(
+    rel: &Path,
+    kind: tar::EntryType,
+    link: Option<&Path>,
+    size: u64,
+    room: u64,
+    host_exec: bool,
+) -> Verdict {
+    use tar::EntryType as T;
+    let refuse = |why: &str| Verdict::Refuse(format!("{}: {why}", rel.display()));
+    if PROTECTED.iter().any(|p| rel.starts_with(p)) {
+        return refuse("the host's tools run code from it; the host's copy is kept");
+    }
+    match kind {
+        T::Regular | T::Continuous if size > room => refuse("over the size limit"),
+        T::Regular | T::Continuous => Verdict::Take {
+            // No special bits, no group/world write, exec only as before.
+            mask: 0o7022 | if host_exec { 0 } else { 0o111 },
+        },
+        T::Directory => Verdict::Take { mask: 0o7022 },
+        T::Symlink => match link {
+            Some(target) if stays_inside(rel, target) => Verdict::Take { mask: 0o7022 },
+            _ => refuse("a symbolic link that leaves the workspace"),
+        },
+        T::GNUSparse => refuse("a sparse file"),
+        T::Link => refuse("a hard link"),
+        _ => refuse("a device, FIFO or other special file"),
+    }
+}
+
+/// `rel` without `.` parts, if no part leaves DIR.
+fn inside(rel: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether a symlink at `rel` pointing at `target` stays inside DIR.
+fn stays_inside(rel: &Path, target: &Path) -> bool {
+    use std::path::Component;
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth = rel.components().count().saturating_sub(1) as i64;
+    for c in target.components() {
+        match c {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            _ => return false,
+        }
+        if depth < 0 {
+            return false;
+        }
+    }
+    true
+}
+
+/// Unpacks the guest's tar next to DIR, entry by entry as [`judge`]s,
+/// keeps the host's protected files, then swaps it in.
+fn take_back(stream: impl Read, dir: &Path, limit: u64) -> Result<TakenBack, WorkspaceError> {
     let fresh = sibling(dir, "new");
     let refused = |why: String| WorkspaceError::Refused {
         path: dir.to_path_buf(),
@@ -163,24 +279,19 @@ fn take_back(stream: impl Read, dir: &Path, limit: u64) -> Result<(), WorkspaceE
     let _ = std::fs::remove_dir_all(&fresh);
     std::fs::create_dir(&fresh).map_err(|e| refused(e.to_string()))?;
     let mut limited = stream.take(limit + 1);
-    let unpacked = {
-        let mut archive = tar::Archive::new(&mut limited);
-        archive.set_preserve_permissions(true);
-        // No setuid, setgid or sticky bits from the guest.
-        archive.set_mask(0o7000);
-        archive.set_unpack_xattrs(false);
-        archive.set_preserve_ownerships(false);
-        archive.unpack(&fresh)
-    };
+    let unpacked = unpack_judged(&mut limited, &fresh, dir, limit);
     let over = limited.limit() == 0;
-    if let Err(e) = unpacked {
-        let _ = std::fs::remove_dir_all(&fresh);
-        return Err(refused(if over {
-            format!("more than {} MiB", limit >> 20)
-        } else {
-            e.to_string()
-        }));
-    }
+    let summary = match unpacked {
+        Ok(s) if !over => s,
+        result => {
+            let _ = std::fs::remove_dir_all(&fresh);
+            return Err(refused(match result {
+                Err(e) if !over => e.to_string(),
+                _ => format!("more than {} MiB", limit >> 20),
+            }));
+        }
+    };
+    keep_protected(dir, &fresh).map_err(|e| refused(e.to_string()))?;
     let old = sibling(dir, "old");
     let replace = |source| WorkspaceError::Replace {
         path: dir.to_path_buf(),
@@ -193,6 +304,72 @@ fn take_back(stream: impl Read, dir: &Path, limit: u64) -> Result<(), WorkspaceE
         return Err(replace(e));
     }
     let _ = std::fs::remove_dir_all(&old);
+    Ok(summary)
+}
+
+fn unpack_judged(stream: impl Read, fresh: &Path, dir: &Path, limit: u64) -> io::Result<TakenBack> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut summary = TakenBack::default();
+    let mut room = limit;
+    let mut archive = tar::Archive::new(stream);
+    // Owned by the user who runs mcpvm, whatever the guest says.
+    archive.set_preserve_ownerships(false);
+    for entry in archive.entries()? {
+        let mut e = entry?;
+        let raw = e.path()?.into_owned();
+        let Some(rel) = inside(&raw) else {
+            summary.refused.push(format!(
+                "{}: a path that leaves the workspace",
+                crate::logger::printable(&raw.to_string_lossy())
+            ));
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue; // the archive's "./"
+        }
+        let kind = e.header().entry_type();
+        let link = e.link_name()?.map(|l| l.into_owned());
+        let size = e.header().size().unwrap_or(u64::MAX);
+        let host_exec = std::fs::symlink_metadata(dir.join(&rel))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        match judge(&rel, kind, link.as_deref(), size, room, host_exec) {
+            Verdict::Refuse(why) => {
+                summary
+                    .refused
+                    .push(crate::logger::printable(&why).into_owned());
+            }
+            Verdict::Take { mask } => {
+                if matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous) {
+                    room -= size;
+                }
+                e.set_preserve_permissions(true);
+                e.set_mask(mask);
+                e.set_unpack_xattrs(false);
+                if e.unpack_in(fresh)? {
+                    summary.entries += 1;
+                }
+            }
+        }
+    }
+    Ok(summary)
+}
+
+/// Moves the host's own protected files (if any) into the new copy: the
+/// guest's were refused, the host's stay what they were.
+fn keep_protected(dir: &Path, fresh: &Path) -> io::Result<()> {
+    for p in PROTECTED {
+        let from = dir.join(p);
+        if std::fs::symlink_metadata(&from).is_err() {
+            continue;
+        }
+        let to = fresh.join(p);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let _ = std::fs::remove_dir_all(&to);
+        let _ = std::fs::remove_file(&to);
+        std::fs::rename(&from, &to)?;
+    }
     Ok(())
 }
 
@@ -231,7 +408,9 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join("old.txt"), "old").unwrap();
         let tar = tar_of(&[("./new.txt", b"from guest"), ("./sub/x", b"x")]);
-        take_back(&tar[..], &dir, 1 << 20).unwrap();
+        let back = take_back(&tar[..], &dir, 1 << 20).unwrap();
+        assert_eq!(back.entries, 2, "{back}");
+        assert!(back.refused.is_empty(), "{back}");
         assert_eq!(
             std::fs::read_to_string(dir.join("new.txt")).unwrap(),
             "from guest"
@@ -239,13 +418,14 @@ mod tests {
         assert!(dir.join("sub/x").exists());
         // Deleted in the guest: gone here too.
         assert!(!dir.join("old.txt").exists());
-        // The setuid bit did not survive.
+        // Neither the setuid bit nor exec (no such file was executable
+        // on the host) came back.
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(dir.join("new.txt"))
             .unwrap()
             .permissions()
             .mode();
-        assert_eq!(mode & 0o7777, 0o755);
+        assert_eq!(mode & 0o7777, 0o644);
         // Nothing else left next to it.
         assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
     }
@@ -278,5 +458,131 @@ mod tests {
         take_back(&evil[..], &dir, 1 << 20).unwrap();
         assert!(!t.path().join("escape").exists());
         assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+    }
+
+    /// One raw entry: `kind`, `path`, an optional link target, `data`.
+    fn append(
+        b: &mut tar::Builder<Vec<u8>>,
+        kind: tar::EntryType,
+        path: &str,
+        link: Option<&str>,
+        mode: u32,
+        data: &[u8],
+    ) {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(mode);
+        if let Some(l) = link {
+            h.set_link_name(l).unwrap();
+        }
+        h.set_path(path).unwrap();
+        h.set_cksum();
+        b.append(&h, data).unwrap();
+    }
+
+    #[test]
+    fn what_would_run_guest_code_on_the_host_does_not_come_back() {
+        use std::os::unix::fs::PermissionsExt;
+        use tar::EntryType as T;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ws");
+        std::fs::create_dir_all(dir.join(".git/hooks")).unwrap();
+        std::fs::write(dir.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(dir.join("build.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(dir.join("build.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        append(&mut b, T::Directory, "./.git", None, 0o755, b"");
+        append(
+            &mut b,
+            T::Regular,
+            "./.git/config",
+            None,
+            0o644,
+            b"[core]\n\tfsmonitor = /tmp/evil\n",
+        );
+        append(&mut b, T::Directory, "./.git/hooks", None, 0o755, b"");
+        append(
+            &mut b,
+            T::Regular,
+            "./.git/hooks/pre-commit",
+            None,
+            0o755,
+            b"#!/bin/sh\nevil\n",
+        );
+        append(&mut b, T::Regular, "./.envrc", None, 0o644, b"evil\n");
+        append(
+            &mut b,
+            T::Regular,
+            "./build.sh",
+            None,
+            0o777,
+            b"#!/bin/sh\nchanged\n",
+        );
+        append(&mut b, T::Regular, "./notes.txt", None, 0o777, b"text\n");
+        append(
+            &mut b,
+            T::Symlink,
+            "./passwd",
+            Some("/etc/passwd"),
+            0o777,
+            b"",
+        );
+        append(&mut b, T::Symlink, "./up", Some("sub/../../.."), 0o777, b"");
+        append(&mut b, T::Symlink, "./ok", Some("notes.txt"), 0o777, b"");
+        append(&mut b, T::Link, "./hard", Some("notes.txt"), 0o644, b"");
+        append(&mut b, T::Fifo, "./pipe", None, 0o644, b"");
+        let tar = b.into_inner().unwrap();
+        let back = take_back(&tar[..], &dir, 1 << 20).unwrap();
+        let said = back.to_string();
+        // The host's git config stays, no hook or .envrc from the guest.
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(!dir.join(".git/hooks/pre-commit").exists());
+        assert!(!dir.join(".envrc").exists());
+        // Links out of the workspace, hard links and FIFOs: refused.
+        for name in ["passwd", "up", "hard", "pipe"] {
+            assert!(std::fs::symlink_metadata(dir.join(name)).is_err(), "{name}");
+            assert!(said.contains(name), "{said}");
+        }
+        assert_eq!(
+            std::fs::read_link(dir.join("ok")).unwrap(),
+            Path::new("notes.txt")
+        );
+        // Modes: exec only where the host had it, nobody else may write.
+        let mode = |n: &str| std::fs::metadata(dir.join(n)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode("build.sh"), 0o755);
+        assert_eq!(mode("notes.txt"), 0o644);
+        for refused in [".git/config", ".git/hooks/pre-commit", ".envrc"] {
+            assert!(said.contains(refused), "{said}");
+        }
+    }
+
+    #[test]
+    fn a_sparse_file_does_not_come_back() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ws");
+        std::fs::create_dir(&dir).unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let mut h = tar::Header::new_gnu();
+        // One byte stored at the end of a 1 TiB file: its apparent size.
+        h.set_entry_type(tar::EntryType::GNUSparse);
+        h.set_size(1);
+        h.set_path("./huge").unwrap();
+        let gnu = h.as_gnu_mut().unwrap();
+        gnu.set_real_size(1 << 40);
+        gnu.sparse[0].set_offset((1 << 40) - 1);
+        gnu.sparse[0].set_length(1);
+        h.set_cksum();
+        b.append(&h, &[7u8][..]).unwrap();
+        append(&mut b, tar::EntryType::Regular, "./a", None, 0o644, b"a");
+        let tar = b.into_inner().unwrap();
+        let back = take_back(&tar[..], &dir, 1 << 20).unwrap();
+        assert!(back.to_string().contains("huge: a sparse file"), "{back}");
+        assert!(!dir.join("huge").exists());
+        assert!(dir.join("a").exists());
     }
 }

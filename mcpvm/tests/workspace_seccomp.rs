@@ -55,7 +55,7 @@ fn the_workspace_round_trip_stays_within_its_filter() {
         s.shutdown(std::net::Shutdown::Both).unwrap();
         drop(s);
         match t.finish() {
-            Some(Ok(true)) => println!("replaced"),
+            Some(Ok(Some(back))) if back.refused.is_empty() => println!("replaced"),
             other => panic!("{other:?}"),
         }
         return;
@@ -103,5 +103,7 @@ fn the_workspace_round_trip_stays_within_its_filter() {
         .unwrap()
         .permissions()
         .mode();
-    assert_eq!(mode & 0o777, 0o755);
+    // A file the host never had comes back not executable
+    // (docs/security.md: a workspace cannot attack the host).
+    assert_eq!(mode & 0o777, 0o644);
 }

@@ -146,8 +146,11 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     //    `initialize` answer, the timings, the exit status.
     if let Some(t) = transfer {
         match t.finish() {
-            Some(Ok(true)) => log::info!("workspace: the guest's copy is back in place"),
-            Some(Ok(false)) | None => {}
+            Some(Ok(Some(back))) if back.refused.is_empty() => {
+                log::info!("workspace: the guest's copy is back in place ({back})")
+            }
+            Some(Ok(Some(back))) => eprintln!("mcpvm: workspace: {back}"),
+            Some(Ok(None)) | None => {}
             // The server's status stays ours; the workspace problem is said.
             Some(Err(e)) => eprintln!("mcpvm: {}", crate::error_chain(&e)),
         }
