@@ -357,7 +357,7 @@ fn run_cells(
             r.outcome.name(),
             r.failed_step
                 .as_deref()
-                .map(|s| format!(" ({s})"))
+                .map(|s| format!(" ({})", crate::logger::printable(s)))
                 .unwrap_or_default(),
             r.timings.wall_ms / 1000.0,
             human(eta)

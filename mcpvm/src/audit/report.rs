@@ -87,7 +87,7 @@ fn ms(v: Option<f64>) -> String {
 fn evidence_line(r: &Record) -> String {
     let mut parts = Vec::new();
     if let Some(step) = &r.failed_step {
-        parts.push(format!("failed at `{step}`"));
+        parts.push(format!("failed at {}", md(step)));
     }
     if !r.evidence.denied.is_empty() {
         let d: Vec<String> = r
@@ -97,9 +97,9 @@ fn evidence_line(r: &Record) -> String {
             .map(|d| {
                 format!(
                     "{} ×{} ({})",
-                    d.syscall,
+                    md(&d.syscall),
                     d.count,
-                    d.errno.as_deref().unwrap_or("")
+                    md(d.errno.as_deref().unwrap_or(""))
                 )
             })
             .collect();
@@ -117,10 +117,34 @@ fn evidence_line(r: &Record) -> String {
 }
 
 /// Distinct calls of a baseline run that logged them.
+/// The system calls a run used, as far as they are x86_64 system call
+/// names (the guest sends the names: anything else is not one, and must
+/// not reach a profile the user is told to use).
 fn used(r: &Record) -> Option<Vec<&str>> {
-    r.syscalls_used
-        .as_ref()
-        .map(|u| u.iter().map(|c| c.syscall.as_str()).collect())
+    r.syscalls_used.as_ref().map(|u| {
+        u.iter()
+            .map(|c| c.syscall.as_str())
+            .filter(|n| syscall_table::number(n).is_some())
+            .collect()
+    })
+}
+
+/// Guest or server text for Markdown: one line, no control characters,
+/// and nothing Markdown or HTML would read as markup.
+fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#' | '!' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String {
@@ -209,7 +233,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
             }
             m.push('\n');
             for err in &r.evidence.errors {
-                let _ = writeln!(m, "  - {}", err.replace('\n', " "));
+                let _ = writeln!(m, "  - {}", md(err));
             }
             if r.outcome != Outcome::Ok && !r.evidence.stderr_tail.trim().is_empty() {
                 let last: Vec<&str> = r
@@ -221,7 +245,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
                     .take(3)
                     .collect();
                 let last: Vec<&str> = last.into_iter().rev().collect();
-                let _ = writeln!(m, "  - stderr: `{}`", last.join(" ⏎ ").replace('`', "'"));
+                let _ = writeln!(m, "  - stderr: {}", md(&last.join(" ⏎ ")));
             }
         }
         m.push('\n');
@@ -466,31 +490,35 @@ pub fn proposal(
     })?;
     let calls = used(r)?;
     let sm = meta.servers.get(server)?;
-    let list: Vec<String> = calls.iter().map(|c| format!("\"{c}\"")).collect();
-    let mut lines = Vec::new();
-    let mut line = String::from("   ");
-    for item in list {
-        if line.len() + item.len() > 90 {
-            lines.push(line);
-            line = String::from("   ");
-        }
-        line += &format!(" {item},");
+    #[derive(serde::Serialize)]
+    struct Proposed<'a> {
+        description: String,
+        allow: &'a [&'a str],
     }
-    lines.push(line);
+    let mut profiles = BTreeMap::new();
+    profiles.insert(
+        format!("{server}-minimal"),
+        Proposed {
+            description: format!(
+                "Only the {} system calls {server} made in its {profile} run",
+                calls.len()
+            ),
+            allow: &calls,
+        },
+    );
+    let mut doc = BTreeMap::new();
+    doc.insert("profile", profiles);
+    let body = toml::to_string_pretty(&doc).ok()?;
+    let note = |s: &str| s.replace(['\n', '\r'], " ");
     Some(format!(
         "# Proposed by `mcpvm audit` from the {profile} run of {server} ({} {}):\n\
          # the {} system calls it made there. A call it makes only on paths that\n\
          # run did not take will fail with EPERM (and be reported): audit again\n\
          # with this profile to check it.\n\
-         # Use: mcpvm run --server {server} --profiles THIS_FILE --profile {server}-minimal\n\n\
-         [profile.{server}-minimal]\n\
-         description = \"Only the {} system calls {server} made in its {profile} run\"\n\
-         allow = [\n{}\n]\n",
-        sm.package,
-        sm.version,
+         # Use: mcpvm run --server {server} --profiles THIS_FILE --profile {server}-minimal\n\n{body}",
+        note(&sm.package),
+        note(&sm.version),
         calls.len(),
-        calls.len(),
-        lines.join("\n")
     ))
 }
 
@@ -610,13 +638,13 @@ mod tests {
         assert!(md.contains("| git | ✓ | ◐ |"), "{md}");
         assert!(md.contains("| time | ✓ |   |"), "{md}");
         assert!(md.contains("3 of 4 runs recorded"), "{md}");
-        assert!(md.contains("- **deny-exec**: degraded — first response 950 ms, boot 400 ms; failed at `tools/call:git_status`; denied execve ×2 (EPERM)"), "{md}");
+        assert!(md.contains("- **deny-exec**: degraded — first response 950 ms, boot 400 ms; failed at tools/call:git\\_status; denied execve ×2 (EPERM)"), "{md}");
         assert!(
             md.contains("allow-list: `profiles/git-minimal.toml`"),
             "{md}"
         );
         assert!(
-            md.contains("stderr: `Traceback ⏎ PermissionError: [Errno 1]`"),
+            md.contains(r"stderr: Traceback ⏎ PermissionError: \[Errno 1\]"),
             "{md}"
         );
     }
@@ -643,6 +671,51 @@ mod tests {
         let allow = r.policy.seccomp.unwrap().allow.unwrap();
         assert_eq!(allow.syscalls, ["read", "execve"]);
         assert!(proposal(&meta(), &BTreeMap::new(), "git").is_none());
+    }
+
+    #[test]
+    fn guest_text_cannot_write_a_profile_or_markup() {
+        let mut rs = records();
+        let git = rs.get_mut(&("git".into(), "baseline".into())).unwrap();
+        let evil = "read\"]\n[profile.x]\nallow = [\"*";
+        git.syscalls_used = Some(vec![
+            SyscallCount {
+                syscall: "execve".into(),
+                errno: None,
+                count: 1,
+            },
+            SyscallCount {
+                syscall: evil.into(),
+                errno: None,
+                count: 1,
+            },
+        ]);
+        git.evidence.errors =
+            vec!["tools/call:x: error: <img src=x> | # [link](javascript:x)\n\u{1b}[2J".into()];
+        let text = proposal(&meta(), &rs, "git").unwrap();
+        let p = crate::withholding::Profiles::parse(&text, "proposal").unwrap();
+        let allow = p
+            .resolve("git-minimal")
+            .unwrap()
+            .policy
+            .seccomp
+            .unwrap()
+            .allow
+            .unwrap();
+        assert_eq!(
+            allow.syscalls,
+            ["execve"],
+            "not a system call name: left out"
+        );
+        assert!(p.resolve("x").is_err(), "no profile injected");
+        let md = markdown(&meta(), &rs);
+        let line = md.lines().find(|l| l.contains("img src")).unwrap();
+        // Every markup character comes escaped, and the escape byte as text.
+        for c in ['<', '>', '[', ']', '|', '#'] {
+            let bare = line.replace(&format!("\\{c}"), "");
+            assert!(!bare.contains(c), "{c} in {line}");
+        }
+        assert!(!line.contains('\u{1b}'), "{line}");
     }
 
     #[test]
