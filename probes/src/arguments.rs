@@ -14,11 +14,32 @@ use serde_json::{json, Map, Value};
 /// Nesting deeper than this gets `null`: a recursive schema must not
 /// recurse forever.
 const MAX_DEPTH: usize = 16;
+/// Values one call's arguments may hold, all nesting counted: a server's
+/// schema (nested lists with `minItems`, self-references) could otherwise
+/// ask for 64^15 of them. Past it, values are `null` and lists stop.
+pub const MAX_VALUES: usize = 10_000;
+/// String bytes one call's arguments may hold (`minLength` asks).
+pub const MAX_STRING_BYTES: usize = 1 << 20;
+
+/// What is left of one call's allowance.
+struct Budget {
+    values: usize,
+    bytes: usize,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget {
+            values: MAX_VALUES,
+            bytes: MAX_STRING_BYTES,
+        }
+    }
+}
 
 /// Arguments for a call with only the required properties.
 pub fn generate(schema: &Map<String, Value>) -> Map<String, Value> {
     let root = Value::Object(schema.clone());
-    match value_for(&root, &root, 0) {
+    match value_for(&root, &root, 0, &mut Budget::new()) {
         Value::Object(m) => m,
         _ => Map::new(),
     }
@@ -103,10 +124,11 @@ fn primary_type(schema: &Value) -> Option<String> {
     }
 }
 
-fn value_for(root: &Value, schema: &Value, depth: usize) -> Value {
-    if depth > MAX_DEPTH {
+fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) -> Value {
+    if depth > MAX_DEPTH || budget.values == 0 {
         return Value::Null;
     }
+    budget.values -= 1;
     let schema = resolve(root, schema, depth);
     if let Some(c) = schema.get("const") {
         return c.clone();
@@ -127,12 +149,16 @@ fn value_for(root: &Value, schema: &Value, depth: usize) -> Value {
                 .find(|b| resolve(root, b, depth)["type"] != "null")
                 .or(branches.first());
             if let Some(b) = branch {
-                return value_for(root, b, depth + 1);
+                return value_for(root, b, depth + 1, budget);
             }
         }
     }
     match primary_type(schema).as_deref() {
-        Some("string") => string_for(schema),
+        Some("string") => {
+            let s = string_for(schema, budget.bytes);
+            budget.bytes -= s.as_str().map_or(0, str::len).min(budget.bytes);
+            s
+        }
         Some("integer") => json!(number_for(schema).round() as i64),
         Some("number") => json!(number_for(schema)),
         Some("boolean") => json!(false),
@@ -148,13 +174,23 @@ fn value_for(root: &Value, schema: &Value, depth: usize) -> Value {
                 .min(max)
                 .min(64);
             let item = &schema["items"];
-            Value::Array((0..n).map(|_| value_for(root, item, depth + 1)).collect())
+            let mut items = Vec::new();
+            for _ in 0..n {
+                if budget.values == 0 {
+                    break;
+                }
+                items.push(value_for(root, item, depth + 1, budget));
+            }
+            Value::Array(items)
         }
         Some("object") => {
             let mut m = Map::new();
             for name in required(schema) {
+                if budget.values == 0 {
+                    break;
+                }
                 let prop = &schema["properties"][&name];
-                m.insert(name, value_for(root, prop, depth + 1));
+                m.insert(name, value_for(root, prop, depth + 1, budget));
             }
             Value::Object(m)
         }
@@ -185,7 +221,9 @@ fn number_for(schema: &Value) -> f64 {
     n
 }
 
-fn string_for(schema: &Value) -> Value {
+/// A string for `schema`, at most `room` bytes long however long
+/// `minLength` asks.
+fn string_for(schema: &Value, room: usize) -> Value {
     let by_format = match schema["format"].as_str() {
         Some("date-time") => "2026-01-01T00:00:00Z",
         Some("date") => "2026-01-01",
@@ -201,9 +239,14 @@ fn string_for(schema: &Value) -> Value {
     };
     let mut s = by_format.to_string();
     if let Some(min) = schema["minLength"].as_u64() {
-        while (s.chars().count() as u64) < min.min(1 << 16) {
-            s.push('x');
+        let want = (min.min(1 << 16) as usize).min(room);
+        let have = s.chars().count();
+        if have < want {
+            s.extend(std::iter::repeat_n('x', want - have));
         }
+    }
+    if s.len() > room {
+        s = s.chars().take(room).collect();
     }
     if let Some(max) = schema["maxLength"].as_u64() {
         s = s.chars().take(max as usize).collect();
@@ -355,5 +398,40 @@ mod tests {
         assert_eq!(first_string_property(&s).as_deref(), Some("z"));
         let none = obj(json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
         assert_eq!(first_string_property(&none), None);
+    }
+
+    fn count(v: &Value) -> usize {
+        1 + match v {
+            Value::Array(a) => a.iter().map(count).sum(),
+            Value::Object(m) => m.values().map(count).sum(),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn a_hostile_schema_gets_bounded_arguments() {
+        // 64 items of 64 items of … fifteen deep, through a self-reference.
+        let s = obj(json!({
+            "type": "object",
+            "$defs": {"deep": {"type": "array", "minItems": 64, "items": {"$ref": "#/$defs/deep"}}},
+            "properties": {"a": {"$ref": "#/$defs/deep"}, "s": {"type": "string", "minLength": 65536}},
+            "required": ["a", "s", "s2", "s3"],
+        }));
+        let mut many = s.clone();
+        let props = many["properties"].as_object_mut().unwrap();
+        for i in 0..40 {
+            props.insert(
+                format!("s{i}"),
+                json!({"type": "string", "minLength": 65536}),
+            );
+        }
+        many["required"] = json!((0..40).map(|i| format!("s{i}")).collect::<Vec<_>>());
+        for schema in [s, many] {
+            let t = std::time::Instant::now();
+            let args = Value::Object(generate(&schema));
+            assert!(count(&args) <= MAX_VALUES + 1, "{}", count(&args));
+            assert!(args.to_string().len() <= MAX_STRING_BYTES + 64 * MAX_VALUES);
+            assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        }
     }
 }

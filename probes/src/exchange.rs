@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 pub const KEEP_BYTES: usize = 64 << 10;
 /// The prefix kept of a line too long or not JSON.
 pub const PREFIX_BYTES: usize = 4096;
+/// Entries one run keeps at most; a server that prints forever is counted
+/// past it ([`Exchange::dropped`]), not recorded.
+pub const MAX_ENTRIES: usize = 20_000;
+/// Line bytes one run keeps at most, over all its entries.
+pub const MAX_KEPT_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
@@ -50,7 +55,17 @@ impl Entry {
 #[derive(Clone)]
 pub struct Exchange {
     start: Instant,
-    entries: Arc<Mutex<Vec<Entry>>>,
+    recorded: Arc<Mutex<Recorded>>,
+}
+
+#[derive(Default)]
+struct Recorded {
+    entries: Vec<Entry>,
+    kept_bytes: usize,
+    /// Entries not kept: over [`MAX_ENTRIES`] or [`MAX_KEPT_BYTES`].
+    dropped: u64,
+    /// Lines on stdout that were not JSON, kept or not.
+    garbage: usize,
 }
 
 pub fn ms_since(start: Instant) -> f64 {
@@ -61,7 +76,7 @@ impl Exchange {
     pub fn new(start: Instant) -> Self {
         Exchange {
             start,
-            entries: Arc::default(),
+            recorded: Arc::default(),
         }
     }
 
@@ -86,38 +101,59 @@ impl Exchange {
             (Direction::Received, None) => Direction::Garbage,
             (d, _) => d,
         };
-        let entry = Entry {
+        let kept = if message.is_some() {
+            line.len()
+        } else {
+            line.len().min(PREFIX_BYTES)
+        };
+        let mut r = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        if dir == Direction::Garbage {
+            r.garbage += 1;
+        }
+        if r.entries.len() >= MAX_ENTRIES || r.kept_bytes + kept > MAX_KEPT_BYTES {
+            r.dropped += 1;
+            return;
+        }
+        r.kept_bytes += kept;
+        r.entries.push(Entry {
             at_ms: ms_since(self.start),
             dir,
             bytes: line.len(),
             message,
             text,
-        };
-        self.entries
+        });
+    }
+
+    /// Entries not kept (the run said more than an exchange keeps).
+    pub fn dropped(&self) -> u64 {
+        self.recorded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(entry);
+            .dropped
     }
 
     /// Number of entries so far: a mark to slice from later.
     pub fn mark(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entries
+            .len()
     }
 
     pub fn since(&self, mark: usize) -> Vec<Entry> {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
+        let r = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        r.entries
             .get(mark..)
             .map(<[Entry]>::to_vec)
             .unwrap_or_default()
     }
 
     pub fn garbage_lines(&self) -> usize {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
-            .iter()
-            .filter(|e| e.dir == Direction::Garbage)
-            .count()
+        self.recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .garbage
     }
 }
 
@@ -146,5 +182,28 @@ mod tests {
         assert_eq!(x.garbage_lines(), 1);
         assert_eq!(x.since(2).len(), 1);
         assert!(x.since(9).is_empty());
+    }
+
+    #[test]
+    fn a_server_that_prints_forever_is_counted_not_kept() {
+        let x = Exchange::new(Instant::now());
+        for i in 0..(MAX_ENTRIES + 500) {
+            x.record(
+                Direction::Received,
+                format!("log line {i}").as_bytes(),
+                None,
+            );
+        }
+        assert_eq!(x.mark(), MAX_ENTRIES);
+        assert_eq!(x.dropped(), 500);
+        assert_eq!(x.garbage_lines(), MAX_ENTRIES + 500, "every one counted");
+        // Bytes too: big JSON lines stop being kept at the byte cap.
+        let y = Exchange::new(Instant::now());
+        let big = serde_json::json!({"x": "y".repeat(KEEP_BYTES - 16)});
+        let line = big.to_string();
+        for _ in 0..(MAX_KEPT_BYTES / line.len() + 10) {
+            y.record(Direction::Received, line.as_bytes(), Some(&big));
+        }
+        assert!(y.dropped() >= 10);
     }
 }

@@ -148,6 +148,9 @@ pub struct ProbeResult {
     pub robustness: Option<Vec<RobustnessResult>>,
     /// Lines on the server's stdout that were not JSON.
     pub stdout_garbage_lines: usize,
+    /// Lines of the exchange not kept in `steps` (over what a run keeps).
+    #[serde(default)]
+    pub exchange_lines_dropped: u64,
     pub stderr: Stderr,
     /// How the (last) server process ended.
     pub exit: Option<ExitSummary>,
@@ -177,6 +180,7 @@ impl ProbeResult {
             steps: Vec::new(),
             robustness: None,
             stdout_garbage_lines: 0,
+            exchange_lines_dropped: 0,
             stderr: Stderr::default(),
             exit: None,
             guest_events: None,

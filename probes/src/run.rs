@@ -145,6 +145,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
     result.exit = Some(wire.shutdown(opts.exit_grace).await);
     result.stderr = wire.stderr();
     result.stdout_garbage_lines = wire.exchange.garbage_lines();
+    result.exchange_lines_dropped = wire.exchange.dropped();
     if let Some(path) = &opts.vm_timings {
         result.timings.vm = std::fs::read(path)
             .ok()

@@ -102,7 +102,12 @@ impl Outbox {
     }
 }
 
-type Incoming = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<serde_json::Value>>>;
+type Incoming = Arc<tokio::sync::Mutex<mpsc::Receiver<serde_json::Value>>>;
+
+/// Messages from the server waiting for the client. A server that prints
+/// faster than the probe reads waits on its stdout pipe past this, as it
+/// would with any client: the probe's memory does not grow with it.
+const INCOMING: usize = 1024;
 
 pub struct Wire {
     child: Child,
@@ -157,7 +162,7 @@ impl Wire {
         })?;
         let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         let (out_tx, out_rx) = mpsc::unbounded_channel();
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::channel(INCOMING);
         let first_stdout_byte = Arc::new(OnceLock::new());
         if let Some(stdin) = child.stdin.take() {
             tokio::spawn(write_stdin(stdin, out_rx));
@@ -323,7 +328,7 @@ async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>
 /// Splits stdout into lines, records each, forwards the JSON ones.
 async fn read_stdout(
     mut out: impl AsyncRead + Unpin,
-    tx: mpsc::UnboundedSender<serde_json::Value>,
+    tx: mpsc::Sender<serde_json::Value>,
     exchange: Exchange,
     first_byte: Arc<OnceLock<f64>>,
 ) {
@@ -354,7 +359,7 @@ async fn read_stdout(
             }
             if newline {
                 if !oversized {
-                    deliver(&mut line, &tx, &exchange);
+                    deliver(&mut line, &tx, &exchange).await;
                 }
                 line.clear();
                 oversized = false;
@@ -362,11 +367,11 @@ async fn read_stdout(
         }
     }
     if !oversized {
-        deliver(&mut line, &tx, &exchange);
+        deliver(&mut line, &tx, &exchange).await;
     }
 }
 
-fn deliver(line: &mut Vec<u8>, tx: &mpsc::UnboundedSender<serde_json::Value>, x: &Exchange) {
+async fn deliver(line: &mut Vec<u8>, tx: &mpsc::Sender<serde_json::Value>, x: &Exchange) {
     if line.last() == Some(&b'\r') {
         line.pop();
     }
@@ -376,7 +381,7 @@ fn deliver(line: &mut Vec<u8>, tx: &mpsc::UnboundedSender<serde_json::Value>, x:
     match serde_json::from_slice::<serde_json::Value>(line) {
         Ok(v) => {
             x.record(Direction::Received, line, Some(&v));
-            let _ = tx.send(v);
+            let _ = tx.send(v).await;
         }
         Err(_) => x.record(Direction::Received, line, None),
     }
