@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use libfuzzer_sys::fuzz_target;
 use mcpvm_fuzz::{fill_data, hostile_queue, memory, Input};
 use vmm::devices::virtio::vsock::device::Worker;
+use vmm::devices::virtio::vsock::connector::Connector;
 use vmm::devices::virtio::vsock::muxer::Muxer;
 use vmm::devices::virtio::{Activation, DeviceThread, Interrupt};
 use vmm::host_seccomp::{SeccompMode, ThreadKind};
@@ -68,7 +69,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = listener.set_nonblocking(true);
-    let Ok(mut worker) = Worker::new(a, Muxer::new(3, h.uds.clone()), listener, evt()) else {
+    let direct = std::sync::Arc::new(Connector::Direct(h.uds.clone()));
+    let Ok(mut worker) = Worker::new(a, Muxer::new(3, direct), listener, evt()) else {
         return;
     };
     for _ in 0..4 {

@@ -452,7 +452,7 @@ fn virtio_devices(
                         dir: config.snapshot.restore_from.clone().unwrap_or_default(),
                         had: true,
                     })?;
-                Box::new(Vsock::new(*guest_cid, &uds)?)
+                Box::new(Vsock::new(*guest_cid, &uds, config.seccomp)?)
             }
             DeviceSpec::Rng => Box::new(Rng::new()),
         };

@@ -66,8 +66,12 @@ pub enum ThreadKind {
     Vcpu,
     /// virtio-blk: reads and writes its disk image.
     Block,
-    /// virtio-vsock: accepts and connects host Unix sockets.
+    /// virtio-vsock: accepts host Unix sockets and moves packets; asks
+    /// the connector for guest-initiated streams.
     Vsock,
+    /// virtio-vsock's connector: connects to `<uds_path>_<port>` for the
+    /// vsock thread and passes the socket back; reads nothing else.
+    VsockConnector,
     /// virtio-rng: `getrandom`.
     Rng,
     /// An embedder's thread that copies between host sockets it was
@@ -93,6 +97,7 @@ impl ThreadKind {
             ThreadKind::Vcpu => "vcpu",
             ThreadKind::Block => "virtio-blk",
             ThreadKind::Vsock => "vsock",
+            ThreadKind::VsockConnector => "vsock-connector",
             ThreadKind::Rng => "virtio-rng",
             ThreadKind::Relay => "relay",
             ThreadKind::Channels => "channels",
@@ -245,18 +250,23 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
                 libc::SYS_lseek,
             ],
         ],
-        // socket() is limited to AF_UNIX below; connect() reaches only
-        // `<uds_path>_<port>` by construction of the muxer.
+        // No socket() or connect(): the connector does that, with a path
+        // of its own; the socket comes back with recvmsg (SCM_RIGHTS).
         ThreadKind::Vsock => &[
             EVENT_LOOP,
             SOCKET_PEER,
-            &[
-                libc::SYS_connect,
-                libc::SYS_recvmsg,
-                libc::SYS_sendmsg,
-                libc::SYS_getsockopt,
-            ],
+            &[libc::SYS_recvmsg, libc::SYS_sendmsg, libc::SYS_getsockopt],
         ],
+        // socket() is limited to AF_UNIX below; the path it connects to
+        // is `<uds_path>_<port>`, the port the one thing it is told.
+        // fcntl: std checks a raw fd it takes ownership of (F_GETFD).
+        ThreadKind::VsockConnector => &[&[
+            libc::SYS_read,
+            libc::SYS_recvfrom,
+            libc::SYS_connect,
+            libc::SYS_sendmsg,
+            libc::SYS_fcntl,
+        ]],
         ThreadKind::Rng => &[EVENT_LOOP],
         ThreadKind::Relay => &[SOCKET_PEER],
         ThreadKind::Channels => &[SOCKET_PEER, START_CONFINED_THREAD],
@@ -292,10 +302,8 @@ fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
             .chain(ioctls(VM_SAVE))
             .collect(),
         // std's set_nonblocking is ioctl(FIONBIO).
-        ThreadKind::Vsock => vec![
-            (libc::SYS_socket, 0, libc::AF_UNIX as u64),
-            (libc::SYS_ioctl, 1, libc::FIONBIO),
-        ],
+        ThreadKind::Vsock => vec![(libc::SYS_ioctl, 1, libc::FIONBIO)],
+        ThreadKind::VsockConnector => vec![(libc::SYS_socket, 0, libc::AF_UNIX as u64)],
         ThreadKind::Relay | ThreadKind::Channels => ioctls(&[libc::TCGETS]),
         _ => Vec::new(),
     }
@@ -349,11 +357,12 @@ pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
 }
 
 /// Every kind, in the order docs/security.md lists them.
-pub const KINDS: [ThreadKind; 9] = [
+pub const KINDS: [ThreadKind; 10] = [
     ThreadKind::Main,
     ThreadKind::Vcpu,
     ThreadKind::Block,
     ThreadKind::Vsock,
+    ThreadKind::VsockConnector,
     ThreadKind::Rng,
     ThreadKind::Signals,
     ThreadKind::Channels,

@@ -4,6 +4,7 @@
 
 use std::process::{Command, Output};
 
+use vmm::devices::virtio::vsock::connector::Connector;
 use vmm::host_seccomp::{confine, SeccompMode, ThreadKind, EXIT_BAD_SYSCALL};
 
 const CHILD: &str = "MCPVM_SECCOMP_CHILD";
@@ -120,12 +121,15 @@ fn allowed_calls_work_under_the_filter() {
             assert_eq!(rc, -1);
             eprintln!("vcpu ok");
         });
-        // vsock: Unix sockets only, connected to paths it is given.
+        // vsock: a guest stream's host socket comes from the connector
+        // (its own confined thread), connected to `<uds>_<port>`.
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v.sock_1024");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let uds = dir.path().join("v.sock");
+        let listener =
+            std::os::unix::net::UnixListener::bind(dir.path().join("v.sock_1024")).unwrap();
+        let connector = Connector::start(&uds, SeccompMode::On).unwrap();
         confined(ThreadKind::Vsock, SeccompMode::On, move || {
-            let a = std::os::unix::net::UnixStream::connect(&path).unwrap();
+            let a = connector.connect(1024).unwrap();
             a.set_nonblocking(true).unwrap();
             let (mut b, _) = listener.accept().unwrap();
             std::io::Write::write_all(&mut b, b"x").unwrap();
@@ -249,5 +253,30 @@ fn a_channels_thread_starts_relays_that_confine_themselves() {
     // trap's SIGSYS with its default action: the process ends by it.
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGSYS), "{stderr}");
+    assert!(!stderr.contains("not reached"), "{stderr}");
+}
+
+#[test]
+fn a_confined_vsock_thread_cannot_connect_anywhere() {
+    if in_child() {
+        // The session bus, docker.sock, an agent socket: any Unix socket
+        // outside the run directory. Not even one inside it: connecting
+        // is the connector's job.
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("docker.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&elsewhere).unwrap();
+        confined(ThreadKind::Vsock, SeccompMode::On, move || {
+            let r = std::os::unix::net::UnixStream::connect(&elsewhere);
+            eprintln!("not reached: {r:?}");
+        });
+        return;
+    }
+    let out = child("a_confined_vsock_thread_cannot_connect_anywhere");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(EXIT_BAD_SYSCALL), "{stderr}");
+    assert!(
+        stderr.contains("a vsock thread made the system call socket"),
+        "{stderr}"
+    );
     assert!(!stderr.contains("not reached"), "{stderr}");
 }

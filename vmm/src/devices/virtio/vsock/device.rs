@@ -11,6 +11,7 @@ use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::EventFd;
 
 use super::connection::MAX_PAYLOAD;
+use super::connector::Connector;
 use super::muxer::{Muxer, Watch};
 use super::packet::{Header, HDR_LEN};
 use super::*;
@@ -18,7 +19,7 @@ use crate::devices::virtio::{
     read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, WorkerThread,
     TYPE_VSOCK, VIRTIO_F_VERSION_1,
 };
-use crate::host_seccomp::ThreadKind;
+use crate::host_seccomp::{SeccompMode, ThreadKind};
 use crate::GuestMemoryMmap;
 
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,8 @@ pub enum VsockError {
 pub struct Vsock {
     cid: u64,
     uds_path: PathBuf,
+    /// Shared by every activation's muxer; the thread ends with the device.
+    connector: Arc<Connector>,
     listener: Option<UnixListener>,
     acked: u64,
     worker: Option<WorkerThread<UnixListener>>,
@@ -43,8 +46,10 @@ pub struct Vsock {
 
 impl Vsock {
     /// Binds the host listener at `uds_path` (replacing a stale socket
-    /// file) so that host programs can connect before the guest is up.
-    pub fn new(cid: u64, uds_path: &Path) -> Result<Self, VsockError> {
+    /// file) so that host programs can connect before the guest is up, and
+    /// starts the connector thread (confined in `mode`) that alone may
+    /// connect to `<uds_path>_<port>`.
+    pub fn new(cid: u64, uds_path: &Path, mode: SeccompMode) -> Result<Self, VsockError> {
         if cid < 3 || cid > u64::from(u32::MAX) {
             return Err(VsockError::Cid(cid));
         }
@@ -57,9 +62,11 @@ impl Vsock {
         }
         let listener = UnixListener::bind(uds_path).map_err(listen_err)?;
         listener.set_nonblocking(true).map_err(listen_err)?;
+        let connector = Connector::start(uds_path, mode).map_err(listen_err)?;
         Ok(Self {
             cid,
             uds_path: uds_path.to_path_buf(),
+            connector: Arc::new(connector),
             listener: Some(listener),
             acked: 0,
             worker: None,
@@ -118,7 +125,7 @@ impl VirtioDevice for Vsock {
         let kill = EventFd::new(libc::EFD_NONBLOCK).map_err(ActivateError::Worker)?;
         let mut worker = Worker::new(
             a,
-            Muxer::new(self.cid, self.uds_path.clone()),
+            Muxer::new(self.cid, self.connector.clone()),
             listener,
             kill.try_clone().map_err(ActivateError::Worker)?,
         )
@@ -491,7 +498,8 @@ mod tests {
             let listener = UnixListener::bind(&uds).unwrap();
             listener.set_nonblocking(true).unwrap();
             let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
-            let worker = Worker::new(a, Muxer::new(CID, uds.clone()), listener, kill).unwrap();
+            let direct = Arc::new(Connector::Direct(uds.clone()));
+            let worker = Worker::new(a, Muxer::new(CID, direct), listener, kill).unwrap();
             Rig {
                 mem,
                 rx,

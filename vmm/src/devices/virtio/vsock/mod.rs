@@ -25,6 +25,7 @@
 //! survive (their host ends were the old process's).
 
 pub mod connection;
+pub mod connector;
 pub mod device;
 pub mod muxer;
 pub mod packet;

@@ -17,9 +17,10 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::connection::{ConnError, Connection, State};
+use super::connector::Connector;
 use super::packet::*;
 use super::HOST_CID;
 
@@ -58,7 +59,8 @@ struct Handshake {
 
 pub struct Muxer {
     guest_cid: u64,
-    uds_path: PathBuf,
+    /// Connects guest streams to `<uds_path>_<port>` (see `connector`).
+    connector: Arc<Connector>,
     conns: HashMap<Key, Connection>,
     token_of: HashMap<Key, u64>,
     key_of: HashMap<u64, Key>,
@@ -73,10 +75,10 @@ pub struct Muxer {
 }
 
 impl Muxer {
-    pub fn new(guest_cid: u64, uds_path: PathBuf) -> Self {
+    pub fn new(guest_cid: u64, connector: Arc<Connector>) -> Self {
         Self {
             guest_cid,
-            uds_path,
+            connector,
             conns: HashMap::new(),
             token_of: HashMap::new(),
             key_of: HashMap::new(),
@@ -214,8 +216,10 @@ impl Muxer {
             self.rst(key.0, key.1);
             return;
         }
-        let path = super::port_path(&self.uds_path, key.0);
-        match connect_nonblocking(&path) {
+        // Nonblocking: a host listener whose backlog is full (a program
+        // that does not accept) gives EAGAIN at once instead of blocking
+        // the device thread, and every guest stream with it.
+        match self.connector.connect(key.0) {
             Ok(stream) => {
                 let mut conn = Connection::new(stream, State::Established, key.0, key.1);
                 conn.update_peer_credit(h.buf_alloc, h.fwd_cnt);
@@ -228,9 +232,9 @@ impl Muxer {
             }
             Err(e) => {
                 log::debug!(
-                    "vsock: guest port {} -> {}: {e}; resetting",
+                    "vsock: guest port {} -> host port {}: {e}; resetting",
                     key.1,
-                    path.display()
+                    key.0
                 );
                 self.rst(key.0, key.1);
             }
@@ -414,47 +418,6 @@ impl Muxer {
     }
 }
 
-/// Connects to the Unix socket at `path` without waiting: a host
-/// listener whose backlog is full (a program that does not accept) gives
-/// EAGAIN at once instead of blocking the device thread, and every
-/// guest stream with it.
-fn connect_nonblocking(path: &std::path::Path) -> std::io::Result<UnixStream> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    let path = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; all zeros is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    if path.len() >= addr.sun_path.len() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "socket path too long",
-        ));
-    }
-    for (d, s) in addr.sun_path.iter_mut().zip(path) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: a fresh socket, owned at once; connect gets a filled-in
-    // sockaddr_un and its size.
-    unsafe {
-        let fd = libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        );
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let fd = OwnedFd::from_raw_fd(fd);
-        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        let a = (&addr as *const libc::sockaddr_un).cast();
-        if libc::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), a, len) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(UnixStream::from(fd))
-    }
-}
-
 /// Parses `CONNECT <port>` (the trailing newline already stripped).
 pub fn parse_connect(line: &[u8]) -> Option<u32> {
     let s = std::str::from_utf8(line).ok()?.trim_end_matches('\r');
@@ -465,6 +428,7 @@ pub fn parse_connect(line: &[u8]) -> Option<u32> {
 mod tests {
     use super::*;
     use crate::devices::virtio::vsock::connection::CONN_BUF;
+    use std::path::PathBuf;
 
     const CID: u64 = 3;
 
@@ -484,7 +448,7 @@ mod tests {
     fn setup() -> (tempfile::TempDir, PathBuf, Muxer) {
         let dir = tempfile::tempdir().unwrap();
         let uds = dir.path().join("v.sock");
-        let m = Muxer::new(CID, uds.clone());
+        let m = Muxer::new(CID, Arc::new(Connector::Direct(uds.clone())));
         (dir, uds, m)
     }
 
