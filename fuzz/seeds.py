@@ -113,3 +113,80 @@ rlimits = { nofile = 64 }
 os.makedirs(os.path.join(here, "corpus", "catalogue"), exist_ok=True)
 shutil.copy(os.path.join(top, "guest-image/catalogue.toml"),
             os.path.join(here, "corpus", "catalogue", "built-in.toml"))
+
+# Guest events as the agent sends them, and a flood of one.
+import json, io, tarfile
+events = [
+    {"event": "agent_start", "uptime_ms": 412},
+    {"event": "spawned", "pid": 7},
+    {"event": "first_stdout_byte"},
+    {"event": "syscalls", "denied": [{"syscall": "execve", "errno": "EPERM", "count": 5}],
+     "used": [{"syscall": "read", "count": 40}]},
+    {"event": "exited", "code": 0, "signal": None, "status": 0},
+]
+put("guest_events", "a-run", "".join(json.dumps(e) + "\n" for e in events).encode())
+put("guest_events", "long-line", b'{"event":"spawned","pid":' + b"9" * 5000 + b"}\n")
+
+
+def tar_of(entries):
+    """entries: (name, type, data, link, mode)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+        for name, kind, data, link, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.size = kind, mode, len(data)
+            if link:
+                info.linkname = link
+            t.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return buf.getvalue()
+
+
+put("workspace_tar", "files", tar_of([
+    ("./src", tarfile.DIRTYPE, b"", None, 0o755),
+    ("./src/main.rs", tarfile.REGTYPE, b"fn main() {}\n", None, 0o644),
+    ("./run.sh", tarfile.REGTYPE, b"#!/bin/sh\n", None, 0o4777),
+]))
+put("workspace_tar", "hostile", tar_of([
+    ("./.git/config", tarfile.REGTYPE, b"[core]\n\tfsmonitor = evil\n", None, 0o644),
+    ("./.git/hooks/pre-commit", tarfile.REGTYPE, b"#!/bin/sh\nevil\n", None, 0o755),
+    ("./.envrc", tarfile.REGTYPE, b"evil\n", None, 0o644),
+    ("./out", tarfile.SYMTYPE, b"", "../../etc/passwd", 0o777),
+    ("./hard", tarfile.LNKTYPE, b"", "src/main.rs", 0o644),
+    ("./pipe", tarfile.FIFOTYPE, b"", None, 0o644),
+]))
+
+# Tool input schemas: a server's ordinary one, and hostile ones.
+put("tool_arguments", "ordinary", json.dumps({
+    "type": "object",
+    "properties": {"path": {"type": "string"}, "limit": {"type": "integer", "minimum": 1},
+                   "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2}},
+    "required": ["path", "limit", "tags"]}).encode())
+put("tool_arguments", "self-reference", json.dumps({
+    "type": "object", "$defs": {"d": {"type": "array", "minItems": 64, "items": {"$ref": "#/$defs/d"}}},
+    "properties": {"a": {"$ref": "#/$defs/d"}}, "required": ["a"]}).encode())
+
+# A server's stdout: JSON-RPC, a log line, a split line, no final newline.
+put("server_lines", "mixed", b'{"jsonrpc":"2.0","id":1,"result":{}}\nServer started\r\n{"jsonrpc":"2.0",'
+    b'"method":"notifications/message"}\n\n{"jsonrpc":"2.0","id":2')
+
+# Reports: one audit's meta and two records, one with hostile text.
+meta = {"schema": 1, "mcpvm_version": "0.1.0", "kernel": "vmlinux", "kernel_sha256": "ab",
+        "runtime_image": "runtime-1.erofs", "catalogue": "(built in)",
+        "servers": {"git": {"package": "mcp-server-git", "version": "1", "runtime": "python", "layer": "k"}},
+        "profiles": ["baseline", "deny-exec"], "profile_definitions": {},
+        "shard": {"index": 1, "count": 1}, "started_at": 0}
+def record(profile, outcome, errors, used):
+    return {"schema": 1, "server": "git", "profile": profile, "outcome": outcome,
+            "failed_step": None, "lifecycle": "initialize", "tools_ok": [], "tools_failed": [],
+            "timings": {"wall_ms": 1.0, "boot_ms": None, "handshake_ms": 2.0, "tools_list_ms": None},
+            "evidence": {"denied": [], "errors": errors, "stderr_tail": "", "exit": None, "oom": False},
+            "syscalls_used": used, "finished_at": 0}
+put("reports", "audit", json.dumps({"meta": meta, "records": [
+    record("baseline", "ok", [], [{"syscall": "read", "count": 1}]),
+    record("deny-exec", "degraded", ["tools/call:x: error: <script>alert(1)</script> | [x](y)"], None),
+]}).encode())
+
+# Snapshot state: a header and a body line as the VMM writes them.
+put("snapshot_state", "header-body",
+    b'{"format":"mcpvm-snapshot","version":2,"body_sha256":"00","memory_bytes":4096}\n'
+    b'{"mem_mib":16,"cmdline":"quiet","vm":{},"vcpus":[],"serial":null,"virtio":[]}\n')

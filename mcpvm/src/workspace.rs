@@ -343,7 +343,7 @@ fn stays_inside(rel: &Path, target: &Path) -> bool {
 
 /// Unpacks the guest's tar next to DIR, entry by entry as [`judge`]s,
 /// keeps the host's protected files, then swaps it in.
-fn take_back(
+pub fn take_back(
     stream: impl Read,
     dir: &Path,
     fresh: &Path,

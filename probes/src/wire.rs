@@ -326,7 +326,7 @@ async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>
 }
 
 /// Splits stdout into lines, records each, forwards the JSON ones.
-async fn read_stdout(
+pub async fn read_stdout(
     mut out: impl AsyncRead + Unpin,
     tx: mpsc::Sender<serde_json::Value>,
     exchange: Exchange,

@@ -1,0 +1,27 @@
+//! The tar a guest sends back for a writable workspace: whatever it holds,
+//! nothing lands outside DIR, nothing protected is taken, and DIR is
+//! either the guest's copy or unchanged.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("ws");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::create_dir(dir.join(".git")).unwrap();
+    std::fs::write(dir.join(".git/config"), "host").unwrap();
+    let fresh = t.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    let _ = mcpvm::workspace::take_back(data, &dir, &fresh, 1 << 20);
+    let _ = std::fs::remove_dir_all(&fresh);
+    let names: Vec<_> = std::fs::read_dir(t.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["ws"], "nothing beside the workspace");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".git/config")).unwrap(),
+        "host"
+    );
+});
