@@ -11,6 +11,7 @@ pub mod journal;
 pub mod matrix;
 pub mod record;
 pub mod report;
+pub mod verdict;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Read;

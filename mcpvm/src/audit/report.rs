@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::Shard;
 use super::record::{Outcome, Record};
+use super::verdict::{self, Effect, BASELINE};
 
 /// `audit.json`: what the audit ran on, so it can be repeated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +78,89 @@ fn cell<'a>(
     p: &str,
 ) -> Option<&'a Record> {
     records.get(&(s.to_string(), p.to_string()))
+}
+
+/// What the profile did to the server of `r` (`verdict::judge`).
+fn effect(records: &BTreeMap<(String, String), Record>, r: &Record) -> Effect {
+    verdict::judge(cell(records, &r.server, BASELINE), r)
+}
+
+/// Per profile, what it did that the baseline did not have; then the
+/// servers whose baseline itself fails. Lines of Markdown.
+fn findings(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> Vec<String> {
+    let mut out = Vec::new();
+    if !meta.profiles.iter().any(|p| p == BASELINE) {
+        out.push(
+            "No `baseline` column: cells are shown as they ended, not against a baseline.".into(),
+        );
+        return out;
+    }
+    for p in meta.profiles.iter().filter(|p| *p != BASELINE) {
+        let mut hits = Vec::new();
+        for s in meta.servers.keys() {
+            let Some(r) = cell(records, s, p) else {
+                continue;
+            };
+            match effect(records, r) {
+                Effect::NewlyBroken => hits.push(format!(
+                    "broke **{}** ({}{})",
+                    md(s),
+                    r.outcome.name(),
+                    denied_part(r)
+                )),
+                Effect::NewFailures(new) => hits.push(format!(
+                    "made **{}** fail {}{}",
+                    md(s),
+                    new.iter()
+                        .map(|e| md(step_of(e)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    denied_part(r)
+                )),
+                _ => {}
+            }
+        }
+        if hits.is_empty() {
+            out.push(format!(
+                "- **{}**: nothing the baseline did not have",
+                md(p)
+            ));
+        } else {
+            out.push(format!("- **{}**: {}", md(p), hits.join("; ")));
+        }
+    }
+    let failing: Vec<String> = meta
+        .servers
+        .keys()
+        .filter_map(|s| {
+            let why = verdict::baseline_failure(cell(records, s, BASELINE)?)?;
+            Some(format!("- **{}**: {}", md(s), md(&why)))
+        })
+        .collect();
+    if !failing.is_empty() {
+        out.push(String::new());
+        out.push("Servers that fail under `baseline` itself (nothing withheld; these failures are not any profile's):".into());
+        out.extend(failing);
+    }
+    out
+}
+
+/// `step: outcome: text` → `step`.
+fn step_of(error: &str) -> &str {
+    error.split(": ").next().unwrap_or(error)
+}
+
+fn denied_part(r: &Record) -> String {
+    if r.evidence.denied.is_empty() {
+        return String::new();
+    }
+    let d: Vec<String> = r
+        .evidence
+        .denied
+        .iter()
+        .map(|d| format!("{} ×{}", md(&d.syscall), d.count))
+        .collect();
+    format!("; denied {}", d.join(", "))
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -164,7 +248,11 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         meta.runtime_image,
         meta.catalogue,
     );
-    let _ = writeln!(m, "## Matrix\n");
+    let _ = writeln!(m, "## What each profile did\n");
+    for line in findings(meta, records) {
+        let _ = writeln!(m, "{line}");
+    }
+    let _ = writeln!(m, "\n## Matrix\n");
     let _ = write!(m, "| server |");
     for p in &meta.profiles {
         let _ = write!(m, " {p} |");
@@ -178,7 +266,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         let _ = write!(m, "| {s} |");
         for p in &meta.profiles {
             let sym = cell(records, s, p)
-                .map(|r| r.outcome.symbol())
+                .map(|r| effect(records, r).symbol(r.outcome))
                 .unwrap_or(" ");
             let _ = write!(m, " {sym} |");
         }
@@ -188,7 +276,11 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         .iter()
         .map(|o| format!("{} {}", o.symbol(), o.name()))
         .collect();
-    let _ = writeln!(m, "\n{} (blank: not run yet)\n", legend.join(" · "));
+    let _ = writeln!(
+        m,
+        "\n`baseline` column: how the server ended with nothing withheld, {} (blank: not run yet). Other columns: what the profile did against that baseline: = nothing new · ◐ new failures · ✗ newly broken.\n",
+        legend.join(" · ")
+    );
     let _ = writeln!(
         m,
         "## Profiles\n\n| profile | what is withheld |\n|---|---|"
@@ -216,7 +308,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
             let _ = write!(
                 m,
                 "- **{p}**: {} — first response {}, boot {}",
-                r.outcome.name(),
+                effect(records, r).name(r.outcome),
                 ms(r.timings.handshake_ms),
                 ms(r.timings.boot_ms)
             );
@@ -338,7 +430,32 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
         esc(&meta.kernel_sha256),
         esc(&meta.runtime_image)
     );
-    page += "<h2>Matrix</h2><p class=\"legend\">";
+    page += "<h2>What each profile did</h2>";
+    let mut list = false;
+    for line in findings(meta, records) {
+        match line.strip_prefix("- ") {
+            Some(item) => {
+                if !list {
+                    page += "<ul>";
+                    list = true;
+                }
+                let _ = write!(page, "<li>{}</li>", esc(&item.replace("**", "")));
+            }
+            None => {
+                if list {
+                    page += "</ul>";
+                    list = false;
+                }
+                if !line.is_empty() {
+                    let _ = write!(page, "<p>{}</p>", esc(&line.replace('`', "")));
+                }
+            }
+        }
+    }
+    if list {
+        page += "</ul>";
+    }
+    page += "<h2>Matrix</h2><p>Baseline column: how each server ended with nothing withheld. Other columns: what the profile did against it (= nothing new).</p><p class=\"legend\">";
     for o in Outcome::ALL {
         let _ = write!(
             page,
@@ -358,12 +475,17 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
             match cell(records, s, p) {
                 Some(r) => {
                     let tip = format!("{} × {}: {}. {}", s, p, r.outcome.name(), evidence_line(r));
+                    let e = effect(records, r);
+                    let shade = match e {
+                        Effect::Same => "#6a8",
+                        _ => colour(r.outcome),
+                    };
                     let _ = write!(
                         page,
                         "<td class=\"cell\" style=\"background:{}\" title=\"{}\">{}</td>",
-                        colour(r.outcome),
+                        shade,
                         esc(&tip),
-                        r.outcome.name()
+                        esc(&e.name(r.outcome))
                     );
                 }
                 None => page += "<td></td>",
@@ -396,7 +518,9 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
             let n = meta
                 .profiles
                 .iter()
-                .filter(|p| cell(records, s, p).is_some_and(|r| r.outcome != Outcome::Ok))
+                .filter(|p| {
+                    cell(records, s, p).is_some_and(|r| effect(records, r).profile_caused())
+                })
                 .count();
             (*s, n)
         })
@@ -415,7 +539,7 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
     for (s, n) in fragile.iter().take(5) {
         let _ = write!(
             page,
-            "<li>{} — fails or degrades under {n} of {} profiles</li>",
+            "<li>{} — newly fails or breaks under {n} of {} profiles (against its baseline)</li>",
             esc(s),
             meta.profiles.len()
         );
@@ -638,7 +762,16 @@ mod tests {
         assert!(md.contains("| git | ✓ | ◐ |"), "{md}");
         assert!(md.contains("| time | ✓ |   |"), "{md}");
         assert!(md.contains("3 of 4 runs recorded"), "{md}");
-        assert!(md.contains("- **deny-exec**: degraded — first response 950 ms, boot 400 ms; failed at tools/call:git\\_status; denied execve ×2 (EPERM)"), "{md}");
+        assert!(md.contains("- **deny-exec**: degraded, 1 new failure — first response 950 ms, boot 400 ms; failed at tools/call:git\\_status; denied execve ×2 (EPERM)"), "{md}");
+        // What each profile did comes first, against the baseline.
+        let findings = md.find("## What each profile did").unwrap();
+        assert!(findings < md.find("## Matrix").unwrap());
+        assert!(
+            md.contains(
+                "- **deny-exec**: made **git** fail tools/call:git\\_status; denied execve ×2"
+            ),
+            "{md}"
+        );
         assert!(
             md.contains("allow-list: `profiles/git-minimal.toml`"),
             "{md}"
@@ -660,7 +793,13 @@ mod tests {
         assert!(h.contains("<svg"));
         assert!(h.contains("title=\"git × deny-exec: degraded."));
         assert!(h.contains("<li>time — 1200 ms</li>"), "slowest first");
-        assert!(h.contains("<li>git — fails or degrades under 1 of 2 profiles</li>"));
+        assert!(
+            h.contains(
+                "<li>git — newly fails or breaks under 1 of 2 profiles (against its baseline)</li>"
+            ),
+            "{h}"
+        );
+        assert!(h.find("What each profile did").unwrap() < h.find("<h2>Matrix").unwrap());
     }
 
     #[test]
@@ -671,6 +810,36 @@ mod tests {
         let allow = r.policy.seccomp.unwrap().allow.unwrap();
         assert_eq!(allow.syscalls, ["read", "execve"]);
         assert!(proposal(&meta(), &BTreeMap::new(), "git").is_none());
+    }
+
+    #[test]
+    fn a_server_that_fails_in_its_baseline_is_not_called_fragile() {
+        // The eslint case: one tool fails on our arguments under every
+        // profile, baseline included.
+        let mut rs = records();
+        let same = "tools/call:lint-files: tool_error: No files matching 'mcpvm-probe' were found";
+        for p in ["baseline", "deny-exec"] {
+            let r = rs.get_mut(&("git".into(), p.into())).unwrap();
+            r.outcome = Outcome::Degraded;
+            r.evidence.errors = vec![same.into()];
+            r.evidence.denied.clear();
+        }
+        let md = markdown(&meta(), &rs);
+        assert!(md.contains("| git | ◐ | = |"), "{md}");
+        assert!(
+            md.contains("- **deny-exec**: nothing the baseline did not have"),
+            "{md}"
+        );
+        assert!(md.contains("fail under `baseline` itself"), "{md}");
+        assert!(
+            md.contains("- **git**: degraded: tools/call:lint-files"),
+            "{md}"
+        );
+        let h = html(&meta(), &rs);
+        assert!(
+            !h.contains("newly fails or breaks under"),
+            "not fragile: {h}"
+        );
     }
 
     #[test]
