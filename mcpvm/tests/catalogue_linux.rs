@@ -271,6 +271,18 @@ mod audit {
         );
         assert!(md.contains("12 of 12 runs recorded"), "{md}");
         assert!(md.contains("denied execve"), "{md}");
+        // Judged against the baseline: deny-exec newly broke git, with the
+        // denied call that explains it; what each profile did comes first.
+        let did = md.find("## What each profile did").unwrap();
+        assert!(did < md.find("## Matrix").unwrap(), "{md}");
+        let line = md[did..]
+            .lines()
+            .find(|l| l.starts_with("- **deny-exec**"))
+            .unwrap_or_else(|| panic!("{md}"));
+        assert!(
+            line.contains("broke **git**") && line.contains("execve"),
+            "{line}"
+        );
         let html = results().file("report.html");
         assert!(html.contains("<svg") && html.contains("class=\"grid\""));
         let meta: Value = serde_json::from_str(results().file("audit.json")).unwrap();

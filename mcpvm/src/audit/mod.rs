@@ -198,6 +198,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         shard: o.shard,
         started_at: record::now(),
         warm: o.warm.is_some(),
+        order: matrix::ORDER.into(),
     };
     Ok((meta, catalogue))
 }

@@ -36,6 +36,14 @@ pub struct Meta {
     /// restores, not boots.
     #[serde(default)]
     pub warm: bool,
+    /// The order cells ran in (`matrix::ORDER`); older audits ran
+    /// server-major, each server's profiles in the same order.
+    #[serde(default = "old_order")]
+    pub order: String,
+}
+
+fn old_order() -> String {
+    "server-major, profiles in the same order for every server".into()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -248,6 +256,11 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         meta.runtime_image,
         meta.catalogue,
     );
+    let _ = writeln!(
+        m,
+        "Run order: {}. Timings are one run per cell: a difference between columns is a hint, not a measurement, until runs are repeated.\n",
+        md(&meta.order)
+    );
     let _ = writeln!(m, "## What each profile did\n");
     for line in findings(meta, records) {
         let _ = writeln!(m, "{line}");
@@ -429,6 +442,11 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
         esc(&meta.kernel),
         esc(&meta.kernel_sha256),
         esc(&meta.runtime_image)
+    );
+    let _ = write!(
+        page,
+        "<p>Run order: {}. Timings are one run per cell: a difference between columns is a hint, not a measurement, until runs are repeated.</p>",
+        esc(&meta.order)
     );
     page += "<h2>What each profile did</h2>";
     let mut list = false;
@@ -688,6 +706,7 @@ mod tests {
             shard: Shard::ALL,
             started_at: 0,
             warm: false,
+            order: super::super::matrix::ORDER.into(),
         }
     }
 
