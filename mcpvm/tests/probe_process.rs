@@ -255,7 +255,15 @@ fn garbage_on_stdout_is_counted_and_shown_while_the_steps_still_work() {
     let (rc, r, err) = probe(&["--", &broken(), "garbage-stdout"]);
     assert_eq!(rc, 0, "{r} {err}");
     assert_eq!(r["lifecycle"], "initialize");
-    assert_eq!(step(&r, "tools/call:echo")["detail"]["text"], "mcpvm-probe");
+    // Generated from the parameter's name ("text": some text), and said so.
+    assert_eq!(
+        step(&r, "tools/call:echo")["detail"]["text"],
+        "hello from mcpvm"
+    );
+    assert!(step(&r, "tools/call:echo")["detail"]["why"]["text"]
+        .as_str()
+        .unwrap()
+        .contains("asks for some text"));
     let n = r["stdout_garbage_lines"].as_u64().unwrap();
     // Two lines at start, one before each answer.
     assert!(n >= 6, "{n}");

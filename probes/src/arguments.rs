@@ -3,11 +3,17 @@
 //! for the robustness probe.
 //!
 //! Only required properties are filled, and lists get one item (an empty
-//! list is often a no-op): a small call that still exercises the tool. A value is, in order of preference: `const`, the first `enum`
-//! member, `default`, the first of `examples`, else one made from the type
-//! and its constraints (formats, bounds, lengths, item counts). `$ref`s
-//! into `$defs`/`definitions` (as pydantic writes them) are followed, and
-//! `anyOf`/`oneOf` take their first non-null branch.
+//! list is often a no-op): a small call that still exercises the tool. A
+//! value is, in order of preference: `const`, the first `enum` member,
+//! `default`, the first of `examples`, a value the server itself returned
+//! earlier in the run under the same name (an id from a `list_*` call
+//! feeding a `get_*` call), one the property's name or description asks
+//! for (a path into the seeded workspace, a URL, a query, an id, a
+//! timezone…), else one made from the type and its constraints (formats,
+//! bounds, lengths, item counts). Every generated top-level value comes
+//! with why it was chosen. `$ref`s into `$defs`/`definitions` (as
+//! pydantic writes them) are followed, and `anyOf`/`oneOf` take their
+//! first non-null branch.
 
 use serde_json::{json, Map, Value};
 
@@ -36,12 +42,218 @@ impl Budget {
     }
 }
 
+/// What a run offers argument generation beyond the schema.
+#[derive(Debug, Clone, Default)]
+pub struct Hints {
+    /// The seeded workspace the server can see (`/workspace` in a VM
+    /// given one), for path-like arguments.
+    pub workspace: Option<String>,
+    /// Values the server returned earlier, by property name (lowercase).
+    pub seen: Map<String, Value>,
+}
+
+/// Files the seeded workspace holds (`mcpvm audit` writes them), by what
+/// a property name asks for.
+pub const SEED_TEXT: &str = "notes.txt";
+pub const SEED_JSON: &str = "data.json";
+pub const SEED_CSV: &str = "table.csv";
+pub const SEED_MARKDOWN: &str = "README.md";
+pub const SEED_HTML: &str = "page.html";
+pub const SEED_PDF: &str = "paper.pdf";
+
 /// Arguments for a call with only the required properties.
 pub fn generate(schema: &Map<String, Value>) -> Map<String, Value> {
+    generate_with(schema, &Hints::default()).0
+}
+
+/// Arguments and, per generated property, why its value was chosen.
+pub fn generate_with(
+    schema: &Map<String, Value>,
+    hints: &Hints,
+) -> (Map<String, Value>, Map<String, Value>) {
     let root = Value::Object(schema.clone());
-    match value_for(&root, &root, 0, &mut Budget::new()) {
-        Value::Object(m) => m,
-        _ => Map::new(),
+    let mut budget = Budget::new();
+    let mut args = Map::new();
+    let mut why = Map::new();
+    for name in required(&root) {
+        if budget.values == 0 {
+            break;
+        }
+        let prop = &root["properties"][&name];
+        let (v, reason) = top_value(&root, prop, &name, hints, &mut budget);
+        args.insert(name.clone(), v);
+        why.insert(name, Value::String(reason));
+    }
+    (args, why)
+}
+
+/// A top-level property's value and why: the schema's own answer first,
+/// then what the server said earlier, then what the name asks for, then
+/// the type.
+fn top_value(
+    root: &Value,
+    prop: &Value,
+    name: &str,
+    hints: &Hints,
+    budget: &mut Budget,
+) -> (Value, String) {
+    let schema = resolve(root, prop, 0);
+    if let Some(v) = schema.get("const") {
+        return (v.clone(), "const".into());
+    }
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return (first.clone(), "the first enum member".into());
+    }
+    if let Some(v) = schema.get("default") {
+        return (v.clone(), "the schema's default".into());
+    }
+    if let Some(e) = schema["examples"].as_array().and_then(|e| e.first()) {
+        return (e.clone(), "the schema's first example".into());
+    }
+    let ty = primary_type(schema);
+    if let Some(v) = hints.seen.get(&name.to_lowercase()) {
+        let fits = match (ty.as_deref(), v) {
+            (Some("string"), Value::String(_)) => true,
+            (Some("integer" | "number"), Value::Number(_)) => true,
+            (None, _) => true,
+            _ => false,
+        };
+        if fits {
+            return (
+                v.clone(),
+                format!("returned by the server earlier as '{name}'"),
+            );
+        }
+    }
+    if ty.as_deref() == Some("string") && schema.get("format").is_none() {
+        let description = schema["description"].as_str().unwrap_or("");
+        if let Some((v, reason)) = by_name(name, description, hints) {
+            budget.values = budget.values.saturating_sub(1);
+            return (Value::String(v), reason);
+        }
+    }
+    let v = value_for(root, prop, 1, budget);
+    let reason = match (ty.as_deref(), schema["format"].as_str()) {
+        (_, Some(f)) => format!("made for format '{f}'"),
+        (Some(t), None) => format!("made for type {t} and its bounds"),
+        (None, None) => "no type given".into(),
+    };
+    (v, reason)
+}
+
+/// A string value a property's name (or description) asks for.
+fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, String)> {
+    let n = name.to_lowercase();
+    let d = description.to_lowercase();
+    let has = |words: &[&str]| {
+        words
+            .iter()
+            .any(|w| n == *w || n.ends_with(&format!("_{w}")) || n.ends_with(w))
+    };
+    let ws = hints.workspace.as_deref();
+    let relative = d.contains("relative");
+    let in_ws = |file: &str| match (ws, relative) {
+        (Some(w), false) => format!("{w}/{file}"),
+        _ => file.to_string(),
+    };
+    let reason = |what: &str| format!("the name '{name}' asks for {what}");
+    if has(&["dir", "directory", "folder", "root", "cwd"]) || n == "repo_path" || n == "repository"
+    {
+        let v = match (ws, relative) {
+            (Some(w), false) => w.to_string(),
+            _ => ".".to_string(),
+        };
+        return Some((v, reason("a directory (the seeded workspace)")));
+    }
+    if has(&[
+        "path",
+        "file",
+        "filename",
+        "filepath",
+        "file_path",
+        "source",
+        "input",
+    ]) {
+        let file = if d.contains("pdf") {
+            SEED_PDF
+        } else if d.contains("csv") {
+            SEED_CSV
+        } else if d.contains("json") {
+            SEED_JSON
+        } else if d.contains("markdown") || d.contains(".md") {
+            SEED_MARKDOWN
+        } else if d.contains("html") {
+            SEED_HTML
+        } else {
+            SEED_TEXT
+        };
+        return Some((in_ws(file), reason("a file (one in the seeded workspace)")));
+    }
+    if has(&["url", "uri", "link", "href", "endpoint"]) {
+        // The guest's own loopback: no network is reached, none is needed.
+        let v = match ws {
+            Some(w) => format!("file://{w}/{SEED_HTML}"),
+            None => "http://127.0.0.1/".to_string(),
+        };
+        return Some((v, reason("a URL (a local page)")));
+    }
+    if has(&[
+        "query", "search", "q", "keyword", "keywords", "term", "pattern",
+    ]) {
+        return Some(("mcpvm".into(), reason("a search term")));
+    }
+    if has(&["timezone", "tz"]) {
+        return Some(("UTC".into(), reason("a timezone")));
+    }
+    if has(&["lang", "language", "locale"]) {
+        return Some(("en".into(), reason("a language")));
+    }
+    if has(&["email"]) {
+        return Some(("probe@example.com".into(), reason("an email address")));
+    }
+    if has(&[
+        "content",
+        "body",
+        "message",
+        "text",
+        "prompt",
+        "comment",
+        "description",
+        "title",
+        "note",
+    ]) {
+        return Some(("hello from mcpvm".into(), reason("some text")));
+    }
+    if has(&["id", "uuid", "key"]) {
+        return Some(("1".into(), reason("an id (none seen earlier)")));
+    }
+    if has(&["name", "label", "tag", "entity"]) {
+        return Some(("mcpvm".into(), reason("a name")));
+    }
+    None
+}
+
+/// Names and ids in a tool's answer (its text, when JSON), for later
+/// calls: every string or number under a key that ends in `id` or
+/// `name`, first seen wins. At most 256 kept, from at most 64 KiB.
+pub fn remember(text: &str, seen: &mut Map<String, Value>) {
+    const MAX: usize = 256;
+    let Ok(v) = serde_json::from_str::<Value>(&text[..text.len().min(64 << 10)]) else {
+        return;
+    };
+    let mut queue = std::collections::VecDeque::from([(String::new(), &v)]);
+    while let Some((key, v)) = queue.pop_front() {
+        if seen.len() >= MAX {
+            return;
+        }
+        match v {
+            Value::Object(m) => queue.extend(m.iter().map(|(k, v)| (k.to_lowercase(), v))),
+            Value::Array(a) => queue.extend(a.iter().take(64).map(|v| (key.clone(), v))),
+            Value::String(_) | Value::Number(_) if key.ends_with("id") || key.ends_with("name") => {
+                seen.entry(key).or_insert_with(|| v.clone());
+            }
+            _ => {}
+        }
     }
 }
 
@@ -277,7 +489,7 @@ mod tests {
         }));
         assert_eq!(
             Value::Object(generate(&s)),
-            json!({"name": "mcpvm-probe", "count": 5, "ratio": 0.5, "flag": false})
+            json!({"name": "mcpvm", "count": 5, "ratio": 0.5, "flag": false})
         );
     }
 
@@ -433,5 +645,78 @@ mod tests {
             assert!(args.to_string().len() <= MAX_STRING_BYTES + 64 * MAX_VALUES);
             assert!(t.elapsed() < std::time::Duration::from_secs(5));
         }
+    }
+
+    #[test]
+    fn names_and_descriptions_pick_values_and_say_why() {
+        let s = obj(json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "Absolute path of the file to read"},
+                "directory": {"type": "string"},
+                "url": {"type": "string"},
+                "query": {"type": "string"},
+                "timezone": {"type": "string"},
+                "entity_id": {"type": "string"},
+                "mode": {"type": "string", "enum": ["fast", "slow"]},
+                "count": {"type": "integer", "minimum": 3}
+            },
+            "required": ["path", "directory", "url", "query", "timezone", "entity_id", "mode", "count"]
+        }));
+        let hints = Hints {
+            workspace: Some("/workspace".into()),
+            ..Hints::default()
+        };
+        let (args, why) = generate_with(&s, &hints);
+        assert_eq!(
+            Value::Object(args),
+            json!({
+                "path": "/workspace/notes.txt", "directory": "/workspace",
+                "url": "file:///workspace/page.html", "query": "mcpvm", "timezone": "UTC",
+                "entity_id": "1", "mode": "fast", "count": 3
+            })
+        );
+        assert!(
+            why["path"].as_str().unwrap().contains("seeded workspace"),
+            "{why:?}"
+        );
+        assert_eq!(why["mode"], "the first enum member");
+        assert!(why["count"].as_str().unwrap().contains("integer"));
+        // Without a workspace, and for a relative path: no absolute guess.
+        let (args, _) = generate_with(&s, &Hints::default());
+        assert_eq!(args["path"], "notes.txt");
+        let rel = obj(
+            json!({"type": "object", "properties": {"path": {"type": "string",
+            "description": "Path relative to the project, a CSV file"}}, "required": ["path"]}),
+        );
+        assert_eq!(generate_with(&rel, &hints).0["path"], "table.csv");
+    }
+
+    #[test]
+    fn values_the_server_returned_feed_later_calls() {
+        let mut seen = Map::new();
+        remember(
+            r#"{"items": [{"entity_id": "e-42", "name": "alpha"}, {"entity_id": "e-43"}]}"#,
+            &mut seen,
+        );
+        remember("not json", &mut seen);
+        assert_eq!(seen["entity_id"], "e-42");
+        let s = obj(
+            json!({"type": "object", "properties": {"entity_id": {"type": "string"},
+            "name": {"type": "string"}}, "required": ["entity_id", "name"]}),
+        );
+        let (args, why) = generate_with(
+            &s,
+            &Hints {
+                workspace: None,
+                seen,
+            },
+        );
+        assert_eq!(args["entity_id"], "e-42");
+        assert_eq!(args["name"], "alpha");
+        assert!(why["entity_id"]
+            .as_str()
+            .unwrap()
+            .contains("returned by the server"));
     }
 }

@@ -2,6 +2,7 @@
 //! server's lifecycle, discovery (tools, prompts, resources, templates,
 //! every page), tool calls, ping and cancellation.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -308,14 +309,22 @@ async fn call_tools(
 ) -> Option<Slowest> {
     let t = opts.step_timeout;
     let mut slowest: Slowest = None;
+    let mut hints = arguments::Hints {
+        workspace: opts.workspace.clone(),
+        ..arguments::Hints::default()
+    };
     for call in plan_calls(tools, opts) {
         let s = begin(wire, &format!("tools/call:{}", call.name));
-        let args = match call.args {
+        let (args, why) = match call.args {
             Planned::Skip(why) => {
                 result.steps.push(s.end(wire, Outcome::Skipped, json!(why)));
                 continue;
             }
-            Planned::Call(args) => args,
+            Planned::Call(args) => (args, json!("given")),
+            Planned::Generate(schema) => {
+                let (args, why) = arguments::generate_with(&schema, &hints);
+                (args, Value::Object(why))
+            }
         };
         let params = CallToolRequestParams::new(call.name.clone()).with_arguments(args.clone());
         let step = match tokio::time::timeout(t, client.call_tool(params)).await {
@@ -328,9 +337,14 @@ async fn call_tools(
                 let outcome = if r.is_error == Some(true) {
                     Outcome::ToolError
                 } else {
+                    arguments::remember(&text, &mut hints.seen);
                     Outcome::Ok
                 };
-                s.end(wire, outcome, json!({"arguments": args, "text": text}))
+                s.end(
+                    wire,
+                    outcome,
+                    json!({"arguments": args, "why": why, "text": text}),
+                )
             }
             Ok(Err(e)) => {
                 let outcome = if wire_closed(client) {
@@ -341,7 +355,7 @@ async fn call_tools(
                 s.end(
                     wire,
                     outcome,
-                    json!({"arguments": args, "error": e.to_string()}),
+                    json!({"arguments": args, "why": why, "error": e.to_string()}),
                 )
             }
             Err(_) => s.end(wire, Outcome::Timeout, json!({"arguments": args})),
@@ -423,6 +437,9 @@ async fn cancel(
 
 enum Planned {
     Call(serde_json::Map<String, Value>),
+    /// Arguments made from this schema when the call comes, so that
+    /// values earlier calls returned can be used.
+    Generate(Arc<serde_json::Map<String, Value>>),
     Skip(String),
 }
 
@@ -449,10 +466,13 @@ fn plan_calls(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<PlannedCa
                     "annotated destructive (destructiveHint); --allow-destructive calls it".into(),
                 )
             }
-            None => Planned::Call(arguments::generate(&tool.input_schema)),
+            None => Planned::Generate(tool.input_schema.clone()),
         };
         plan.push(PlannedCall { name, args });
     }
+    // Listings first: what they return (ids, names) feeds the calls
+    // after them.
+    plan.sort_by_key(|c| !(c.name.starts_with("list") || c.name.starts_with("search")));
     // A tool the user named that the server does not list is still called:
     // the user asked, and the server's answer is the finding.
     for (name, args) in &opts.calls {

@@ -31,6 +31,9 @@ pub enum ToolArgs {
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
+    /// Where the server sees the seeded workspace, if it has one: path
+    /// arguments point into it (`arguments::Hints`).
+    pub workspace: Option<String>,
     /// Limit for the handshake (includes the server's start, and the
     /// microVM's boot when the command is `mcpvm run`).
     pub init_timeout: Duration,
@@ -60,6 +63,7 @@ pub struct ProbeOptions {
 impl Default for ProbeOptions {
     fn default() -> Self {
         ProbeOptions {
+            workspace: None,
             init_timeout: Duration::from_secs(120),
             step_timeout: Duration::from_secs(30),
             discover_timeout: Duration::from_secs(10),

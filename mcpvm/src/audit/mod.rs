@@ -11,6 +11,7 @@ pub mod journal;
 pub mod matrix;
 pub mod record;
 pub mod report;
+pub mod seed;
 pub mod verdict;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -259,6 +260,10 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
         init_timeout: o.init_timeout,
         step_timeout: o.step_timeout,
         warm: o.warm.clone(),
+        workspace: match o.warm {
+            Some(_) => None,
+            None => Some(seed::write(&o.out).map_err(out_err(&o.out))?),
+        },
     };
     run_cells(todo, ctx, jobs, &mut journal)?;
 
@@ -520,6 +525,9 @@ struct CellContext {
     init_timeout: u64,
     step_timeout: u64,
     warm: Option<PathBuf>,
+    /// The seeded workspace every cell gets (none for warm starts: a
+    /// snapshot holds no workspace).
+    workspace: Option<PathBuf>,
 }
 
 impl CellContext {
@@ -543,6 +551,10 @@ impl CellContext {
                 catalogue: self.catalogue.clone(),
                 images: self.images.clone(),
                 profiles: self.profiles_file.clone(),
+                workspace: self
+                    .workspace
+                    .as_ref()
+                    .and_then(|w| crate::workspace::parse_workspace(&w.display().to_string()).ok()),
                 ..VmOptions::default()
             },
             ..ProbeArgs::default()
@@ -674,6 +686,7 @@ mod tests {
             init_timeout: 300,
             step_timeout: 120,
             warm: None,
+            workspace: None,
         };
         let cell = Cell {
             server: "memory".into(),

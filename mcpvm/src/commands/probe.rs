@@ -243,6 +243,12 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         only_given: args.only_given,
         allow_destructive: args.allow_destructive,
         robustness: args.robustness,
+        // A VM given a workspace sees it here: path arguments point in it.
+        workspace: args
+            .vm_options
+            .workspace
+            .as_ref()
+            .map(|_| mcpvm_protocol::ports::WORKSPACE_DIR.to_string()),
         ..ProbeOptions::default()
     };
     // The run directory holds the VM's timings file and goes with this
