@@ -73,9 +73,10 @@ fn server_everything_tools_prompts_resources_and_progress() {
         annotated["detail"]["arguments"],
         json!({"messageType": "error"})
     );
+    // Generated from the parameter's name ("message": some text).
     assert_eq!(
         step(&r, "tools/call:echo")["detail"]["text"],
-        "Echo: mcpvm-probe"
+        "Echo: hello from mcpvm"
     );
     assert_eq!(step(&r, "ping")["outcome"], "ok");
     let cancel = step(&r, "cancel");

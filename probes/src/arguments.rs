@@ -198,9 +198,15 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         return Some((v, reason("a URL (a local page)")));
     }
     if has(&[
-        "query", "search", "q", "keyword", "keywords", "term", "pattern",
+        "query", "search", "q", "keyword", "keywords", "term", "pattern", "topic", "subject",
     ]) {
         return Some(("mcpvm".into(), reason("a search term")));
+    }
+    if d.contains("hh:mm") || n == "time" || n.ends_with("_time") {
+        return Some(("12:00".into(), reason("a time of day")));
+    }
+    if n == "date" || n.ends_with("_date") || d.contains("yyyy-mm-dd") {
+        return Some(("2026-01-01".into(), reason("a date")));
     }
     if has(&["timezone", "tz"]) {
         return Some(("UTC".into(), reason("a timezone")));
@@ -690,6 +696,11 @@ mod tests {
             "description": "Path relative to the project, a CSV file"}}, "required": ["path"]}),
         );
         assert_eq!(generate_with(&rel, &hints).0["path"], "table.csv");
+        let t = obj(
+            json!({"type": "object", "properties": {"time": {"type": "string",
+            "description": "Time to convert in 24-hour format (HH:MM)"}}, "required": ["time"]}),
+        );
+        assert_eq!(generate_with(&t, &hints).0["time"], "12:00");
     }
 
     #[test]
