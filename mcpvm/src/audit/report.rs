@@ -378,12 +378,14 @@ fn colour(o: Outcome) -> &'static str {
 }
 
 /// An SVG histogram of `values` (ms) in `bins` equal bins.
+/// An SVG histogram with its axes: runs (count over each bar, the y axis
+/// from 0 to the tallest) against milliseconds (bin edges on the x axis).
 fn histogram(title: &str, values: &[f64], bins: usize) -> String {
-    let (w, h, pad) = (420.0, 160.0, 30.0);
+    let (w, h, left, bottom, top_pad) = (460.0, 180.0, 40.0, 34.0, 16.0);
     let mut svg = format!(
-        "<figure><figcaption>{}</figcaption><svg width=\"{w}\" height=\"{}\" role=\"img\">",
+        "<figure><figcaption>{} ({} runs)</figcaption><svg width=\"{w}\" height=\"{h}\" role=\"img\" font-size=\"11\">",
         esc(title),
-        h + pad
+        values.len()
     );
     if values.is_empty() {
         svg += "<text x=\"10\" y=\"20\">no data yet</text></svg></figure>";
@@ -397,25 +399,55 @@ fn histogram(title: &str, values: &[f64], bins: usize) -> String {
         let i = (((v - min) / span) * bins as f64).floor() as usize;
         counts[i.min(bins - 1)] += 1;
     }
-    let top = *counts.iter().max().unwrap_or(&1) as f64;
-    let bw = (w - 2.0 * pad) / bins as f64;
+    let tallest = *counts.iter().max().unwrap_or(&1) as f64;
+    let (x0, y0) = (left, h - bottom);
+    let plot_w = w - left - 10.0;
+    let plot_h = y0 - top_pad;
+    let bw = plot_w / bins as f64;
+    // Axes, with the count scale and the time scale.
+    let _ = write!(
+        svg,
+        "<line x1=\"{x0}\" y1=\"{y0}\" x2=\"{}\" y2=\"{y0}\" stroke=\"#444\"/>\
+         <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{top_pad}\" stroke=\"#444\"/>\
+         <text x=\"{}\" y=\"{y0}\" text-anchor=\"end\">0</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{tallest}</text>\
+         <text x=\"4\" y=\"{}\" transform=\"rotate(-90 10 {})\">runs</text>",
+        x0 + plot_w,
+        x0 - 4.0,
+        x0 - 4.0,
+        top_pad + 4.0,
+        y0 / 2.0 + 10.0,
+        y0 / 2.0
+    );
     for (i, c) in counts.iter().enumerate() {
-        let bh = (*c as f64 / top) * (h - pad);
+        let bh = (*c as f64 / tallest) * plot_h;
+        let x = x0 + i as f64 * bw;
         let _ = write!(
             svg,
             "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4a7bd0\"><title>{c} runs</title></rect>",
-            pad + i as f64 * bw,
-            h - bh,
+            x + 1.0,
+            y0 - bh,
             bw - 2.0
         );
+        if *c > 0 {
+            let _ = write!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{c}</text>",
+                x + bw / 2.0,
+                y0 - bh - 3.0
+            );
+        }
     }
-    let _ = write!(
-        svg,
-        "<text x=\"{pad}\" y=\"{}\" font-size=\"11\">{min:.0} ms</text><text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{max:.0} ms</text></svg></figure>",
-        h + 18.0,
-        w - pad,
-        h + 18.0
-    );
+    for (frac, anchor) in [(0.0, "start"), (0.5, "middle"), (1.0, "end")] {
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{:.0} ms</text>",
+            x0 + frac * plot_w,
+            y0 + 14.0,
+            min + frac * span
+        );
+    }
+    svg += "</svg></figure>";
     svg
 }
 
@@ -829,6 +861,21 @@ mod tests {
         let allow = r.policy.seccomp.unwrap().allow.unwrap();
         assert_eq!(allow.syscalls, ["read", "execve"]);
         assert!(proposal(&meta(), &BTreeMap::new(), "git").is_none());
+    }
+
+    #[test]
+    fn histograms_have_axes_and_counts() {
+        let h = histogram("First response", &[100.0, 110.0, 120.0, 400.0], 4);
+        assert!(h.contains("(4 runs)"), "{h}");
+        assert_eq!(h.matches("<line").count(), 2, "two axes: {h}");
+        assert!(
+            h.contains(">runs</text>")
+                && h.contains(">100 ms</text>")
+                && h.contains(">400 ms</text>"),
+            "{h}"
+        );
+        // The bar of the three fast runs says 3 on it.
+        assert!(h.contains("text-anchor=\"middle\">3</text>"), "{h}");
     }
 
     #[test]
