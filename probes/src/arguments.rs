@@ -112,12 +112,12 @@ fn top_value(
     }
     let ty = primary_type(schema);
     if let Some(v) = hints.seen.get(&name.to_lowercase()) {
-        let fits = match (ty.as_deref(), v) {
-            (Some("string"), Value::String(_)) => true,
-            (Some("integer" | "number"), Value::Number(_)) => true,
-            (None, _) => true,
-            _ => false,
-        };
+        let fits = matches!(
+            (ty.as_deref(), v),
+            (Some("string"), Value::String(_))
+                | (Some("integer" | "number"), Value::Number(_))
+                | (None, _)
+        );
         if fits {
             return (
                 v.clone(),

@@ -292,7 +292,7 @@ fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, Box<dyn std::error::E
     })?;
     let mut what = before.same_inputs(&meta);
     if before.shard != meta.shard {
-        what.push("shard".into());
+        what.push("shard");
     }
     if !what.is_empty() {
         return Err(AuditError::Changed {

@@ -151,7 +151,7 @@ impl HostChannels {
         });
         confined
             .recv()
-            .unwrap_or_else(|_| Err(vmm::host_seccomp::SeccompError::Thread))?;
+            .unwrap_or(Err(vmm::host_seccomp::SeccompError::Thread))?;
         Ok(Relays {
             connected,
             done,
