@@ -80,6 +80,9 @@ pub enum Event {
     Syscalls {
         denied: Vec<SyscallCount>,
         used: Vec<SyscallCount>,
+        /// How `used` was counted (older agents: by notification).
+        #[serde(default)]
+        counted_by: Counter,
     },
     Exited {
         code: Option<i32>,
@@ -92,6 +95,19 @@ pub enum Event {
     Resumed {
         uptime_ms: u64,
     },
+}
+
+/// What counted the calls of a log-mode run.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Counter {
+    /// The guest kernel, in a histogram on the `sys_enter` tracepoint:
+    /// no round trip per call.
+    KernelTrace,
+    /// The agent, answering one seccomp user notification per call (a
+    /// kernel without the histogram trigger).
+    #[default]
+    Notification,
 }
 
 /// One system call and how often it was seen.
@@ -170,9 +186,19 @@ mod tests {
                 count: 5,
             }],
             used: vec![],
+            counted_by: Counter::KernelTrace,
         };
         let text = serde_json::to_string(&e).unwrap();
         assert!(text.contains(r#""event":"syscalls""#), "{text}");
         assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), e);
+        // An agent that predates the field counted by notification.
+        let old = r#"{"event":"syscalls","denied":[],"used":[]}"#;
+        assert!(matches!(
+            serde_json::from_str::<Event>(old).unwrap(),
+            Event::Syscalls {
+                counted_by: Counter::Notification,
+                ..
+            }
+        ));
     }
 }

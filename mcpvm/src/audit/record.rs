@@ -270,7 +270,7 @@ impl GuestEvents<'_> {
     /// The denied and used system calls of the server's report.
     fn syscalls(&self) -> (Vec<SyscallCount>, Vec<SyscallCount>) {
         match self.find("syscalls").cloned().map(serde_json::from_value) {
-            Some(Ok(Event::Syscalls { denied, used })) => (denied, used),
+            Some(Ok(Event::Syscalls { denied, used, .. })) => (denied, used),
             _ => (Vec::new(), Vec::new()),
         }
     }
