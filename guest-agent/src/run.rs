@@ -13,7 +13,7 @@ use crate::exit::Exit;
 use crate::links::{self, Channels, Links, Which};
 use crate::vsock;
 use guest_agent::server_seccomp;
-use mcpvm_protocol::messages::{Event, RunSpec};
+use mcpvm_protocol::messages::{Counter, Event, RunSpec};
 use mcpvm_protocol::ports::*;
 
 /// The longest run spec we accept (one JSON line).
@@ -171,7 +171,7 @@ impl Failure {
 /// A spawned server and what watches it.
 struct Started {
     child: std::process::Child,
-    supervisor: Option<server_seccomp::supervisor::Supervisor>,
+    supervisor: Option<server_seccomp::Watch>,
     kernel_log: KernelLog,
 }
 
@@ -186,7 +186,11 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
     }
     let policy = &spec.policy;
     crate::withholding::apply_mounts(policy).map_err(|e| Failure::new(e.to_string(), 126))?;
-    let (confine, supervise) = server_seccomp::prepare(&policy.rlimits, policy.seccomp.as_ref())
+    let (confine, supervise) = server_seccomp::prepare(
+        &policy.rlimits,
+        policy.seccomp.as_ref(),
+        Counter::KernelTrace,
+    )
         .map_err(|e| Failure::new(format!("cannot apply the policy: {e}"), 126))?;
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear();
@@ -197,7 +201,7 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
     // SAFETY: pre_exec makes only async-signal-safe calls (seccomp's docs).
     unsafe { cmd.pre_exec(move || confine.pre_exec()) };
     // Before the spawn: the server's own execve may be a notified call.
-    let supervisor = policy.seccomp.as_ref().and_then(|p| supervise.supervise(p));
+    let supervisor = supervise.supervise();
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
@@ -255,8 +259,12 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
     }
     if let Some(sup) = started.supervisor {
         // Bounded: processes the server left behind keep the filter alive.
-        let (denied, used) = sup.finish(Duration::from_millis(200));
-        links.send(&Event::Syscalls { denied, used });
+        let t = sup.finish(Duration::from_millis(200));
+        links.send(&Event::Syscalls {
+            denied: t.denied,
+            used: t.used,
+            counted_by: t.counted_by,
+        });
     }
     let _ = stdout_done.recv_timeout(DRAIN);
     let _ = stderr_done.recv_timeout(DRAIN);

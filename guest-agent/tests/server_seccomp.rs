@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use guest_agent::server_seccomp as seccomp;
-use mcpvm_protocol::messages::SyscallCount;
+use mcpvm_protocol::messages::{Counter, SyscallCount};
 use mcpvm_protocol::withholding::{Action, Resource, Rlimit, Rule, Seccomp, When};
 
 struct Run {
@@ -17,20 +17,27 @@ struct Run {
 
 /// Runs `sh -c script` confined; returns its output and the tallies.
 fn confined(script: &str, rlimits: &[Rlimit], policy: &Seccomp) -> Run {
-    let (child, parent) = seccomp::prepare(rlimits, Some(policy)).unwrap();
+    // Notifications: the kernel's histogram is global, and this is the
+    // host's kernel (the guest's count is tested in withhold_linux).
+    let (child, parent) = seccomp::prepare(rlimits, Some(policy), Counter::Notification).unwrap();
     let mut cmd = Command::new("/bin/sh");
     cmd.args(["-c", script]);
     // SAFETY: pre_exec only makes async-signal-safe calls.
     unsafe { cmd.pre_exec(move || child.pre_exec()) };
-    let sup = parent.supervise(policy).expect("a supervisor");
+    let sup = parent.supervise().expect("a supervisor");
     let proc = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let out = proc.wait_with_output().unwrap();
-    let (denied, used) = sup.finish(Duration::from_secs(5));
-    Run { out, denied, used }
+    let t = sup.finish(Duration::from_secs(5));
+    assert_eq!(t.counted_by, Counter::Notification);
+    Run {
+        out,
+        denied: t.denied,
+        used: t.used,
+    }
 }
 
 fn deny(syscall: &str, errno: i32, when: When) -> Rule {

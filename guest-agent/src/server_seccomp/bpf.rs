@@ -2,7 +2,8 @@
 //! over `struct seccomp_data` (seccomp(2)).
 //!
 //! Shape: a foreign architecture is killed; x32-ABI numbers fail with
-//! ENOSYS; the exempt `sendmsg` (the listener hand-over) is allowed; then
+//! ENOSYS; the exempt calls (the listener hand-over's `sendmsg`, the
+//! `write` that starts the kernel's count) are allowed on their fd; then
 //! each rule in order is a compare of the call number (and, for
 //! [`When::ArgIn`], of the low 32 bits of one argument) that returns the
 //! rule's verdict; then, with an allow-list, each allowed number passes
@@ -54,9 +55,9 @@ fn verdict(action: Action, when: &When) -> u32 {
     }
 }
 
-/// Compiles `policy`; `exempt_fd` is the socket whose `sendmsg` carries
-/// the listener to the agent.
-pub fn compile(policy: &Seccomp, exempt_fd: Option<i32>) -> Result<Vec<sock_filter>, SeccompError> {
+/// Compiles `policy`; `exempt` lists calls the child makes after its
+/// filter, before `execve`, each allowed on one fd (argument 0) only.
+pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filter>, SeccompError> {
     let mut p = vec![
         stmt(LD_W_ABS, OFF_ARCH),
         jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
@@ -65,9 +66,9 @@ pub fn compile(policy: &Seccomp, exempt_fd: Option<i32>) -> Result<Vec<sock_filt
         jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
         stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
     ];
-    if let Some(fd) = exempt_fd {
+    for &(nr, fd) in exempt {
         p.extend([
-            jump(JEQ_K, libc::SYS_sendmsg as u32, 0, 3),
+            jump(JEQ_K, nr as u32, 0, 3),
             stmt(LD_W_ABS, off_arg_low(0)),
             jump(JEQ_K, fd as u32, 0, 1),
             stmt(RET_K, libc::SECCOMP_RET_ALLOW),
@@ -196,7 +197,7 @@ pub mod tests {
             log: false,
             allow: None,
         };
-        let p = compile(&policy, Some(7)).unwrap();
+        let p = compile(&policy, &[(libc::SYS_sendmsg, 7)]).unwrap();
         assert_eq!(call(&p, "mkdir", [0; 6]), NOTIF);
         assert_eq!(call(&p, "socket", [2, 1, 0, 0, 0, 0]), NOTIF);
         assert_eq!(call(&p, "socket", [10, 1, 0, 0, 0, 0]), NOTIF);
@@ -217,7 +218,7 @@ pub mod tests {
             log: false,
             allow: None,
         };
-        let p = compile(&policy, Some(7)).unwrap();
+        let p = compile(&policy, &[(libc::SYS_sendmsg, 7)]).unwrap();
         assert_eq!(call(&p, "sendmsg", [7, 0, 0, 0, 0, 0]), ALLOW);
         assert_eq!(call(&p, "sendmsg", [8, 0, 0, 0, 0, 0]), NOTIF);
     }
@@ -229,7 +230,7 @@ pub mod tests {
             log: true,
             allow: None,
         };
-        let p = compile(&policy, None).unwrap();
+        let p = compile(&policy, &[]).unwrap();
         assert_eq!(call(&p, "read", [0; 6]), NOTIF);
         assert_eq!(call(&p, "reboot", [0; 6]), KILL);
     }
@@ -244,16 +245,20 @@ pub mod tests {
                 errno: libc::ENOSYS,
             }),
         };
-        let p = compile(&policy, Some(5)).unwrap();
+        let p = compile(&policy, &[(libc::SYS_sendmsg, 5), (libc::SYS_write, 9)]).unwrap();
         assert_eq!(call(&p, "read", [0; 6]), ALLOW);
         assert_eq!(call(&p, "write", [0; 6]), NOTIF);
         assert_eq!(call(&p, "ptrace", [0; 6]), KILL, "rules come first");
         assert_eq!(call(&p, "sendmsg", [5, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(call(&p, "sendmsg", [9, 0, 0, 0, 0, 0]), NOTIF);
+        // The write that starts the kernel's count, on its fd only.
+        assert_eq!(call(&p, "write", [9, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(call(&p, "write", [5, 0, 0, 0, 0, 0]), NOTIF);
     }
 
     #[test]
     fn foreign_architectures_and_x32_calls_never_pass() {
-        let p = compile(&Seccomp::default(), None).unwrap();
+        let p = compile(&Seccomp::default(), &[]).unwrap();
         assert_eq!(eval(&p, 0x4000_0003, 0, [0; 6]), KILL, "i386");
         assert_eq!(
             eval(&p, AUDIT_ARCH_X86_64, X32_SYSCALL_BIT | 1, [0; 6]),
@@ -270,7 +275,7 @@ pub mod tests {
             allow: None,
         };
         assert!(matches!(
-            compile(&unknown, None),
+            compile(&unknown, &[]),
             Err(SeccompError::UnknownSyscall(s)) if s == "opne"
         ));
         let wide = Seccomp {
@@ -286,7 +291,7 @@ pub mod tests {
             allow: None,
         };
         assert!(matches!(
-            compile(&wide, None),
+            compile(&wide, &[]),
             Err(SeccompError::TooManyValues(_))
         ));
     }

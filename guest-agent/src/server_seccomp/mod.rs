@@ -10,6 +10,9 @@
 //! how often, and with which errno. Kill rules end the process in the
 //! kernel (`SECCOMP_RET_KILL_PROCESS`); their evidence is the SIGSYS exit.
 //!
+//! In log mode the counting itself is done in the kernel when it can
+//! ([`trace`]): only denials and in-children rules are notified.
+//!
 //! The filter is installed in the forked child just before `execve`
 //! ([`ChildSide::pre_exec`]), with `no_new_privs`. The listener fd the
 //! kernel returns exists only in the child, so the child sends it to the
@@ -18,11 +21,15 @@
 
 pub mod bpf;
 pub mod supervisor;
+pub mod trace;
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use mcpvm_protocol::messages::{Counter, SyscallCount};
 use mcpvm_protocol::withholding::{Resource, Rlimit, Seccomp};
+use std::collections::BTreeMap;
+use trace::{ChildTrace, SyscallTrace};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
@@ -45,29 +52,67 @@ pub enum SeccompError {
 pub struct ChildSide {
     rlimits: Vec<Rlimit>,
     filter: Option<(Vec<libc::sock_filter>, OwnedFd)>,
+    trace: Option<ChildTrace>,
 }
 
 /// The agent's half: receives the listener once the child has exec'd.
-pub struct ParentSide(Option<OwnedFd>);
+pub struct ParentSide {
+    listener: Option<OwnedFd>,
+    /// The policy the filter enforces: the asked one, with `log` moved
+    /// to the kernel's histogram when there is one.
+    policy: Option<Seccomp>,
+    trace: Option<SyscallTrace>,
+}
 
-/// Prepares both halves of a confinement.
+/// Prepares both halves of a confinement. In log mode, `count` says
+/// what counts the calls: [`Counter::KernelTrace`] arms the histogram
+/// (global to the kernel: only the agent, PID 1 of its own VM, asks for
+/// it) and falls back to notifications where the kernel has none.
 pub fn prepare(
     rlimits: &[Rlimit],
     seccomp: Option<&Seccomp>,
+    count: Counter,
 ) -> Result<(ChildSide, ParentSide), SeccompError> {
-    let (filter, parent) = match seccomp {
-        Some(policy) => {
-            let (parent, child) = socketpair().map_err(SeccompError::Socketpair)?;
-            let prog = bpf::compile(policy, Some(child.as_raw_fd()))?;
-            (Some((prog, child)), Some(parent))
-        }
-        None => (None, None),
+    let Some(asked) = seccomp else {
+        let child = ChildSide {
+            rlimits: rlimits.to_vec(),
+            filter: None,
+            trace: None,
+        };
+        let parent = ParentSide {
+            listener: None,
+            policy: None,
+            trace: None,
+        };
+        return Ok((child, parent));
     };
+    let trace = if asked.log && count == Counter::KernelTrace {
+        SyscallTrace::arm()
+            .inspect_err(|e| {
+                eprintln!("mcpvm-agent: counting system calls by notification: no kernel histogram ({e})")
+            })
+            .ok()
+    } else {
+        None
+    };
+    let mut policy = asked.clone();
+    policy.log &= trace.is_none();
+    let (parent, child) = socketpair().map_err(SeccompError::Socketpair)?;
+    let child_trace = trace.as_ref().map(SyscallTrace::child);
+    let mut exempt = vec![(libc::SYS_sendmsg, child.as_raw_fd())];
+    exempt.extend(child_trace.map(|t| (libc::SYS_write, t.trigger)));
+    let prog = bpf::compile(&policy, &exempt)?;
     let child = ChildSide {
         rlimits: rlimits.to_vec(),
-        filter,
+        filter: Some((prog, child)),
+        trace: child_trace,
     };
-    Ok((child, ParentSide(parent)))
+    let parent = ParentSide {
+        listener: Some(parent),
+        policy: Some(policy),
+        trace,
+    };
+    Ok((child, parent))
 }
 
 impl ChildSide {
@@ -77,6 +122,9 @@ impl ChildSide {
     /// # Safety
     /// Only async-signal-safe calls on memory prepared before the fork.
     pub unsafe fn pre_exec(&self) -> io::Result<()> {
+        if let Some(t) = &self.trace {
+            t.follow_me()?;
+        }
         if let Some((prog, sock)) = &self.filter {
             install(prog, sock.as_raw_fd())?;
         }
@@ -89,6 +137,9 @@ impl ChildSide {
             if libc::setrlimit(resource_id(r.resource), &lim) != 0 {
                 return Err(io::Error::last_os_error());
             }
+        }
+        if let Some(t) = &self.trace {
+            t.start()?;
         }
         Ok(())
     }
@@ -122,12 +173,74 @@ impl ParentSide {
     /// waits for the listener; if the child never sends one (it failed
     /// before its filter), it ends when the command, which holds the
     /// child's end of the socketpair, is dropped. None without a policy.
-    pub fn supervise(self, policy: &Seccomp) -> Option<supervisor::Supervisor> {
-        let parent = self.0?;
-        Some(supervisor::Supervisor::start(policy, move || {
-            recv_fd(parent.as_raw_fd())
-        }))
+    pub fn supervise(self) -> Option<Watch> {
+        let (parent, policy) = (self.listener?, self.policy?);
+        let supervisor = supervisor::Supervisor::start(&policy, move || recv_fd(parent.as_raw_fd()));
+        Some(Watch {
+            supervisor,
+            trace: self.trace,
+        })
     }
+}
+
+/// What watches a running server: the supervisor, and the kernel's
+/// histogram when it counts.
+pub struct Watch {
+    supervisor: supervisor::Supervisor,
+    trace: Option<SyscallTrace>,
+}
+
+/// The server's system calls when it has exited.
+pub struct Tally {
+    pub denied: Vec<SyscallCount>,
+    pub used: Vec<SyscallCount>,
+    pub counted_by: Counter,
+}
+
+impl Watch {
+    /// Waits (bounded) for the supervisor, then reads the histogram and
+    /// adds the denials (which never reach the tracepoint) to it.
+    pub fn finish(self, within: std::time::Duration) -> Tally {
+        let (denied, used) = self.supervisor.finish(within);
+        let Some(trace) = self.trace else {
+            return Tally {
+                denied,
+                used,
+                counted_by: Counter::Notification,
+            };
+        };
+        let counts = trace.counts().unwrap_or_else(|e| {
+            eprintln!("mcpvm-agent: cannot read the system call histogram: {e}");
+            BTreeMap::new()
+        });
+        Tally {
+            used: merge(&counts, &denied),
+            denied,
+            counted_by: Counter::KernelTrace,
+        }
+    }
+}
+
+/// The calls made (by number, from the histogram) plus the ones denied,
+/// by name, in the order of their numbers.
+pub fn merge(made: &BTreeMap<u32, u64>, denied: &[SyscallCount]) -> Vec<SyscallCount> {
+    let mut all: BTreeMap<u32, u64> = made.clone();
+    let mut unnamed: BTreeMap<String, u64> = BTreeMap::new();
+    for d in denied {
+        match syscall_table::number(&d.syscall) {
+            Some(nr) => *all.entry(nr).or_default() += d.count,
+            None => *unnamed.entry(d.syscall.clone()).or_default() += d.count,
+        }
+    }
+    all.into_iter()
+        .map(|(nr, count)| (supervisor::name(nr), count))
+        .chain(unnamed)
+        .map(|(syscall, count)| SyscallCount {
+            syscall,
+            errno: None,
+            count,
+        })
+        .collect()
 }
 
 fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {

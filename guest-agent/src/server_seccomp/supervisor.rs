@@ -125,7 +125,7 @@ impl Judge {
     }
 }
 
-fn name(nr: u32) -> String {
+pub fn name(nr: u32) -> String {
     syscalls::name(nr)
         .map(str::to_string)
         .unwrap_or_else(|| format!("syscall_{nr}"))
