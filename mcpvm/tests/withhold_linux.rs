@@ -107,6 +107,38 @@ fn baseline_records_every_call_with_rng_and_two_cpus() {
     for call in ["execve", "openat", "write", "exit_group"] {
         assert!(used.contains(&call), "{call} not in {used:?}");
     }
+    // Counted in the guest kernel's histogram, and only the server's:
+    // the agent's own calls around the spawn (the listener's socketpair
+    // and recvmsg, tracefs' mount) are not in it.
+    assert_eq!(s["counted_by"], "kernel_trace", "{s}");
+    for agent_only in ["socketpair", "recvmsg", "mount"] {
+        assert!(!used.contains(&agent_only), "{agent_only} in {used:?}");
+    }
+}
+
+/// Counting and denying at once: the denied call, which never reaches the
+/// tracepoint, is in the count too, and the allowed ones are counted
+/// without a notification each.
+#[test]
+fn an_observed_profile_that_denies_counts_the_denied_calls_too() {
+    let c = case("observed_deny");
+    assert!(c.stdout.contains("rc=126"), "{c:?}");
+    let ev = events("observed_deny");
+    let s = ev.iter().find(|e| e["event"] == "syscalls").unwrap();
+    assert_eq!(s["counted_by"], "kernel_trace", "{s}");
+    let count = |list: &str, name: &str| {
+        s[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| u["syscall"] == name)
+            .map(|u| u["count"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    assert_eq!(count("denied", "execve"), 1, "{s}");
+    // The shell's own exec (allowed: the first caller's) and the denied one.
+    assert_eq!(count("used", "execve"), 2, "{s}");
+    assert!(count("used", "write") >= 2, "{s}");
 }
 
 #[test]

@@ -12,6 +12,7 @@ case_ no_tmp $R --profile no-tmp -- /bin/sh -c 'touch /tmp/x; echo tmp=$?; touch
 case_ deny_exec $R --profile deny-exec $(ev deny_exec) -- /bin/sh -c 'echo started; /bin/true; echo rc=$?'
 case_ deny_net $R --profile deny-net-sockets $(ev deny_net) -- /bin/sh -c 'nc 127.0.0.1 9 < /dev/null; echo rc=$?'
 case_ baseline $R --profile baseline $(ev baseline) -- /bin/sh -c 'nproc; cat /sys/class/misc/hw_random/rng_current; echo hi > /tmp/x'
+case_ observed_deny $R --profile baseline+deny-exec $(ev observed_deny) -- /bin/sh -c 'echo started; /bin/true; echo rc=$?'
 case_ no_rng $R --profile no-rng -- /bin/sh -c 'cat /sys/class/misc/hw_random/rng_current 2>&1; nproc'
 case_ tiny_mem $R --profile tiny-mem+one-cpu -- /bin/sh -c 'grep MemTotal /proc/meminfo; nproc'
 case_ low_fds $R --profile low-fds -- /bin/sh -c 'ulimit -n'
