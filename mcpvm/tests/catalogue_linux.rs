@@ -292,6 +292,50 @@ mod audit {
     }
 
     #[test]
+    fn a_repeated_audit_keeps_every_runs_first_response() {
+        let c = results().case("repeat");
+        assert_eq!(c.rc, 0, "{c:?}");
+        let meta: Value = serde_json::from_str(results().file("repeat_audit.json")).unwrap();
+        assert_eq!(meta["repeat"], 2);
+        let lines: Vec<Value> = results()
+            .file("repeat_results.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "one line per cell, not per run");
+        for r in &lines {
+            let samples = r["samples"].as_array().unwrap_or_else(|| panic!("{r}"));
+            assert_eq!(samples.len(), 2, "{r}");
+            // The first sample is the run the record describes.
+            assert_eq!(
+                samples[0]["handshake_ms"], r["timings"]["handshake_ms"],
+                "{r}"
+            );
+            assert!(
+                samples
+                    .iter()
+                    .all(|s| s["handshake_ms"].as_f64().is_some_and(|v| v > 0.0)),
+                "{r}"
+            );
+        }
+        let runs = results().file("repeat_runs.txt");
+        for f in [
+            "baseline.json",
+            "baseline.run2.json",
+            "deny-exec.json",
+            "deny-exec.run2.json",
+        ] {
+            assert!(runs.lines().any(|l| l == f), "{f} missing: {runs}");
+        }
+        // Two runs a side cannot tell a slower start from noise: none is
+        // claimed, and the report says how the cells ran.
+        let md = results().file("repeat_report.md");
+        assert!(md.contains("Each cell ran 2 times in a row"), "{md}");
+        assert!(md.contains("2 runs)"), "{md}");
+        assert!(!md.contains("slowed"), "{md}");
+    }
+
+    #[test]
     fn the_proposed_allow_list_runs_the_server_it_came_from() {
         let c = results().case("proposal");
         assert_eq!(c.rc, 0, "{c:?}");

@@ -29,7 +29,7 @@ use crate::commands::run::VmOptions;
 use crate::withholding::Profiles;
 use journal::Journal;
 use matrix::{Cell, Shard};
-use record::{Outcome, Record};
+use record::{Outcome, Record, Sample};
 use report::{Meta, ServerMeta};
 
 /// The profiles an audit runs when none are named.
@@ -61,6 +61,9 @@ pub struct AuditOptions {
     pub step_timeout: u64,
     /// Start cells from this warm-start cache (`mcpvm run --warm`).
     pub warm: Option<PathBuf>,
+    /// Runs per cell, in a row: more than one gives each cell's first
+    /// response a spread to judge against the baseline's.
+    pub repeat: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +203,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         started_at: record::now(),
         warm: o.warm.is_some(),
         order: matrix::ORDER.into(),
+        repeat: o.repeat.max(1),
     };
     Ok((meta, catalogue))
 }
@@ -260,6 +264,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
         init_timeout: o.init_timeout,
         step_timeout: o.step_timeout,
         warm: o.warm.clone(),
+        repeat: meta.repeat,
         workspace: match o.warm {
             Some(_) => None,
             None => Some(seed::write(&o.out).map_err(out_err(&o.out))?),
@@ -525,6 +530,7 @@ struct CellContext {
     init_timeout: u64,
     step_timeout: u64,
     warm: Option<PathBuf>,
+    repeat: usize,
     /// The seeded workspace every cell gets (none for warm starts: a
     /// snapshot holds no workspace).
     workspace: Option<PathBuf>,
@@ -568,13 +574,36 @@ impl CellContext {
         cmd
     }
 
-    /// Runs one cell to a record; the probe's full result and its log are
-    /// kept under runs/<server>/.
+    /// Runs one cell to a record: once, or `repeat` times in a row, the
+    /// first run's record with every run's timings as samples. A first
+    /// run that never answered the handshake is not repeated: it has no
+    /// first response to spread, and a cell that times out would cost
+    /// `repeat` times its limit.
     fn run(&self, c: &Cell) -> Record {
+        let t0 = Instant::now();
+        let mut first = self.run_once(c, 1);
+        if self.repeat > 1 && first.timings.handshake_ms.is_some() {
+            let mut samples = vec![Sample::of(&first)];
+            for round in 2..=self.repeat {
+                samples.push(Sample::of(&self.run_once(c, round)));
+            }
+            first.samples = samples;
+            first.timings.wall_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        }
+        first
+    }
+
+    /// Runs a cell once; the probe's full result and its log are kept
+    /// under runs/<server>/ (`<profile>.json`, `<profile>.run2.json`, …).
+    fn run_once(&self, c: &Cell, round: usize) -> Record {
         let t0 = Instant::now();
         let wall = || t0.elapsed().as_secs_f64() * 1000.0;
         let dir = self.out.join("runs").join(&c.server);
-        let log = dir.join(format!("{}.log", c.profile));
+        let stem = match round {
+            1 => c.profile.clone(),
+            n => format!("{}.run{n}", c.profile),
+        };
+        let log = dir.join(format!("{stem}.log"));
         let spawned = std::fs::create_dir_all(&dir)
             .and_then(|_| std::fs::File::create(&log))
             .and_then(|log| {
@@ -637,7 +666,7 @@ impl CellContext {
         }
         match serde_json::from_str::<probes::result::ProbeResult>(text.trim()) {
             Ok(probe) => {
-                let _ = std::fs::write(dir.join(format!("{}.json", c.profile)), &text);
+                let _ = std::fs::write(dir.join(format!("{stem}.json")), &text);
                 Record::from_probe(&c.server, &c.profile, &probe, wall())
             }
             Err(_) => {
@@ -686,6 +715,7 @@ mod tests {
             init_timeout: 300,
             step_timeout: 120,
             warm: None,
+            repeat: 1,
             workspace: None,
         };
         let cell = Cell {

@@ -75,6 +75,25 @@ pub struct Timings {
     pub tools_list_ms: Option<f64>,
 }
 
+/// One run of a cell that `--repeat` ran more than once: how it ended and
+/// how soon the server answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub outcome: Outcome,
+    pub boot_ms: Option<f64>,
+    pub handshake_ms: Option<f64>,
+}
+
+impl Sample {
+    pub fn of(r: &Record) -> Self {
+        Sample {
+            outcome: r.outcome,
+            boot_ms: r.timings.boot_ms,
+            handshake_ms: r.timings.handshake_ms,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     /// System calls the profile denied, with the errno the server saw.
@@ -104,6 +123,10 @@ pub struct Record {
     /// Every call the server made, in a profile that logs them (baseline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls_used: Option<Vec<SyscallCount>>,
+    /// With `--repeat N` (N > 1): every run of the cell, the first (whose
+    /// outcome, evidence and timings the fields above are) included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<Sample>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
 }
@@ -138,6 +161,7 @@ impl Record {
                 ..Evidence::default()
             },
             syscalls_used: None,
+            samples: Vec::new(),
             finished_at: now(),
         }
     }
@@ -204,6 +228,7 @@ impl Record {
                 oom,
             },
             syscalls_used: (!used.is_empty()).then_some(used),
+            samples: Vec::new(),
             finished_at: now(),
         }
     }

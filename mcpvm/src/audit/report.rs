@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::Shard;
 use super::record::{Outcome, Record};
-use super::verdict::{self, Effect, BASELINE};
+use super::verdict::{self, Effect, Spread, BASELINE};
 
 /// `audit.json`: what the audit ran on, so it can be repeated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +40,13 @@ pub struct Meta {
     /// server-major, each server's profiles in the same order.
     #[serde(default = "old_order")]
     pub order: String,
+    /// Runs per cell (`--repeat`), in a row; older audits ran one.
+    #[serde(default = "one_run")]
+    pub repeat: usize,
+}
+
+fn one_run() -> usize {
+    1
 }
 
 fn old_order() -> String {
@@ -75,6 +82,9 @@ impl Meta {
         }
         if self.warm != other.warm {
             diff.push("warm starts");
+        }
+        if self.repeat != other.repeat {
+            diff.push("runs per cell (--repeat)");
         }
         diff
     }
@@ -125,6 +135,14 @@ fn findings(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> Vec<St
                         .join(", "),
                     denied_part(r)
                 )),
+                Effect::SlowerStart(c) => hits.push(format!(
+                    "slowed **{}**'s first response to {:.2}× ({} against {}, no run overlapping){}",
+                    md(s),
+                    c.ratio,
+                    c.cell.describe(),
+                    c.baseline.describe(),
+                    denied_part(r)
+                )),
                 _ => {}
             }
         }
@@ -169,6 +187,20 @@ fn denied_part(r: &Record) -> String {
         .map(|d| format!("{} ×{}", md(&d.syscall), d.count))
         .collect();
     format!("; denied {}", d.join(", "))
+}
+
+/// A cell's first response: the one run's, or the median and range of
+/// its repeated runs; then, where repeated runs show one, the change
+/// against the baseline.
+fn first_response(records: &BTreeMap<(String, String), Record>, r: &Record) -> String {
+    let own = Spread::of(&verdict::first_responses(r))
+        .map(|s| s.describe())
+        .unwrap_or_else(|| "–".into());
+    let base = cell(records, &r.server, BASELINE).filter(|_| r.profile != BASELINE);
+    match base.and_then(|b| verdict::start_change(b, r)) {
+        Some(c) => format!("{own}, {:.2}× the baseline's", c.ratio),
+        None => own,
+    }
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -239,6 +271,33 @@ fn md(s: &str) -> String {
     out
 }
 
+/// What the timings of this audit can say.
+fn timing_note(meta: &Meta) -> String {
+    match meta.repeat {
+        0 | 1 => "Timings are one run per cell: a difference between columns is a hint, not a measurement; `--repeat 5` measures it".into(),
+        n => format!(
+            "Each cell ran {n} times in a row (the first run's outcome and evidence are shown); first responses are medians with their range, and a profile is judged to slow a server's start only when every one of its runs answered later than every baseline run, by at least {:.0} %, with runs enough that ranges this far apart by chance happen at most once in {:.0}",
+            verdict::MIN_CHANGE * 100.0,
+            1.0 / verdict::MAX_CHANCE
+        ),
+    }
+}
+
+/// `ok ×4, degraded ×1` when a cell's repeated runs did not all end alike.
+fn varied_outcomes(r: &Record) -> Option<String> {
+    let mut counts: BTreeMap<Outcome, usize> = BTreeMap::new();
+    for s in &r.samples {
+        *counts.entry(s.outcome).or_default() += 1;
+    }
+    (counts.len() > 1).then(|| {
+        counts
+            .iter()
+            .map(|(o, n)| format!("{} ×{n}", o.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
 pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String {
     let servers: Vec<&String> = meta.servers.keys().collect();
     let total = servers.len() * meta.profiles.len();
@@ -256,11 +315,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         meta.runtime_image,
         meta.catalogue,
     );
-    let _ = writeln!(
-        m,
-        "Run order: {}. Timings are one run per cell: a difference between columns is a hint, not a measurement, until runs are repeated.\n",
-        md(&meta.order)
-    );
+    let _ = writeln!(m, "Run order: {}. {}.\n", md(&meta.order), timing_note(meta));
     let _ = writeln!(m, "## What each profile did\n");
     for line in findings(meta, records) {
         let _ = writeln!(m, "{line}");
@@ -291,7 +346,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         .collect();
     let _ = writeln!(
         m,
-        "\n`baseline` column: how the server ended with nothing withheld, {} (blank: not run yet). Other columns: what the profile did against that baseline: = nothing new · ◐ new failures · ✗ newly broken.\n",
+        "\n`baseline` column: how the server ended with nothing withheld, {} (blank: not run yet). Other columns: what the profile did against that baseline: = nothing new · ◐ new failures · ✗ newly broken · ◷ slower start (repeated runs only).\n",
         legend.join(" · ")
     );
     let _ = writeln!(
@@ -322,9 +377,12 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
                 m,
                 "- **{p}**: {} — first response {}, boot {}",
                 effect(records, r).name(r.outcome),
-                ms(r.timings.handshake_ms),
+                first_response(records, r),
                 ms(r.timings.boot_ms)
             );
+            if let Some(varied) = varied_outcomes(r) {
+                let _ = write!(m, "; outcomes varied across runs: {varied}");
+            }
             let e = evidence_line(r);
             if !e.is_empty() {
                 let _ = write!(m, "; {e}");
@@ -477,8 +535,9 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
     );
     let _ = write!(
         page,
-        "<p>Run order: {}. Timings are one run per cell: a difference between columns is a hint, not a measurement, until runs are repeated.</p>",
-        esc(&meta.order)
+        "<p>Run order: {}. {}.</p>",
+        esc(&meta.order),
+        esc(&timing_note(meta).replace('`', ""))
     );
     page += "<h2>What each profile did</h2>";
     let mut list = false;
@@ -528,6 +587,7 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
                     let e = effect(records, r);
                     let shade = match e {
                         Effect::Same => "#6a8",
+                        Effect::SlowerStart(_) => "#a8a040",
                         _ => colour(r.outcome),
                     };
                     let _ = write!(
@@ -546,7 +606,10 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
     page += "</table><h2>Timings</h2>";
     let all: Vec<&Record> = records.values().collect();
     let boot: Vec<f64> = all.iter().filter_map(|r| r.timings.boot_ms).collect();
-    let first: Vec<f64> = all.iter().filter_map(|r| r.timings.handshake_ms).collect();
+    let first: Vec<f64> = all
+        .iter()
+        .flat_map(|r| verdict::first_responses(r))
+        .collect();
     page += &histogram("Boot: mcpvm run to the guest agent (all runs)", &boot, 12);
     page += &histogram(
         "First response: spawn to the handshake answer (all runs)",
@@ -558,7 +621,7 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
         .iter()
         .filter_map(|s| {
             let r = cell(records, s, meta.profiles.first()?)?;
-            Some((*s, r.timings.handshake_ms?))
+            Some((*s, Spread::of(&verdict::first_responses(r))?.median))
         })
         .collect();
     slow.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -614,9 +677,12 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
                 esc(p),
                 colour(r.outcome),
                 r.outcome.name(),
-                ms(r.timings.handshake_ms),
+                esc(&first_response(records, r)),
                 ms(r.timings.boot_ms)
             );
+            if let Some(varied) = varied_outcomes(r) {
+                let _ = write!(page, "<p>Outcomes varied across runs: {}</p>", esc(&varied));
+            }
             let e = evidence_line(r);
             if !e.is_empty() {
                 let _ = write!(page, "<p>{}</p>", esc(&e));
@@ -699,7 +765,7 @@ pub fn proposal(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::record::{Evidence, Timings};
+    use crate::audit::record::{Evidence, Sample, Timings};
     use mcpvm_protocol::messages::SyscallCount;
 
     fn meta() -> Meta {
@@ -739,6 +805,7 @@ mod tests {
             started_at: 0,
             warm: false,
             order: super::super::matrix::ORDER.into(),
+            repeat: 1,
         }
     }
 
@@ -791,6 +858,7 @@ mod tests {
                     },
                 ]
             }),
+            samples: vec![],
             finished_at: 0,
         }
     }
@@ -831,6 +899,57 @@ mod tests {
             md.contains(r"stderr: Traceback ⏎ PermissionError: \[Errno 1\]"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn repeated_runs_show_their_spread_and_a_slower_start_against_the_baseline() {
+        let once = markdown(&meta(), &records());
+        let mut meta = meta();
+        meta.repeat = 5;
+        let with_samples = |mut r: Record, firsts: [f64; 5], last: Outcome| {
+            r.samples = firsts
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| Sample {
+                    outcome: if i == 4 { last } else { r.outcome },
+                    boot_ms: Some(400.0),
+                    handshake_ms: Some(t),
+                })
+                .collect();
+            r.timings.handshake_ms = Some(firsts[0]);
+            r
+        };
+        let mut records = records();
+        let base = with_samples(
+            record("time", "baseline", Outcome::Ok, 0.0),
+            [1200.0, 1100.0, 1300.0, 1250.0, 1150.0],
+            Outcome::Ok,
+        );
+        let slow = with_samples(
+            record("time", "deny-exec", Outcome::Ok, 0.0),
+            [1700.0, 1800.0, 1650.0, 1750.0, 1900.0],
+            Outcome::Degraded,
+        );
+        records.insert(("time".into(), "baseline".into()), base);
+        records.insert(("time".into(), "deny-exec".into()), slow);
+        let md = markdown(&meta, &records);
+        assert!(md.contains("Each cell ran 5 times in a row"), "{md}");
+        assert!(md.contains("| time | ✓ | ◷ |"), "{md}");
+        assert!(
+            md.contains("slowed **time**'s first response to 1.46× (1750 ms (1650–1900, 5 runs) against 1200 ms (1100–1300, 5 runs), no run overlapping)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("first response 1750 ms (1650–1900, 5 runs), 1.46× the baseline's, boot 400 ms; outcomes varied across runs: ok ×4, degraded ×1"),
+            "{md}"
+        );
+        // One run per cell: the report says timings are hints.
+        assert!(once.contains("`--repeat 5` measures it"), "{once}");
+        let h = html(&meta, &records);
+        assert!(h.contains("Outcomes varied across runs: ok ×4, degraded ×1"), "{h}");
+        assert!(h.contains("(12 runs)"), "every run in the histogram: {h}");
+        assert!(h.contains("Each cell ran 5 times in a row"), "{h}");
+        assert!(h.contains("#a8a040"), "a slower start has its own shade");
     }
 
     #[test]
@@ -960,14 +1079,20 @@ mod tests {
         b.kernel_sha256 = "ffff".into();
         b.profiles.push("ro-root".into());
         b.warm = true;
-        assert_eq!(a.same_inputs(&b), ["kernel", "profiles", "warm starts"]);
+        b.repeat = 5;
+        assert_eq!(
+            a.same_inputs(&b),
+            ["kernel", "profiles", "warm starts", "runs per cell (--repeat)"]
+        );
     }
 
     #[test]
     fn an_audit_written_before_warm_starts_reads_as_cold() {
         let mut v = serde_json::to_value(meta()).unwrap();
         v.as_object_mut().unwrap().remove("warm");
+        v.as_object_mut().unwrap().remove("repeat");
         let m: Meta = serde_json::from_value(v).unwrap();
         assert!(!m.warm);
+        assert_eq!(m.repeat, 1, "older audits ran each cell once");
     }
 }

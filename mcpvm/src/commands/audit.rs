@@ -74,6 +74,11 @@ struct RunAudit {
     /// use, and a later audit restores it instead of booting.
     #[arg(long)]
     warm: bool,
+    /// Runs per cell, in a row: with 5 or more, each cell's first
+    /// response has a spread, and a profile that slows a server's start
+    /// beyond noise shows as such (docs/audit.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    repeat: u64,
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     snapshots: Option<PathBuf>,
@@ -117,6 +122,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
             warm: a
                 .warm
                 .then(|| a.snapshots.unwrap_or_else(crate::warm::default_dir)),
+            repeat: a.repeat as usize,
         },
         json,
     )

@@ -36,3 +36,11 @@ for f in a/profiles/*.toml; do cp "$f" "$MCPVM_OUT/proposal_$(basename "$f")"; d
 case_ proposal mcpvm probe --json --images images --server memory \
   --profiles a/profiles/memory-minimal.toml --profile memory-minimal --vcpus 1 \
   --calls a/calls/memory.json --only-given --init-timeout 400 --step-timeout 200
+
+# Cells run more than once: every run's first response is kept beside the
+# first run's record and evidence.
+CASE_LIMIT=900 CASE_TEE=1 case_ repeat mcpvm audit --images images \
+  --profiles-file testbed-profiles.toml --servers memory --profiles baseline,deny-exec \
+  --repeat 2 --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out r
+for f in results.jsonl report.md audit.json; do cp "r/$f" "$MCPVM_OUT/repeat_$f"; done
+ls r/runs/memory > "$MCPVM_OUT/repeat_runs.txt"
