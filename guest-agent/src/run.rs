@@ -191,7 +191,7 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         policy.seccomp.as_ref(),
         Counter::KernelTrace,
     )
-        .map_err(|e| Failure::new(format!("cannot apply the policy: {e}"), 126))?;
+    .map_err(|e| Failure::new(format!("cannot apply the policy: {e}"), 126))?;
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear();
     if !policy.bare_env {

@@ -89,7 +89,9 @@ pub fn prepare(
     let trace = if asked.log && count == Counter::KernelTrace {
         SyscallTrace::arm()
             .inspect_err(|e| {
-                eprintln!("mcpvm-agent: counting system calls by notification: no kernel histogram ({e})")
+                eprintln!(
+                    "mcpvm-agent: counting system calls by notification: no kernel histogram ({e})"
+                )
             })
             .ok()
     } else {
@@ -175,7 +177,8 @@ impl ParentSide {
     /// child's end of the socketpair, is dropped. None without a policy.
     pub fn supervise(self) -> Option<Watch> {
         let (parent, policy) = (self.listener?, self.policy?);
-        let supervisor = supervisor::Supervisor::start(&policy, move || recv_fd(parent.as_raw_fd()));
+        let supervisor =
+            supervisor::Supervisor::start(&policy, move || recv_fd(parent.as_raw_fd()));
         Some(Watch {
             supervisor,
             trace: self.trace,

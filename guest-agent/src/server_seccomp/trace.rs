@@ -61,10 +61,9 @@ impl SyscallTrace {
         write_file(&root.join("options/event-fork"), b"1").map_err(|e| named("event-fork", e))?;
         // O_TRUNC empties the list: no pids yet, and until the child's
         // write nothing is counted because the trigger is paused.
-        let pid_filter = open_write(&root.join("set_event_pid"), true)
-            .map_err(|e| named("set_event_pid", e))?;
-        let trigger =
-            open_write(&events.join("trigger"), true).map_err(|e| named("trigger", e))?;
+        let pid_filter =
+            open_write(&root.join("set_event_pid"), true).map_err(|e| named("set_event_pid", e))?;
+        let trigger = open_write(&events.join("trigger"), true).map_err(|e| named("trigger", e))?;
         let paused = format!("{TRIGGER}:pause");
         write_fd(&trigger, paused.as_bytes()).map_err(|e| named("trigger", e))?;
         let hist = File::open(events.join("hist")).map_err(|e| named("hist", e))?;
