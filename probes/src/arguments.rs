@@ -50,6 +50,9 @@ pub struct Hints {
     pub workspace: Option<String>,
     /// Values the server returned earlier, by property name (lowercase).
     pub seen: Map<String, Value>,
+    /// The tool being called: its name says what a bare `path` is
+    /// (`list_directory` wants a directory, `create_directory` a new one).
+    pub tool: String,
 }
 
 /// Files the seeded workspace holds (`mcpvm audit` writes them), by what
@@ -60,6 +63,8 @@ pub const SEED_CSV: &str = "table.csv";
 pub const SEED_MARKDOWN: &str = "README.md";
 pub const SEED_HTML: &str = "page.html";
 pub const SEED_PDF: &str = "paper.pdf";
+/// A git repository with one commit.
+pub const SEED_REPO: &str = "repo";
 
 /// Arguments for a call with only the required properties.
 pub fn generate(schema: &Map<String, Value>) -> Map<String, Value> {
@@ -157,13 +162,38 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         _ => file.to_string(),
     };
     let reason = |what: &str| format!("the name '{name}' asks for {what}");
-    if has(&["dir", "directory", "folder", "root", "cwd"]) || n == "repo_path" || n == "repository"
-    {
-        let v = match (ws, relative) {
-            (Some(w), false) => w.to_string(),
+    if n.contains("repo") {
+        return Some((
+            in_ws(SEED_REPO),
+            reason("a git repository (the seeded workspace's)"),
+        ));
+    }
+    let tool = hints.tool.to_lowercase();
+    let tool_has = |words: &[&str]| {
+        tool.split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| words.contains(&w))
+    };
+    let path_like = has(&["path", "file", "filepath", "file_path"]);
+    let dir_named = has(&["dir", "directory", "folder", "root", "cwd"]);
+    let dir_tool = tool_has(&["directory", "directories", "dir", "folder", "tree", "mkdir"])
+        || (path_like && !n.contains("file") && tool_has(&["list", "search", "find", "ls"]));
+    if dir_named || (path_like && dir_tool) {
+        let creates = tool_has(&["create", "make", "mkdir", "new"]);
+        let v = match (ws, relative, creates) {
+            (Some(w), false, true) => format!("{w}/new-directory"),
+            (_, _, true) => "new-directory".to_string(),
+            (Some(w), false, false) => w.to_string(),
             _ => ".".to_string(),
         };
-        return Some((v, reason("a directory (the seeded workspace)")));
+        let what = match (creates, dir_named) {
+            (true, _) => format!("a new directory (the tool '{}' makes one)", hints.tool),
+            (false, true) => "a directory (the seeded workspace)".to_string(),
+            (false, false) => format!(
+                "a directory (the tool '{}' works on one): the seeded workspace",
+                hints.tool
+            ),
+        };
+        return Some((v, reason(&what)));
     }
     if has(&[
         "path",
@@ -229,6 +259,12 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         "note",
     ]) {
         return Some(("hello from mcpvm".into(), reason("some text")));
+    }
+    if ["revision", "rev", "ref", "commit", "sha", "target"].contains(&n.as_str())
+        || n.ends_with("_sha")
+        || n.ends_with("_ref")
+    {
+        return Some(("HEAD".into(), reason("a git revision")));
     }
     if has(&["id", "uuid", "key"]) {
         return Some(("1".into(), reason("an id (none seen earlier)")));
@@ -704,6 +740,59 @@ mod tests {
     }
 
     #[test]
+    fn the_tool_says_what_a_bare_path_is() {
+        let path = obj(
+            json!({"type": "object", "properties": {"path": {"type": "string"}},
+            "required": ["path"]}),
+        );
+        let on = |tool: &str| {
+            let hints = Hints {
+                workspace: Some("/workspace".into()),
+                tool: tool.into(),
+                ..Hints::default()
+            };
+            let (args, why) = generate_with(&path, &hints);
+            (
+                args["path"].as_str().unwrap().to_string(),
+                why["path"].as_str().unwrap().to_string(),
+            )
+        };
+        assert_eq!(on("read_file").0, "/workspace/notes.txt");
+        assert_eq!(on("get_file_info").0, "/workspace/notes.txt");
+        for tool in [
+            "list_directory",
+            "directory_tree",
+            "search_files",
+            "list_directory_with_sizes",
+        ] {
+            let (v, why) = on(tool);
+            assert_eq!(v, "/workspace", "{tool}");
+            assert!(why.contains(tool), "{why}");
+        }
+        assert_eq!(on("create_directory").0, "/workspace/new-directory");
+        // A repository is the seeded one, wherever the name says so.
+        let repo = obj(
+            json!({"type": "object", "properties": {"repo_path": {"type": "string"},
+            "revision": {"type": "string"}, "target": {"type": "string"}},
+            "required": ["repo_path", "revision", "target"]}),
+        );
+        let hints = Hints {
+            workspace: Some("/workspace".into()),
+            tool: "git_show".into(),
+            ..Hints::default()
+        };
+        let (args, why) = generate_with(&repo, &hints);
+        assert_eq!(
+            Value::Object(args),
+            json!({"repo_path": "/workspace/repo", "revision": "HEAD", "target": "HEAD"})
+        );
+        assert!(why["repo_path"]
+            .as_str()
+            .unwrap()
+            .contains("git repository"));
+    }
+
+    #[test]
     fn values_the_server_returned_feed_later_calls() {
         let mut seen = Map::new();
         remember(
@@ -721,6 +810,7 @@ mod tests {
             &Hints {
                 workspace: None,
                 seen,
+                ..Hints::default()
             },
         );
         assert_eq!(args["entity_id"], "e-42");

@@ -1,13 +1,17 @@
 //! The seeded workspace every audit cell gets at `/workspace` (read-only
 //! to the host: the guest's changes are dropped): a few real files of
 //! common types, so that generated path arguments point at something a
-//! tool can open (`probes::arguments::Hints`), and a local page for URL
+//! tool can open (`probes::arguments::Hints`), a local page for URL
+//! arguments, and a git repository with one commit for repository
 //! arguments. Written once per audit, in its output directory.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
-use probes::arguments::{SEED_CSV, SEED_HTML, SEED_JSON, SEED_MARKDOWN, SEED_PDF, SEED_TEXT};
+use probes::arguments::{
+    SEED_CSV, SEED_HTML, SEED_JSON, SEED_MARKDOWN, SEED_PDF, SEED_REPO, SEED_TEXT,
+};
+use sha1::{Digest, Sha1};
 
 /// A one-page PDF with one line of text (PDF 1.4; offsets computed).
 fn pdf() -> Vec<u8> {
@@ -57,7 +61,101 @@ pub fn write(out: &Path) -> io::Result<PathBuf> {
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes)?;
     }
+    git_repository(&dir.join(SEED_REPO))?;
     Ok(dir)
+}
+
+/// `data` as a zlib stream of stored (uncompressed) deflate blocks: what
+/// git reads for a loose object, without a compressor.
+fn zlib_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x78, 0x01];
+    let mut chunks = data.chunks(0xffff).peekable();
+    if chunks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(chunk) = chunks.next() {
+        out.push(chunks.peek().is_none() as u8);
+        let len = chunk.len() as u16;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &byte in data {
+        a = (a + byte as u32) % 65521;
+        b = (b + a) % 65521;
+    }
+    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    out
+}
+
+/// Writes one loose object; returns its id.
+fn object(git: &Path, kind: &str, body: &[u8]) -> io::Result<[u8; 20]> {
+    let mut raw = format!("{kind} {}\0", body.len()).into_bytes();
+    raw.extend_from_slice(body);
+    let id: [u8; 20] = Sha1::digest(&raw).into();
+    let hex = hex(&id);
+    let dir = git.join("objects").join(&hex[..2]);
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join(&hex[2..]), zlib_stored(&raw))?;
+    Ok(id)
+}
+
+fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A git index (version 2) of one file, so that the work tree reads as
+/// the commit. Its stat fields are zero: git finds them stale and
+/// compares the content instead.
+fn index(name: &str, size: usize, blob: &[u8; 20]) -> Vec<u8> {
+    let mut out = b"DIRC".to_vec();
+    out.extend_from_slice(&2u32.to_be_bytes());
+    out.extend_from_slice(&1u32.to_be_bytes());
+    let start = out.len();
+    out.extend_from_slice(&[0; 24]); // ctime, mtime, dev, ino
+    out.extend_from_slice(&0o100644u32.to_be_bytes());
+    out.extend_from_slice(&[0; 8]); // uid, gid
+    out.extend_from_slice(&(size as u32).to_be_bytes());
+    out.extend_from_slice(blob);
+    out.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    out.extend_from_slice(name.as_bytes());
+    // NUL-padded to a multiple of eight, at least one NUL.
+    let len = out.len() - start;
+    out.resize(start + (len + 8) / 8 * 8, 0);
+    let sum: [u8; 20] = Sha1::digest(&out).into();
+    out.extend_from_slice(&sum);
+    out
+}
+
+/// A git repository with one commit of a README on `main`, written as
+/// git's own files (no `git` on the host needed, none of its hooks or
+/// config run).
+fn git_repository(repo: &Path) -> io::Result<()> {
+    let git = repo.join(".git");
+    for d in ["refs/heads", "refs/tags", "objects/info", "objects/pack"] {
+        std::fs::create_dir_all(git.join(d))?;
+    }
+    let readme = b"A repository seeded by an mcpvm audit.\n";
+    std::fs::write(repo.join("README"), readme)?;
+    let blob = object(&git, "blob", readme)?;
+    let mut tree = b"100644 README\0".to_vec();
+    tree.extend_from_slice(&blob);
+    let tree = object(&git, "tree", &tree)?;
+    let who = "mcpvm <audit@mcpvm.invalid> 1767225600 +0000";
+    let commit = format!(
+        "tree {}\nauthor {who}\ncommitter {who}\n\nSeeded by mcpvm\n",
+        hex(&tree)
+    );
+    let commit = object(&git, "commit", commit.as_bytes())?;
+    std::fs::write(git.join("refs/heads/main"), format!("{}\n", hex(&commit)))?;
+    std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n")?;
+    std::fs::write(git.join("index"), index("README", readme.len(), &blob))?;
+    std::fs::write(
+        git.join("config"),
+        "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n",
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -77,6 +175,55 @@ mod tests {
         let first = text[xref..].lines().nth(3).unwrap();
         let at: usize = first[..10].parse().unwrap();
         assert!(text[at..].starts_with("1 0 obj"));
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 6);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 7);
+    }
+
+    #[test]
+    fn zlib_streams_have_their_checksum_and_any_length() {
+        // zlib's own encoding of "abc" at level 0.
+        assert_eq!(
+            super::zlib_stored(b"abc"),
+            [0x78, 0x01, 1, 3, 0, 0xfc, 0xff, b'a', b'b', b'c', 0x02, 0x4d, 0x01, 0x27]
+        );
+        let big = vec![7u8; 0x1_0000 + 5];
+        let z = super::zlib_stored(&big);
+        assert_eq!(z.len(), 2 + 5 + 0xffff + 5 + 6 + 4, "two blocks");
+        assert_eq!(z[2], 0, "the first block is not the last");
+        assert_eq!(z[2 + 5 + 0xffff], 1, "the second is");
+    }
+
+    /// The repository is one git itself reads: when the host has git, it
+    /// checks every object and shows the commit.
+    #[test]
+    fn the_seeded_repository_is_one_git_reads() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = super::write(t.path()).unwrap();
+        let repo = dir.join("repo");
+        assert!(repo.join(".git/HEAD").exists());
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(["-c", "safe.directory=*", "-C"])
+                .arg(&repo)
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("HOME", t.path())
+                .output()
+        };
+        let Ok(fsck) = git(&["fsck", "--strict"]) else {
+            eprintln!("no git on this host: the repository's format is checked by the audit test in the testbed only");
+            return;
+        };
+        assert!(fsck.status.success(), "{fsck:?}");
+        let log = git(&["log", "--format=%an %s"]).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&log.stdout),
+            "mcpvm Seeded by mcpvm\n"
+        );
+        let status = git(&["status", "--porcelain"]).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&status.stdout),
+            "",
+            "the work tree is the commit"
+        );
     }
 }
