@@ -322,6 +322,7 @@ async fn call_tools(
             }
             Planned::Call(args) => (args, json!("given")),
             Planned::Generate(schema) => {
+                hints.tool = call.name.clone();
                 let (args, why) = arguments::generate_with(&schema, &hints);
                 (args, Value::Object(why))
             }
