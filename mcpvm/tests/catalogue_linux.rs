@@ -38,10 +38,15 @@ mod servers {
             let mut files = super::common::run_payload();
             // The store as built: the index and every image it names.
             files.extend(super::common::image_store_files(&[]));
-            let scenario = super::common::workspace().join("mcpvm/tests/scenarios/servers.sh");
+            let ws = super::common::workspace();
+            files.push(format!(
+                "{}:catalogue.toml",
+                ws.join("guest-image/catalogue.toml").display()
+            ));
+            let scenario = ws.join("mcpvm/tests/scenarios/servers.sh");
             // Node and python start-ups under nested emulation take tens of
             // seconds each (docs/testbed.md).
-            run_scenario_within(&scenario, &files, 1500)
+            run_scenario_within(&scenario, &files, 2400)
         })
     }
 
@@ -118,6 +123,64 @@ mod servers {
             }
         }
         assert_eq!(results().file("ws_rw_new.txt"), "written-in-the-guest");
+    }
+
+    /// Generated arguments that make sense: with no calls given, every
+    /// non-destructive tool of every offline server is called with
+    /// arguments from its schema, its names and the seeded workspace, and
+    /// only calls no generated argument can make work fail.
+    #[test]
+    fn every_offline_server_takes_generated_arguments_but_a_known_few() {
+        let c = case("generated");
+        assert_eq!(c.rc, 0, "{c:?}");
+        let records: Vec<serde_json::Value> = results()
+            .file("generated.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // What cannot work offline or from a schema alone: a URL fetch (no
+        // network), a tool that needs the client's task augmentation, and
+        // git calls whose order or values only a reader of the repository
+        // would know (docs/benchmarks.md, "Generated arguments").
+        let known: &[(&str, &[&str])] = &[
+            (
+                "everything",
+                &["gzip-file-as-resource", "simulate-research-query"],
+            ),
+            ("git", &["git_commit", "git_add", "git_branch"]),
+        ];
+        let mut servers = Vec::new();
+        for r in &records {
+            let s = r["server"].as_str().unwrap();
+            servers.push(s);
+            let ok = r["tools_ok"].as_array().unwrap();
+            assert!(!ok.is_empty(), "{s} answered no call: {r}");
+            let allowed = known.iter().find(|k| k.0 == s).map(|k| k.1).unwrap_or(&[]);
+            for failed in r["tools_failed"].as_array().unwrap() {
+                assert!(
+                    allowed.contains(&failed.as_str().unwrap()),
+                    "{s}: {failed} failed on generated arguments: {}",
+                    r["evidence"]["errors"]
+                );
+            }
+            if allowed.is_empty() {
+                assert_eq!(r["outcome"], "ok", "{r}");
+            }
+        }
+        servers.sort();
+        assert_eq!(
+            servers,
+            [
+                "everything",
+                "filesystem",
+                "git",
+                "markitdown",
+                "memory",
+                "sequential-thinking",
+                "sqlite",
+                "time"
+            ]
+        );
     }
 
     #[test]

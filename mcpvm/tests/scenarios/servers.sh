@@ -31,3 +31,13 @@ cat ws_rw/new.txt > "$MCPVM_OUT/ws_rw_new.txt" 2>/dev/null
 case_ server_needs_key mcpvm run --images images --server github
 # A server the catalogue does not have.
 case_ server_unknown mcpvm run --images images --server no-such-server
+
+# Every tool of every offline server called with generated arguments (the
+# catalogue's audit_calls removed): a baseline audit, one vCPU per guest
+# (the testbed host has one CPU).
+sed '/^audit_calls/d' catalogue.toml > generated.toml
+printf '[defaults]\nvcpus = 1\n' > tb.toml
+CASE_LIMIT=1200 CASE_TEE=1 case_ generated mcpvm audit --catalogue generated.toml \
+  --images images --profiles baseline --profiles-file tb.toml --jobs 1 \
+  --init-timeout 400 --step-timeout 200 --out g
+cp g/results.jsonl "$MCPVM_OUT/generated.jsonl" 2>/dev/null
