@@ -315,7 +315,12 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         meta.runtime_image,
         meta.catalogue,
     );
-    let _ = writeln!(m, "Run order: {}. {}.\n", md(&meta.order), timing_note(meta));
+    let _ = writeln!(
+        m,
+        "Run order: {}. {}.\n",
+        md(&meta.order),
+        timing_note(meta)
+    );
     let _ = writeln!(m, "## What each profile did\n");
     for line in findings(meta, records) {
         let _ = writeln!(m, "{line}");
@@ -946,7 +951,10 @@ mod tests {
         // One run per cell: the report says timings are hints.
         assert!(once.contains("`--repeat 5` measures it"), "{once}");
         let h = html(&meta, &records);
-        assert!(h.contains("Outcomes varied across runs: ok ×4, degraded ×1"), "{h}");
+        assert!(
+            h.contains("Outcomes varied across runs: ok ×4, degraded ×1"),
+            "{h}"
+        );
         assert!(h.contains("(12 runs)"), "every run in the histogram: {h}");
         assert!(h.contains("Each cell ran 5 times in a row"), "{h}");
         assert!(h.contains("#a8a040"), "a slower start has its own shade");
@@ -1082,7 +1090,12 @@ mod tests {
         b.repeat = 5;
         assert_eq!(
             a.same_inputs(&b),
-            ["kernel", "profiles", "warm starts", "runs per cell (--repeat)"]
+            [
+                "kernel",
+                "profiles",
+                "warm starts",
+                "runs per cell (--repeat)"
+            ]
         );
     }
 
