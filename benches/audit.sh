@@ -6,6 +6,10 @@
 #   e.g. benches/audit.sh memory,time,git baseline,deny-exec,no-tmp 1
 # Defaults: every offline server, the ten built-in profiles, 1 job (the
 # testbed host has one CPU). Prints the audit's summary and the figures.
+# A user's own catalogue: MCPVM_BENCH_CATALOGUE=FILE and
+# MCPVM_BENCH_IMAGES=DIR (the store `mcpvm image build --catalogue FILE
+# --images DIR` filled). The reports land in MCPVM_BENCH_OUT (default: a
+# temporary directory, named at the end).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 servers=${1:-}
@@ -13,13 +17,17 @@ profiles=${2:-}
 jobs=${3:-1}
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
-store=$t/images
+store=${MCPVM_BENCH_IMAGES:-$t/images}
 scenario=$(mktemp)
 trap 'rm -f "$scenario"' EXIT
 files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:kernel/vmlinux"
        --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh")
 for f in "$store"/index.json "$store"/*.erofs; do files+=(--file "$f:images/$(basename "$f")"); done
 opts="--images images --jobs $jobs --init-timeout 400 --step-timeout 200"
+if [ -n "${MCPVM_BENCH_CATALOGUE:-}" ]; then
+  files+=(--file "$MCPVM_BENCH_CATALOGUE:catalogue.toml")
+  opts="$opts --catalogue catalogue.toml"
+fi
 [ -n "$servers" ] && opts="$opts --servers $servers"
 [ -n "$profiles" ] && opts="$opts --profiles $profiles"
 cat > "$scenario" <<SCEN
@@ -34,7 +42,7 @@ start=\$(date +%s)
 mcpvm --json audit $opts \$extra --out a > summary.json
 end=\$(date +%s)
 kill \$sampler
-cp a/report.md "\$MCPVM_OUT/report.md"; cp a/results.jsonl "\$MCPVM_OUT/results.jsonl"
+cp a/report.md a/report.html a/results.jsonl "\$MCPVM_OUT/"
 runs=\$(wc -l < a/results.jsonl)
 echo "audit: \$runs runs in \$((end - start)) s"
 awk -v r=\$runs -v s=\$((end - start)) 'BEGIN { printf "throughput: %.2f runs per minute\n", r * 60 / s }'
