@@ -65,6 +65,12 @@ pub const SEED_HTML: &str = "page.html";
 pub const SEED_PDF: &str = "paper.pdf";
 /// A git repository with one commit.
 pub const SEED_REPO: &str = "repo";
+/// An Excel workbook with one sheet, `Sheet1`.
+pub const SEED_XLSX: &str = "book.xlsx";
+/// The sheet the workbook holds.
+pub const SEED_SHEET: &str = "Sheet1";
+/// A JavaScript file.
+pub const SEED_JS: &str = "example.js";
 
 /// Arguments for a call with only the required properties.
 pub fn generate(schema: &Map<String, Value>) -> Map<String, Value> {
@@ -130,11 +136,27 @@ fn top_value(
             );
         }
     }
+    let description = schema["description"].as_str().unwrap_or("");
     if ty.as_deref() == Some("string") && schema.get("format").is_none() {
-        let description = schema["description"].as_str().unwrap_or("");
         if let Some((v, reason)) = by_name(name, description, hints) {
             budget.values = budget.values.saturating_sub(1);
             return (Value::String(v), reason);
+        }
+    }
+    // A list of plain strings named for what each is (`filePaths`,
+    // `files`): one item, chosen by the singular name.
+    let items = resolve(root, &schema["items"], 1);
+    if ty.as_deref() == Some("array")
+        && primary_type(items).as_deref() == Some("string")
+        && items.get("format").is_none()
+        && items.get("enum").is_none()
+        && schema["minItems"].as_u64().unwrap_or(0) <= 1
+        && schema["maxItems"].as_u64() != Some(0)
+    {
+        let one = name.strip_suffix('s').unwrap_or(name);
+        if let Some((v, reason)) = by_name(one, description, hints) {
+            budget.values = budget.values.saturating_sub(1);
+            return (json!([v]), format!("{reason}, as a list of one"));
         }
     }
     let v = value_for(root, prop, 1, budget);
@@ -204,7 +226,12 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         "source",
         "input",
     ]) {
-        let file = if d.contains("pdf") {
+        let about = |words: &[&str]| words.iter().any(|w| d.contains(w) || tool.contains(w));
+        let file = if about(&["excel", "xlsx", "workbook", "spreadsheet"]) {
+            SEED_XLSX
+        } else if about(&["javascript", "typescript", "eslint", "lint", ".js"]) {
+            SEED_JS
+        } else if d.contains("pdf") {
             SEED_PDF
         } else if d.contains("csv") {
             SEED_CSV
@@ -218,6 +245,17 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
             SEED_TEXT
         };
         return Some((in_ws(file), reason("a file (one in the seeded workspace)")));
+    }
+    if has(&["sheet", "sheet_name", "sheetname", "worksheet"]) {
+        return Some((SEED_SHEET.into(), reason("a sheet (the seeded workbook's)")));
+    }
+    if has(&["range", "cell_range", "cells"]) || n == "cell" || n.ends_with("_cell") {
+        let v = if n.contains("range") || n == "cells" {
+            "A1:B2"
+        } else {
+            "A1"
+        };
+        return Some((v.into(), reason("cells in A1 notation")));
     }
     if has(&["url", "uri", "link", "href", "endpoint"]) {
         // The guest's own loopback: no network is reached, none is needed.
@@ -790,6 +828,41 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("git repository"));
+    }
+
+    #[test]
+    fn workbooks_sheets_ranges_and_lists_of_files() {
+        let hints = |tool: &str| Hints {
+            workspace: Some("/workspace".into()),
+            tool: tool.into(),
+            ..Hints::default()
+        };
+        let excel = obj(json!({"type": "object", "properties": {
+            "filepath": {"type": "string", "description": "Path to Excel file"},
+            "sheet_name": {"type": "string"}, "range": {"type": "string"}, "cell": {"type": "string"}},
+            "required": ["filepath", "sheet_name", "range", "cell"]}));
+        assert_eq!(
+            Value::Object(generate_with(&excel, &hints("read_range")).0),
+            json!({"filepath": "/workspace/book.xlsx", "sheet_name": "Sheet1", "range": "A1:B2", "cell": "A1"})
+        );
+        // A list of file paths gets one, of the kind the tool works on.
+        let lint = obj(json!({"type": "object", "properties": {
+            "filePaths": {"type": "array", "items": {"type": "string"}}},
+            "required": ["filePaths"]}));
+        let (args, why) = generate_with(&lint, &hints("lint-files"));
+        assert_eq!(args["filePaths"], json!(["/workspace/example.js"]));
+        assert!(why["filePaths"]
+            .as_str()
+            .unwrap()
+            .ends_with("as a list of one"));
+        // Lists of other things, or that must hold more, keep typed items.
+        let other = obj(json!({"type": "object", "properties": {
+            "numbers": {"type": "array", "items": {"type": "integer"}},
+            "paths": {"type": "array", "items": {"type": "string"}, "minItems": 2}},
+            "required": ["numbers", "paths"]}));
+        let g = generate_with(&other, &hints("add")).0;
+        assert_eq!(g["numbers"], json!([1]));
+        assert_eq!(g["paths"].as_array().unwrap().len(), 2);
     }
 
     #[test]

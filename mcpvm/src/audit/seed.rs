@@ -9,7 +9,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use probes::arguments::{
-    SEED_CSV, SEED_HTML, SEED_JSON, SEED_MARKDOWN, SEED_PDF, SEED_REPO, SEED_TEXT,
+    SEED_CSV, SEED_HTML, SEED_JS, SEED_JSON, SEED_MARKDOWN, SEED_PDF, SEED_REPO, SEED_SHEET,
+    SEED_TEXT, SEED_XLSX,
 };
 use sha1::{Digest, Sha1};
 
@@ -45,18 +46,117 @@ fn pdf() -> Vec<u8> {
     out
 }
 
+/// CRC-32 (IEEE), as zip stores it.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in data {
+        crc ^= byte as u32;
+        for _ in 0..8 {
+            crc = (crc >> 1) ^ (0xedb8_8320 & (crc & 1).wrapping_neg());
+        }
+    }
+    !crc
+}
+
+/// A zip archive of `files`, stored (not compressed): what an Office
+/// Open XML file is, without a compressor.
+fn zip_stored(files: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data) in files {
+        let (crc, size, offset) = (crc32(data), data.len() as u32, out.len() as u32);
+        // version 2.0, no flags, stored, no time or date.
+        let common = |h: &mut Vec<u8>| {
+            for v in [20u16, 0, 0, 0, 0] {
+                h.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [crc, size, size] {
+                h.extend_from_slice(&v.to_le_bytes());
+            }
+            h.extend_from_slice(&(name.len() as u16).to_le_bytes());
+            h.extend_from_slice(&0u16.to_le_bytes()); // extra field
+        };
+        out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
+        common(&mut out);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(data);
+        central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
+        central.extend_from_slice(&20u16.to_le_bytes()); // made by
+        common(&mut central);
+        for v in [0u16, 0, 0] {
+            central.extend_from_slice(&v.to_le_bytes()); // comment, disk, internal attributes
+        }
+        central.extend_from_slice(&0u32.to_le_bytes()); // external attributes
+        central.extend_from_slice(&offset.to_le_bytes());
+        central.extend_from_slice(name.as_bytes());
+    }
+    let (at, len) = (out.len() as u32, central.len() as u32);
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    let n = files.len() as u16;
+    for v in [0u16, 0, n, n] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&at.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
+}
+
+/// An Excel workbook (Office Open XML) with one sheet: a header row and
+/// two rows of numbers and names, as `table.csv` holds.
+fn xlsx() -> Vec<u8> {
+    let types = r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Override PartName="/xl/workbook.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/><Override PartName="/xl/worksheets/sheet1.xml" ContentType="application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/></Types>"#;
+    let rels = r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="xl/workbook.xml"/></Relationships>"#;
+    let workbook = format!(
+        r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<workbook xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"><sheets><sheet name="{SEED_SHEET}" sheetId="1" r:id="rId1"/></sheets></workbook>"#
+    );
+    let workbook_rels = r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/worksheet" Target="worksheets/sheet1.xml"/></Relationships>"#;
+    let row = |r: u32, cells: &[(&str, &str)]| {
+        let mut x = format!(r#"<row r="{r}">"#);
+        for (i, (kind, v)) in cells.iter().enumerate() {
+            let col = (b'A' + i as u8) as char;
+            match *kind {
+                "n" => x += &format!(r#"<c r="{col}{r}"><v>{v}</v></c>"#),
+                _ => x += &format!(r#"<c r="{col}{r}" t="inlineStr"><is><t>{v}</t></is></c>"#),
+            }
+        }
+        x + "</row>"
+    };
+    let sheet = format!(
+        r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>{}{}{}</sheetData></worksheet>"#,
+        row(1, &[("s", "id"), ("s", "name"), ("s", "value")]),
+        row(2, &[("n", "1"), ("s", "alpha"), ("n", "3.5")]),
+        row(3, &[("n", "2"), ("s", "beta"), ("n", "7")]),
+    );
+    zip_stored(&[
+        ("[Content_Types].xml", types.as_bytes()),
+        ("_rels/.rels", rels.as_bytes()),
+        ("xl/workbook.xml", workbook.as_bytes()),
+        ("xl/_rels/workbook.xml.rels", workbook_rels.as_bytes()),
+        ("xl/worksheets/sheet1.xml", sheet.as_bytes()),
+    ])
+}
+
 /// Writes the seed into `out/workspace` (anew) and returns its path.
 pub fn write(out: &Path) -> io::Result<PathBuf> {
     let dir = out.join("workspace");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let files: [(&str, Vec<u8>); 6] = [
+    let files: [(&str, Vec<u8>); 8] = [
         (SEED_TEXT, b"Notes for an mcpvm audit.\nSecond line.\n".to_vec()),
         (SEED_JSON, br#"{"name": "mcpvm", "items": [{"id": 1, "title": "first"}, {"id": 2, "title": "second"}]}"#.to_vec()),
         (SEED_CSV, b"id,name,value\n1,alpha,3.5\n2,beta,7\n".to_vec()),
         (SEED_MARKDOWN, b"# Seeded workspace\n\nFiles an mcpvm audit gives every server.\n".to_vec()),
         (SEED_HTML, b"<!doctype html><title>mcpvm</title><h1>A local page</h1><p>Hello from mcpvm.</p>\n".to_vec()),
         (SEED_PDF, pdf()),
+        (SEED_XLSX, xlsx()),
+        (SEED_JS, b"// A file for linters and code tools.\nexport function add(a, b) {\n  return a + b;\n}\n".to_vec()),
     ];
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes)?;
@@ -175,7 +275,29 @@ mod tests {
         let first = text[xref..].lines().nth(3).unwrap();
         let at: usize = first[..10].parse().unwrap();
         assert!(text[at..].starts_with("1 0 obj"));
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 7);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 9);
+    }
+
+    #[test]
+    fn the_workbook_is_a_zip_every_reader_opens() {
+        assert_eq!(super::crc32(b"123456789"), 0xcbf4_3926, "the check value");
+        let t = tempfile::tempdir().unwrap();
+        let dir = super::write(t.path()).unwrap();
+        let book = dir.join("book.xlsx");
+        assert!(std::fs::read(&book).unwrap().starts_with(b"PK\x03\x04"));
+        // Python's zipfile checks every header and CRC; the sheet holds the rows.
+        let check = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); assert z.testzip() is None; print(z.read('xl/worksheets/sheet1.xml').decode())")
+            .arg(&book)
+            .output()
+            .expect("python3 is on every machine this builds on");
+        assert!(check.status.success(), "{check:?}");
+        let sheet = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            sheet.contains("<t>alpha</t>") && sheet.contains(r#"<c r="C3"><v>7</v></c>"#),
+            "{sheet}"
+        );
     }
 
     #[test]
