@@ -148,7 +148,7 @@ pub fn write(out: &Path) -> io::Result<PathBuf> {
     let dir = out.join("workspace");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let files: [(&str, Vec<u8>); 8] = [
+    let files: [(&str, Vec<u8>); 9] = [
         (SEED_TEXT, b"Notes for an mcpvm audit.\nSecond line.\n".to_vec()),
         (SEED_JSON, br#"{"name": "mcpvm", "items": [{"id": 1, "title": "first"}, {"id": 2, "title": "second"}]}"#.to_vec()),
         (SEED_CSV, b"id,name,value\n1,alpha,3.5\n2,beta,7\n".to_vec()),
@@ -157,6 +157,8 @@ pub fn write(out: &Path) -> io::Result<PathBuf> {
         (SEED_PDF, pdf()),
         (SEED_XLSX, xlsx()),
         (SEED_JS, b"// A file for linters and code tools.\nexport function add(a, b) {\n  return a + b;\n}\n".to_vec()),
+        // ESLint (9 and later) refuses to lint without a config file.
+        ("eslint.config.js", b"export default [{ rules: { \"no-unused-vars\": \"warn\" } }];\n".to_vec()),
     ];
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes)?;
@@ -275,7 +277,7 @@ mod tests {
         let first = text[xref..].lines().nth(3).unwrap();
         let at: usize = first[..10].parse().unwrap();
         assert!(text[at..].starts_with("1 0 obj"));
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 9);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 10);
     }
 
     #[test]
