@@ -183,6 +183,25 @@ mod servers {
         );
     }
 
+    /// A failure the baseline also has is the server's, not the
+    /// profile's: the matrix says `=`, and the report names the baseline
+    /// failure apart from what profiles did.
+    #[test]
+    fn a_failure_the_baseline_also_has_is_not_blamed_on_the_profile() {
+        let c = case("judged");
+        assert_eq!(c.rc, 0, "{c:?}");
+        let md = results().file("judged_report.md");
+        assert!(md.contains("| everything | ◐ | = |"), "{md}");
+        assert!(
+            md.contains("- **deny-exec**: nothing the baseline did not have"),
+            "{md}"
+        );
+        let own = md
+            .find("Servers that fail under `baseline` itself")
+            .unwrap_or_else(|| panic!("{md}"));
+        assert!(md[own..].contains("- **everything**: degraded"), "{md}");
+    }
+
     #[test]
     fn missing_credentials_and_unknown_servers_are_clear_errors() {
         let c = case("server_needs_key");

@@ -41,3 +41,10 @@ CASE_LIMIT=1200 CASE_TEE=1 case_ generated mcpvm audit --catalogue generated.tom
   --images images --profiles baseline --profiles-file tb.toml --jobs 1 \
   --init-timeout 400 --step-timeout 200 --out g
 cp g/results.jsonl "$MCPVM_OUT/generated.jsonl" 2>/dev/null
+# A server whose baseline fails on its own (everything: a URL fetch with
+# no network, a tool that needs the client's task support) under a
+# profile that changes nothing for it: judged as baseline, not fragile.
+CASE_LIMIT=600 CASE_TEE=1 case_ judged mcpvm audit --catalogue generated.toml \
+  --images images --servers everything --profiles baseline,deny-exec --profiles-file tb.toml \
+  --jobs 1 --init-timeout 400 --step-timeout 200 --out j
+cp j/report.md "$MCPVM_OUT/judged_report.md" 2>/dev/null
