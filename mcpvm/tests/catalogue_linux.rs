@@ -163,9 +163,13 @@ mod servers {
                     r["evidence"]["errors"]
                 );
             }
-            if allowed.is_empty() {
-                assert_eq!(r["outcome"], "ok", "{r}");
-            }
+            // Tool calls are what the arguments decide; a later step may
+            // still fail on the server's own account (mcp-server-sqlite
+            // sometimes exits when the probe cancels a request).
+            assert!(
+                matches!(r["outcome"].as_str(), Some("ok" | "degraded")),
+                "{r}"
+            );
         }
         servers.sort();
         assert_eq!(
