@@ -417,10 +417,15 @@ fn primary_type(schema: &Value) -> Option<String> {
 }
 
 fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) -> Value {
-    if depth > MAX_DEPTH || budget.values == 0 {
+    if budget.values == 0 {
         return Value::Null;
     }
+    // The null that ends a recursion is a value too: unbudgeted, a list
+    // at the depth limit would hold 64 of them, at every branch.
     budget.values -= 1;
+    if depth > MAX_DEPTH {
+        return Value::Null;
+    }
     let schema = resolve(root, schema, depth);
     if let Some(c) = schema.get("const") {
         return c.clone();
@@ -718,7 +723,15 @@ mod tests {
             );
         }
         many["required"] = json!((0..40).map(|i| format!("s{i}")).collect::<Vec<_>>());
-        for schema in [s, many] {
+        // Found by the fuzzer: lists of lists to past the depth limit,
+        // whose ending nulls were not counted.
+        let deep = obj(json!({
+            "type": "object",
+            "$defs": {"d": {"minItems": 80, "items": {"items": {"$ref": "#/$defs/d"}}}},
+            "properties": {"a": {"$ref": "#/$defs/d"}},
+            "required": ["a"],
+        }));
+        for schema in [s, many, deep] {
             let t = std::time::Instant::now();
             let args = Value::Object(generate(&schema));
             assert!(count(&args) <= MAX_VALUES + 1, "{}", count(&args));
