@@ -4,6 +4,8 @@
 use std::fs::File;
 use std::io::{self, LineWriter, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
@@ -106,12 +108,16 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
     if let Some(dir) = &args.snapshot_to {
         vmm::snapshot::check_target(dir)?;
     }
+    let mid_line = Arc::new(AtomicBool::new(false));
     let console: Option<Box<dyn Write + Send>> = match (args.serial, &args.serial_file) {
         (SerialMode::File, None) => return Err(BootCmdError::SerialFileMissing.into()),
         (SerialMode::Stdout | SerialMode::Off, Some(_)) => {
             return Err(BootCmdError::SerialFileUnused.into())
         }
-        (SerialMode::Stdout, None) => Some(Box::new(io::stdout())),
+        (SerialMode::Stdout, None) => Some(Box::new(LineTracking {
+            out: io::stdout(),
+            mid_line: mid_line.clone(),
+        })),
         (SerialMode::Off, None) => None,
         (SerialMode::File, Some(path)) => {
             let f = File::create(path).map_err(|source| BootCmdError::SerialFile {
@@ -153,8 +159,34 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
         ),
     }
     let outcome = vmm::run(config).map_err(BootCmdError::from)?;
+    if mid_line.load(Ordering::Relaxed) {
+        // The guest stopped mid-line: the report must not be glued to it.
+        println!();
+    }
     report(&outcome, json);
     Ok(outcome.reason.exit_code().clamp(0, 255) as u8)
+}
+
+/// The guest console, remembering whether its last line is unfinished: a
+/// guest can power off (or be stopped) in the middle of a kernel message,
+/// and the `--json` report after it on stdout must start a line.
+struct LineTracking<W> {
+    out: W,
+    mid_line: Arc<AtomicBool>,
+}
+
+impl<W: Write> Write for LineTracking<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        if let Some(last) = buf[..n].last() {
+            self.mid_line.store(*last != b'\n', Ordering::Relaxed);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 fn ms(d: Option<Duration>) -> Option<f64> {
@@ -191,5 +223,26 @@ fn report(outcome: &RunOutcome, json: bool) {
         } else {
             log::debug!("{}", outcome.reason);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_console_cut_mid_line_is_known_to_be_unfinished() {
+        let mid_line = Arc::new(AtomicBool::new(false));
+        let mut console = LineTracking {
+            out: Vec::new(),
+            mid_line: mid_line.clone(),
+        };
+        console.write_all(b"[    2.1] reboot: Pow").unwrap();
+        assert!(mid_line.load(Ordering::Relaxed));
+        console.write_all(b"er down\n").unwrap();
+        assert!(!mid_line.load(Ordering::Relaxed));
+        console.write_all(b"").unwrap();
+        assert!(!mid_line.load(Ordering::Relaxed), "an empty write changes nothing");
+        assert_eq!(console.out, b"[    2.1] reboot: Power down\n");
     }
 }
