@@ -16,7 +16,8 @@ pub struct RunDir {
     path: PathBuf,
 }
 
-fn base() -> PathBuf {
+/// Where run directories are made.
+pub fn base() -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) => PathBuf::from(d).join("mcpvm"),
         // SAFETY: getuid has no preconditions.
@@ -91,6 +92,15 @@ fn secure_base(base: &Path) -> io::Result<()> {
             ),
         )),
     }
+}
+
+/// The base directory, made safe and cleared of stale runs: a jailed run
+/// builds its jail there and keeps its run directory inside the jail.
+pub fn prepare_base() -> io::Result<PathBuf> {
+    let base = base();
+    secure_base(&base)?;
+    clean_stale(&base);
+    Ok(base)
 }
 
 impl RunDir {

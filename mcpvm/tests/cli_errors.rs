@@ -253,9 +253,11 @@ fn run_leaves_no_run_directory_behind_on_error() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+    // A jailed run makes its run directory in the jail, so there may be
+    // no base directory at all.
     let left: Vec<_> = std::fs::read_dir(runtime.path().join("mcpvm"))
-        .unwrap()
-        .collect();
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 

@@ -167,15 +167,57 @@ fn every_thread_of_a_running_vm_is_confined_and_inherited_fds_are_closed() {
 
 #[test]
 fn a_killed_run_is_cleaned_up_by_the_next() {
-    let after = results()
-        .files
+    let files = &results().files;
+    let jailed = files.get("after_kill9_jailed.txt").map(String::as_str);
+    assert_eq!(
+        jailed.unwrap_or("").trim(),
+        "",
+        "a jailed run keeps its sockets in the jail: kill -9 leaves nothing"
+    );
+    let after = files
         .get("after_kill9.txt")
         .map(String::as_str)
         .unwrap_or("");
     assert!(
         !after.trim().is_empty(),
-        "kill -9 should leave its run directory for the next run to clean"
+        "unjailed, kill -9 should leave its run directory for the next run to clean"
     );
+}
+
+#[test]
+fn a_running_vm_is_jailed() {
+    let files = &results().files;
+    let ns = files.get("jail_ns.txt").expect("namespace list");
+    for own in ["user own", "mnt own", "net own", "ipc own", "uts own"] {
+        assert!(ns.lines().any(|l| l == own), "want {own}:\n{ns}");
+    }
+    let caps = files.get("jail_caps.txt").expect("capabilities");
+    for line in caps.lines() {
+        assert!(
+            line.ends_with("0000000000000000"),
+            "no capability may be left: {line}\n{caps}"
+        );
+    }
+    let root = files.get("jail_root.txt").expect("the jail's root");
+    let entries: Vec<&str> = root.lines().collect();
+    for held in ["./dev/kvm", "./tmp/mcpvm-0"] {
+        assert!(
+            entries.contains(&held),
+            "the jail must hold {held}:\n{root}"
+        );
+    }
+    assert!(
+        entries.iter().any(|e| e.ends_with("/vmlinux")),
+        "the kernel is in the jail:\n{root}"
+    );
+    for absent in [
+        "./etc", "./root", "./home", "./proc", "./usr", "./bin", "./run",
+    ] {
+        assert!(
+            !entries.contains(&absent),
+            "{absent} is in the jail:\n{root}"
+        );
+    }
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub mod cmdline;
 pub mod devices;
 pub mod handle;
 pub mod host_seccomp;
+pub mod jail;
 pub mod kvm;
 pub mod outcome;
 pub mod restore;

@@ -242,7 +242,10 @@ mod tests {
         console.write_all(b"er down\n").unwrap();
         assert!(!mid_line.load(Ordering::Relaxed));
         console.write_all(b"").unwrap();
-        assert!(!mid_line.load(Ordering::Relaxed), "an empty write changes nothing");
+        assert!(
+            !mid_line.load(Ordering::Relaxed),
+            "an empty write changes nothing"
+        );
         assert_eq!(console.out, b"[    2.1] reboot: Power down\n");
     }
 }

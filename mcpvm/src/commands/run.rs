@@ -81,7 +81,11 @@ impl RunArgs {
 }
 
 /// The run, step by step.
-pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(
+    mut args: RunArgs,
+    start: Instant,
+    json: bool,
+) -> Result<u8, Box<dyn std::error::Error>> {
     // 1. Nothing inherited, and outputs that can be written.
     if let Err(e) = vmm::host_seccomp::close_inherited_fds() {
         log::warn!("cannot close inherited file descriptors: {e}");
@@ -96,9 +100,39 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
 
     // 2. The plan: what the VM is and what runs in it, and the snapshot
     //    it comes from (3. a warm start's, taken now if there is none).
-    let (plan, restore_from) = plan_or_snapshot(&args)?;
+    let (mut plan, mut restore_from) = plan_or_snapshot(&args)?;
 
-    // 4. The channels, where the guest's connections arrive.
+    // 4. The files the run writes, opened while the host's paths can be
+    //    named; then the jail (while this process still has one thread).
+    let console: Box<dyn Write + Send> = match &args.vm.console {
+        Some(path) => Box::new(create(path)?),
+        None => Box::new(io::sink()),
+    };
+    let events_file = args.events.as_deref().map(create).transpose()?;
+    // (A jailed run could not name the timings file when it ends: it is
+    // made now and filled then.)
+    let timings_file = args.timings.as_deref().map(create).transpose()?;
+    let from_snapshot = args.from_snapshot.is_some();
+    let mut disks: Vec<vmm::DiskConfig> = match from_snapshot {
+        true => args.vm.disks.iter().map(|d| d.config.clone()).collect(),
+        false => Vec::new(),
+    };
+    crate::run::jail::enter(
+        args.vm.jail,
+        crate::run::jail::RunPaths {
+            plan: plan.as_mut(),
+            restore_from: restore_from.as_mut(),
+            disks: &mut disks,
+            snapshot_to: args.snapshot_to.as_mut(),
+            workspace: args
+                .vm
+                .workspace
+                .as_mut()
+                .map(|w| (&mut w.path, w.writable)),
+        },
+    )?;
+
+    // 5. The channels, where the guest's connections arrive.
     let dir = RunDir::create().map_err(RunError::RunDir)?;
     let mut channels = HostChannels::open(dir.path(), args.vm.workspace.is_some())?;
     let transfer = match (&args.vm.workspace, channels.take_workspace()) {
@@ -111,26 +145,18 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
         _ => None,
     };
 
-    // 5. The VM.
-    let console: Box<dyn Write + Send> = match &args.vm.console {
-        Some(path) => Box::new(create(path)?),
-        None => Box::new(io::sink()),
-    };
-    let events_file = args.events.as_deref().map(create).transpose()?;
+    // 6. The VM.
     let first = match (&restore_from, &plan) {
         (None, Some(plan)) => FirstLine::Spec(plan.spec.clone()),
         _ => FirstLine::Resume,
     };
-    let vm = VmHandle::build(vm_config(
-        &args,
-        plan,
-        restore_from,
-        channels.vsock(),
-        console,
-        start,
-    ))?;
+    let mut config = vm_config(&args, plan, restore_from, channels.vsock(), console, start);
+    if from_snapshot {
+        config.disks = disks;
+    }
+    let vm = VmHandle::build(config)?;
 
-    // 6. The relays, then the VM runs until it ends.
+    // 7. The relays, then the VM runs until it ends.
     let answer = template::Answer::default();
     let stdio = match args.snapshot_to {
         Some(_) => Stdio::Template(answer.clone()),
@@ -142,7 +168,7 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     let outcome = vm.wait()?;
     relays.drain(Instant::now() + RELAY_DRAIN);
 
-    // 7. What the run leaves: the workspace back, the snapshot's
+    // 8. What the run leaves: the workspace back, the snapshot's
     //    `initialize` answer, the timings, the exit status.
     if let Some(t) = transfer {
         match t.finish() {
@@ -158,8 +184,8 @@ pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std:
     if let Some(dir) = &args.snapshot_to {
         keep_initialize_answer(dir, &outcome.reason, &answer)?;
     }
-    if let Some(path) = &args.timings {
-        write_timings(path, &outcome.timings, &relays)?;
+    if let (Some(path), Some(file)) = (&args.timings, timings_file) {
+        write_timings(path, file, &outcome.timings, &relays)?;
     }
     Ok(report(&outcome.reason, json))
 }
@@ -330,7 +356,12 @@ fn keep_initialize_answer(
 
 /// The VMM's phases and when each kind of agent event first came, as one
 /// JSON object (ms since start).
-fn write_timings(path: &Path, t: &vmm::BootTimings, relays: &Relays) -> Result<(), RunError> {
+fn write_timings(
+    path: &Path,
+    mut file: File,
+    t: &vmm::BootTimings,
+    relays: &Relays,
+) -> Result<(), RunError> {
     let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
     let mut all: serde_json::Map<String, serde_json::Value> = relays
         .first_seen
@@ -347,12 +378,11 @@ fn write_timings(path: &Path, t: &vmm::BootTimings, relays: &Relays) -> Result<(
     ] {
         all.insert(k.into(), serde_json::json!(ms(v)));
     }
-    std::fs::write(path, serde_json::Value::Object(all).to_string()).map_err(|source| {
-        RunError::File {
+    file.write_all(serde_json::Value::Object(all).to_string().as_bytes())
+        .map_err(|source| RunError::File {
             path: path.to_path_buf(),
             source,
-        }
-    })
+        })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //!   on, accepted in one place, each handed to the relay that owns it;
 //! - [`events`]: the agent's events on CONTROL (log, `--events`, timings,
 //!   the signal to snapshot);
+//! - [`jail`]: what a jailed run may still reach on the host;
 //! - [`template`]: the client that initializes a server before a snapshot;
 //! - `crate::warm`: the warm-start cache, keyed on a plan.
 //!
@@ -17,6 +18,7 @@
 
 pub mod channels;
 pub mod events;
+pub mod jail;
 pub mod options;
 pub mod plan;
 pub mod template;
@@ -54,4 +56,6 @@ pub enum RunError {
     WarmTake { status: std::process::ExitStatus },
     #[error(transparent)]
     Confine(#[from] vmm::host_seccomp::SeccompError),
+    #[error(transparent)]
+    Jail(vmm::jail::JailError),
 }

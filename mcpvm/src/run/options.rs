@@ -79,6 +79,12 @@ pub struct VmOptions {
     /// through and the kernel logs it, off installs none.
     #[arg(long, default_value = "on", value_name = "off|log|on")]
     pub seccomp: vmm::SeccompMode,
+    /// Jail the VMM (docs/security.md): its own user, mount and network
+    /// namespaces, a root holding only the run's kernel, images and
+    /// sockets, no capabilities. auto jails where the host allows
+    /// unprivileged user namespaces, on fails where it does not.
+    #[arg(long, default_value = "auto", value_name = "auto|on|off")]
+    pub jail: vmm::jail::JailMode,
     /// Largest workspace the guest may send back, MiB.
     #[arg(long, default_value_t = DEFAULT_WORKSPACE_LIMIT_MIB)]
     pub workspace_limit: u64,
@@ -110,6 +116,7 @@ impl Default for VmOptions {
             profiles: None,
             no_rng: false,
             seccomp: vmm::SeccompMode::On,
+            jail: vmm::jail::JailMode::Auto,
             workspace_limit: DEFAULT_WORKSPACE_LIMIT_MIB,
         }
     }
@@ -195,6 +202,7 @@ impl VmOptions {
         a.path("profiles", &self.profiles);
         a.flag("no-rng", self.no_rng);
         a.value("seccomp", &Some(self.seccomp.as_str()));
+        a.value("jail", &Some(self.jail.as_str()));
         a.value("workspace-limit", &Some(self.workspace_limit));
         a.0
     }
@@ -273,6 +281,7 @@ mod tests {
             profiles: Some("p.toml".into()),
             no_rng: true,
             seccomp: vmm::SeccompMode::Log,
+            jail: vmm::jail::JailMode::Off,
             workspace_limit: 7,
         };
         assert_eq!(parsed(&all.to_args()), all);

@@ -45,12 +45,25 @@ done > "$MCPVM_OUT/sigint_fds.txt"
 for t in /proc/$pid/task/*; do
   echo "$(cat $t/comm) $(awk '/^Seccomp:/ {print $2}' $t/status)"
 done > "$MCPVM_OUT/sigint_threads.txt"
+# The jail, seen from outside: its namespaces, its root, its capabilities.
+for ns in user mnt net ipc uts pid; do
+  [ "$(readlink /proc/$pid/ns/$ns)" = "$(readlink /proc/self/ns/$ns)" ] && echo "$ns shared" || echo "$ns own"
+done > "$MCPVM_OUT/jail_ns.txt"
+(cd /proc/$pid/root && find . -maxdepth 6 | sort) > "$MCPVM_OUT/jail_root.txt" 2>&1
+awk '/^Cap(Eff|Prm|Bnd):/' /proc/$pid/status > "$MCPVM_OUT/jail_caps.txt"
 kill -INT $pid
 wait $pid
 echo $? > "$MCPVM_OUT/sigint.rc"
 
-# kill -9 leaves a run directory; the next run removes it.
+# A jailed run's sockets live in the jail: kill -9 leaves nothing.
 mcpvm run -- /bin/sleep 600 < /dev/null > /dev/null 2>&1 &
+pid=$!
+sleep 4
+kill -9 $pid
+wait $pid 2>/dev/null
+ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/after_kill9_jailed.txt" 2>/dev/null
+# Unjailed, kill -9 leaves a run directory; the next run removes it.
+mcpvm run --jail off -- /bin/sleep 600 < /dev/null > /dev/null 2>&1 &
 pid=$!
 sleep 4
 kill -9 $pid

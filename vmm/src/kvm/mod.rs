@@ -31,6 +31,12 @@ pub enum HostError {
     Pvm,
 }
 
+/// What opening KVM reads on the host: the device and the marker of
+/// what backs it (a jail must hold them).
+pub fn host_paths() -> [&'static Path; 2] {
+    [Path::new(KVM_PATH), Path::new(PVM_MODULE)]
+}
+
 /// True when `/dev/kvm` is provided by the kvm_pvm module (see design.md).
 pub fn is_pvm() -> bool {
     Path::new(PVM_MODULE).exists()

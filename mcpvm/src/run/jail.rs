@@ -1,0 +1,109 @@
+//! What a jailed `mcpvm run` may still reach (`vmm::jail`): `/dev/kvm`,
+//! the kernel, initrd and disk images read-only (a disk given `,rw`
+//! writable), the snapshot it restores read-only, the directory a snapshot
+//! is written into, the workspace (its parent, for a writable one: the
+//! guest's copy is swapped in beside it), and a private directory for the
+//! run's sockets that vanishes with the process, even under SIGKILL.
+//!
+//! Every path the run names after the jail is made canonical first: the
+//! jail holds each path at its canonical place only.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use vmm::jail::{Jail, JailError, JailMode};
+
+use super::plan::RunPlan;
+use super::RunError;
+
+/// The paths of a run, resolved and jailed.
+pub struct RunPaths<'a> {
+    pub plan: Option<&'a mut RunPlan>,
+    pub restore_from: Option<&'a mut PathBuf>,
+    /// Disks of a `--from-snapshot` run (a booted run's are the plan's).
+    pub disks: &'a mut Vec<vmm::DiskConfig>,
+    pub snapshot_to: Option<&'a mut PathBuf>,
+    pub workspace: Option<(&'a mut PathBuf, bool)>,
+}
+
+/// Jails the process as `mode` says; true when it is jailed. Call while
+/// the process has one thread.
+pub fn enter(mode: JailMode, paths: RunPaths) -> Result<bool, RunError> {
+    if mode == JailMode::Off {
+        return Ok(false);
+    }
+    // Runs killed earlier left their directories on the host, where the
+    // jail no longer looks; the jail is built over the base directory.
+    let base = crate::rundir::prepare_base().map_err(RunError::RunDir)?;
+    let mut jail = Jail::for_vmm(&base);
+    // A path that is missing stays as it is and out of the jail: the step
+    // that reads it says so, as it would unjailed.
+    let mut hold = |p: &mut PathBuf, writable: bool| {
+        if let Ok(real) = std::fs::canonicalize(&*p) {
+            *p = real;
+            jail.bind(p, writable);
+        }
+    };
+    if let Some(plan) = paths.plan {
+        hold(&mut plan.kernel, false);
+        hold(&mut plan.initrd, false);
+        for d in &mut plan.disks {
+            hold(&mut d.path, !d.read_only);
+        }
+    }
+    for d in paths.disks.iter_mut() {
+        hold(&mut d.path, !d.read_only);
+    }
+    if let Some(dir) = paths.restore_from {
+        hold(dir, false);
+    }
+    if let Some((dir, writable)) = paths.workspace {
+        match writable {
+            false => hold(dir, false),
+            // The guest's copy is unpacked beside it and swapped in, so
+            // the jail holds its parent, writable.
+            true => {
+                if let Ok(real) = std::fs::canonicalize(&*dir) {
+                    *dir = real;
+                }
+                hold(
+                    &mut dir.parent().unwrap_or(Path::new("/")).to_path_buf(),
+                    true,
+                );
+            }
+        }
+    }
+    if let Some(dir) = paths.snapshot_to {
+        // Written beside and renamed into place: its parent is writable.
+        let (mut parent, name) = split(dir)?;
+        hold(&mut parent, true);
+        *dir = parent.join(name);
+    }
+    jail.scratch(&base);
+    match jail.enter() {
+        Ok(()) => {
+            log::debug!("jailed: user, mount, network, IPC and UTS namespaces; no capabilities");
+            Ok(true)
+        }
+        Err(JailError::Unavailable(e)) if mode == JailMode::Auto => {
+            log::info!("not jailed: the host allows no unprivileged user namespace ({e})");
+            Ok(false)
+        }
+        Err(e) => Err(RunError::Jail(e)),
+    }
+}
+
+/// A path that need not exist yet, as its directory and its name.
+fn split(path: &Path) -> Result<(PathBuf, std::ffi::OsString), RunError> {
+    let abs = std::path::absolute(path).map_err(|source| RunError::File {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent.to_path_buf(), name.to_os_string())),
+        _ => Err(RunError::File {
+            path: path.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "not a file or directory name"),
+        }),
+    }
+}
