@@ -99,6 +99,22 @@ pub struct Body {
     pub virtio: Vec<VirtioState>,
 }
 
+impl Body {
+    /// The disk images the snapshot's block devices open, with whether
+    /// each is read-only (what a jail must hold to restore it).
+    pub fn disks(&self) -> Vec<(PathBuf, bool)> {
+        self.virtio
+            .iter()
+            .filter_map(|v| match &v.device {
+                crate::devices::virtio::DeviceSpec::Block {
+                    path, read_only, ..
+                } => Some((path.clone(), *read_only)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

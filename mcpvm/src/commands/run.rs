@@ -100,7 +100,7 @@ pub fn run(
 
     // 2. The plan: what the VM is and what runs in it, and the snapshot
     //    it comes from (3. a warm start's, taken now if there is none).
-    let (mut plan, mut restore_from) = plan_or_snapshot(&args)?;
+    let (mut plan, mut restore_from, snapshot_disks) = plan_or_snapshot(&args)?;
 
     // 4. The files the run writes, opened while the host's paths can be
     //    named; then the jail (while this process still has one thread).
@@ -123,6 +123,7 @@ pub fn run(
             plan: plan.as_mut(),
             restore_from: restore_from.as_mut(),
             disks: &mut disks,
+            snapshot_disks: &snapshot_disks,
             snapshot_to: args.snapshot_to.as_mut(),
             workspace: args
                 .vm
@@ -207,14 +208,23 @@ fn report(reason: &vmm::ExitReason, json: bool) -> u8 {
 }
 
 /// The plan of a booting run, and the snapshot a restored one comes from
-/// (`--from-snapshot`, or `--warm`'s, taken now if there is none).
+/// (`--from-snapshot`, or `--warm`'s, taken now if there is none), with
+/// the read-only disks a `--from-snapshot` restore opens by itself.
+#[allow(clippy::type_complexity)]
 fn plan_or_snapshot(
     args: &RunArgs,
-) -> Result<(Option<RunPlan>, Option<PathBuf>), Box<dyn std::error::Error>> {
+) -> Result<(Option<RunPlan>, Option<PathBuf>, Vec<PathBuf>), Box<dyn std::error::Error>> {
     if let Some(dir) = &args.from_snapshot {
         // A bad snapshot is one clear error before anything exists.
-        vmm::snapshot::read(dir)?;
-        return Ok((None, Some(dir.clone())));
+        let loaded = vmm::snapshot::read(dir)?;
+        // Unnamed by --disk, they may only be read-only (the restore
+        // checks), and the jail holds them so.
+        let disks = match args.vm.disks.is_empty() {
+            true => loaded.body.disks(),
+            false => Vec::new(),
+        };
+        let read_only = disks.into_iter().filter(|(_, ro)| *ro).map(|(p, _)| p);
+        return Ok((None, Some(dir.clone()), read_only.collect()));
     }
     let checked = args.vm.check(!args.command.is_empty())?;
     let plan = RunPlan::resolve(
@@ -227,7 +237,7 @@ fn plan_or_snapshot(
         true => Some(warm_snapshot(args, &plan, checked.server.is_some())?),
         false => None,
     };
-    Ok((Some(plan), warm))
+    Ok((Some(plan), warm, Vec::new()))
 }
 
 /// The VM of a plan, or of the snapshot it is restored from.

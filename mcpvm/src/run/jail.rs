@@ -22,6 +22,9 @@ pub struct RunPaths<'a> {
     pub restore_from: Option<&'a mut PathBuf>,
     /// Disks of a `--from-snapshot` run (a booted run's are the plan's).
     pub disks: &'a mut Vec<vmm::DiskConfig>,
+    /// The read-only disks a restored snapshot opens by the paths it
+    /// recorded (a jailed run records canonical ones).
+    pub snapshot_disks: &'a [PathBuf],
     pub snapshot_to: Option<&'a mut PathBuf>,
     pub workspace: Option<(&'a mut PathBuf, bool)>,
 }
@@ -53,6 +56,9 @@ pub fn enter(mode: JailMode, paths: RunPaths) -> Result<bool, RunError> {
     }
     for d in paths.disks.iter_mut() {
         hold(&mut d.path, !d.read_only);
+    }
+    for path in paths.snapshot_disks {
+        hold(&mut path.clone(), false);
     }
     if let Some(dir) = paths.restore_from {
         hold(dir, false);
