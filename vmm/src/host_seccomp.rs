@@ -108,7 +108,8 @@ impl ThreadKind {
 }
 
 /// What every Rust thread needs: memory, locks and channels, signals
-/// (the vCPU kick, abort), time, logging to stderr, closing fds, exiting.
+/// (the vCPU kick, abort: `tgkill`, to this process only, see
+/// [`OWN_SIGNALS`]), time, logging to stderr, closing fds, exiting.
 const COMMON: &[i64] = &[
     libc::SYS_brk,
     libc::SYS_mmap,
@@ -131,10 +132,16 @@ const COMMON: &[i64] = &[
     libc::SYS_close,
     libc::SYS_getpid,
     libc::SYS_gettid,
-    libc::SYS_tgkill,
     libc::SYS_exit,
     libc::SYS_exit_group,
 ];
+
+/// How the lists show `tgkill`: every thread may signal its own
+/// process's threads (a vCPU kick, an abort), and no other process. No
+/// other call that names a process (`kill`, `tkill`, `ptrace`, pidfds) is
+/// allowed to any thread, so a compromised VMM cannot signal or inspect
+/// the user's other processes.
+pub const OWN_SIGNALS: &str = "tgkill(to this process)";
 
 /// Waiting on eventfds and sockets with epoll, reading eventfds.
 const EVENT_LOOP: &[i64] = &[
@@ -350,6 +357,7 @@ const VM_SAVE: &[u64] = {
 pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
     let name = |nr: i64| syscall_table::name(nr as u32).unwrap_or("?").to_string();
     let mut names: Vec<String> = calls(kind).into_iter().map(name).collect();
+    names.push(OWN_SIGNALS.to_string());
     for (nr, arg, value) in conditional(kind) {
         names.push(format!("{}(arg{arg} = {value:#x})", name(nr)));
     }
@@ -374,7 +382,8 @@ pub const KINDS: [ThreadKind; 10] = [
 /// keeps the two the same).
 pub fn markdown_table() -> String {
     let name = |nr: &i64| syscall_table::name(*nr as u32).unwrap_or("?").to_string();
-    let common: Vec<String> = COMMON.iter().map(name).collect();
+    let mut common: Vec<String> = COMMON.iter().map(name).collect();
+    common.push(OWN_SIGNALS.to_string());
     let mut s = String::from("| thread | system calls allowed |\n|---|---|\n");
     s += &format!("| every kind | {} |\n", common.join(", "));
     for kind in KINDS {
@@ -417,6 +426,14 @@ pub fn program(kind: ThreadKind, mode: SeccompMode) -> Result<Option<BpfProgram>
             .or_default()
             .push(SeccompRule::new(vec![cond]).map_err(|e| err(&e))?);
     }
+    // SAFETY: getpid has no preconditions.
+    let own = unsafe { libc::getpid() } as u64;
+    let to_own = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, own)
+        .map_err(|e| err(&e))?;
+    rules
+        .entry(libc::SYS_tgkill)
+        .or_default()
+        .push(SeccompRule::new(vec![to_own]).map_err(|e| err(&e))?);
     let filter = SeccompFilter::new(rules, mismatch, SeccompAction::Allow, TargetArch::x86_64)
         .map_err(|e| err(&e))?;
     BpfProgram::try_from(filter).map(Some).map_err(|e| err(&e))

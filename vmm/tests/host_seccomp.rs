@@ -280,3 +280,34 @@ fn a_confined_vsock_thread_cannot_connect_anywhere() {
     );
     assert!(!stderr.contains("not reached"), "{stderr}");
 }
+
+#[test]
+fn a_vcpu_thread_may_signal_its_own_process_and_no_other() {
+    const OTHER: &str = "MCPVM_SECCOMP_OTHER_PID";
+    if in_child() {
+        let other: i32 = std::env::var(OTHER).unwrap().parse().unwrap();
+        confined(ThreadKind::Vcpu, SeccompMode::On, move || {
+            // SAFETY: getpid and gettid have no preconditions; signal 0
+            // only checks that the target exists.
+            let own = unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), libc::gettid(), 0) };
+            eprintln!("own process: {own}");
+            unsafe { libc::syscall(libc::SYS_tgkill, other, other, libc::SIGTERM) };
+            eprintln!("not reached");
+        });
+        return;
+    }
+    let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+    let out = child_command("a_vcpu_thread_may_signal_its_own_process_and_no_other")
+        .env(OTHER, other.id().to_string())
+        .output()
+        .unwrap();
+    let alive = other.try_wait().unwrap().is_none();
+    let _ = other.kill();
+    let _ = other.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("own process: 0"), "{stderr}");
+    assert_eq!(out.status.code(), Some(EXIT_BAD_SYSCALL), "{stderr}");
+    assert!(stderr.contains("made the system call tgkill"), "{stderr}");
+    assert!(!stderr.contains("not reached"), "{stderr}");
+    assert!(alive, "the other process was signalled");
+}
