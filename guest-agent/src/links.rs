@@ -117,8 +117,14 @@ fn pick(c: &Channels, which: Which) -> &File {
 /// Copies the server's `from` (stdout or stderr) to the host's `which`
 /// channel until `from` ends. A write that fails across a restore is
 /// written again, whole, on the next generation. `on_first` runs at the
-/// first byte.
-pub fn relay_out(links: &Links, mut from: impl Read, which: Which, mut on_first: impl FnMut()) {
+/// first byte, `seen` on every chunk read.
+pub fn relay_out(
+    links: &Links,
+    mut from: impl Read,
+    which: Which,
+    mut on_first: impl FnMut(),
+    mut seen: impl FnMut(&[u8]),
+) {
     let Ok((mut generation, mut to)) = links.get(which) else {
         return;
     };
@@ -135,6 +141,7 @@ pub fn relay_out(links: &Links, mut from: impl Read, which: Which, mut on_first:
             first = false;
             on_first();
         }
+        seen(&buf[..n]);
         while (&to).write_all(&buf[..n]).is_err() {
             match links.after_loss(generation, which) {
                 Some((g, f)) => (generation, to) = (g, f),
@@ -146,8 +153,9 @@ pub fn relay_out(links: &Links, mut from: impl Read, which: Which, mut on_first:
 
 /// Copies the host's STDIO to the server's stdin until the host ends it
 /// (in a generation without a snapshot coming); then `to` is dropped,
-/// which closes the server's stdin.
-pub fn relay_in(links: &Links, mut to: impl Write) {
+/// which closes the server's stdin. `seen` gets every chunk before the
+/// server does.
+pub fn relay_in(links: &Links, mut to: impl Write, mut seen: impl FnMut(&[u8])) {
     let Ok((mut generation, mut from)) = links.get(Which::Stdio) else {
         return;
     };
@@ -155,6 +163,7 @@ pub fn relay_in(links: &Links, mut to: impl Write) {
     loop {
         match from.read(&mut buf) {
             Ok(n) if n > 0 => {
+                seen(&buf[..n]);
                 if to.write_all(&buf[..n]).is_err() {
                     return;
                 }
@@ -302,7 +311,8 @@ mod tests {
         let links = Arc::new(Links::new(first));
         let (server_out, mut server_writes) = UnixStream::pair().unwrap();
         let l = links.clone();
-        let relay = std::thread::spawn(move || relay_out(&l, server_out, Which::Stdio, || {}));
+        let relay =
+            std::thread::spawn(move || relay_out(&l, server_out, Which::Stdio, || {}, |_| {}));
         links.arm();
         drop(host); // the old VM's host ends are gone
         server_writes.write_all(b"after").unwrap();
@@ -320,7 +330,7 @@ mod tests {
         let links = Arc::new(Links::new(first));
         let (to_server, mut server_reads) = UnixStream::pair().unwrap();
         let l = links.clone();
-        let relay = std::thread::spawn(move || relay_in(&l, to_server));
+        let relay = std::thread::spawn(move || relay_in(&l, to_server, |_| {}));
         (&stdio).write_all(b"hi").unwrap();
         drop(stdio);
         relay.join().unwrap();
@@ -335,7 +345,7 @@ mod tests {
         let links = Arc::new(Links::new(first));
         let (to_server, mut server_reads) = UnixStream::pair().unwrap();
         let l = links.clone();
-        let relay = std::thread::spawn(move || relay_in(&l, to_server));
+        let relay = std::thread::spawn(move || relay_in(&l, to_server, |_| {}));
         links.arm();
         drop(stdio);
         let (second, [_c2, stdio2, _e2]) = channels();

@@ -12,7 +12,9 @@ use std::time::Duration;
 use crate::exit::Exit;
 use crate::links::{self, Channels, Links, Which};
 use crate::vsock;
+use guest_agent::calls::{Calls, Lines};
 use guest_agent::server_seccomp;
+use guest_agent::server_seccomp::effects::{Recorded, Recorder};
 use mcpvm_protocol::messages::{Counter, Event, RunSpec};
 use mcpvm_protocol::ports::*;
 
@@ -77,15 +79,7 @@ impl KernelLog {
     }
 }
 
-pub fn uptime_ms() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the struct we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
-}
+pub use guest_agent::uptime_ms;
 
 /// Runs `f` on a thread; returns a receiver that fires when it is done.
 fn spawn_done(f: impl FnOnce() + Send + 'static) -> mpsc::Receiver<()> {
@@ -173,6 +167,9 @@ struct Started {
     child: std::process::Child,
     supervisor: Option<server_seccomp::Watch>,
     kernel_log: KernelLog,
+    /// Under a recording policy: what the server is doing, and what the
+    /// recorder hands on.
+    recording: Option<(Arc<Calls>, mpsc::Receiver<Recorded>)>,
 }
 
 /// Runs the setup line, applies the filesystem policy, and spawns the
@@ -201,7 +198,16 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
     // SAFETY: pre_exec makes only async-signal-safe calls (seccomp's docs).
     unsafe { cmd.pre_exec(move || confine.pre_exec()) };
     // Before the spawn: the server's own execve may be a notified call.
-    let supervisor = supervise.supervise();
+    let recording = policy
+        .seccomp
+        .as_ref()
+        .filter(|s| s.record)
+        .map(|_| (Arc::new(Calls::default()), mpsc::channel()));
+    let recorder = recording
+        .as_ref()
+        .map(|(calls, (tx, _))| Recorder::new(calls.clone(), tx.clone()));
+    let supervisor = supervise.supervise(recorder);
+    let recording = recording.map(|(calls, (_, rx))| (calls, rx));
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
@@ -215,6 +221,7 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         child,
         supervisor,
         kernel_log: KernelLog::from_now(),
+        recording,
     })
 }
 
@@ -228,25 +235,54 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
     }));
     let child = &mut started.child;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let calls = started.recording.as_ref().map(|(c, _)| c.clone());
     // Host -> server stdin; EOF from the host closes the server's stdin.
     // Not waited for: the host closes stdio after our EOF.
     let l = links.clone();
+    let tap = calls.clone();
     spawn_done(move || {
         if let Some(stdin) = stdin {
-            links::relay_in(&l, stdin);
+            let mut lines = Lines::default();
+            links::relay_in(&l, stdin, |chunk| {
+                if let Some(c) = &tap {
+                    lines.feed(chunk, |line| c.sent(line));
+                }
+            });
         }
     });
     let l = links.clone();
+    let tap = calls.clone();
     let stdout_done = spawn_done(move || {
         if let Some(out) = stdout {
-            links::relay_out(&l, out, Which::Stdio, || l.send(&Event::FirstStdoutByte));
+            let mut lines = Lines::default();
+            let first = || l.send(&Event::FirstStdoutByte);
+            links::relay_out(&l, out, Which::Stdio, first, |chunk| {
+                if let Some(c) = &tap {
+                    lines.feed(chunk, |line| c.answered(line));
+                }
+            });
         }
     });
     let l = links.clone();
     let stderr_done = spawn_done(move || {
         if let Some(err) = stderr {
-            links::relay_out(&l, err, Which::Stderr, || {});
+            links::relay_out(&l, err, Which::Stderr, || {}, |_| {});
         }
+    });
+    // What the recorder saw, sent as it comes, then its tally.
+    let effects_done = started.recording.take().map(|(_, rx)| {
+        let l = links.clone();
+        spawn_done(move || {
+            for r in rx {
+                match r {
+                    Recorded::Effect(e) => l.send(&Event::Effect(e)),
+                    Recorded::End { counts, dropped } => {
+                        l.send(&Event::Effects { counts, dropped });
+                        return;
+                    }
+                }
+            }
+        })
     });
     if snapshot {
         let l = links.clone();
@@ -254,6 +290,9 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
     }
 
     let exit = Exit::from_wait_status(wait_for(started.child.id() as libc::pid_t));
+    if let Some(c) = &calls {
+        c.exited();
+    }
     if started.kernel_log.oom_killed() {
         links.send(&Event::OomKilled);
     }
@@ -265,6 +304,9 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
             used: t.used,
             counted_by: t.counted_by,
         });
+    }
+    if let Some(done) = effects_done {
+        let _ = done.recv_timeout(DRAIN);
     }
     let _ = stdout_done.recv_timeout(DRAIN);
     let _ = stderr_done.recv_timeout(DRAIN);

@@ -24,7 +24,7 @@ fn confined(script: &str, rlimits: &[Rlimit], policy: &Seccomp) -> Run {
     cmd.args(["-c", script]);
     // SAFETY: pre_exec only makes async-signal-safe calls.
     unsafe { cmd.pre_exec(move || child.pre_exec()) };
-    let sup = parent.supervise().expect("a supervisor");
+    let sup = parent.supervise(None).expect("a supervisor");
     let proc = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -73,6 +73,7 @@ fn a_denied_call_fails_with_the_errno_and_is_counted() {
         ],
         log: false,
         allow: None,
+        record: false,
     };
     let r = confined(&script, &[], &policy);
     let stderr = String::from_utf8_lossy(&r.out.stderr);
@@ -93,6 +94,7 @@ fn deny_exec_lets_the_server_exec_itself_but_not_spawn_programs() {
         ],
         log: false,
         allow: None,
+        record: false,
     };
     // The shell execs itself into env and env into sh: still the server.
     let r = confined(
@@ -119,6 +121,7 @@ fn inet_sockets_are_refused_and_unix_sockets_are_not() {
         }],
         log: false,
         allow: None,
+        record: false,
     };
     let py = "import socket\n\
               socket.socket(socket.AF_UNIX).close(); print('unix ok')\n\
@@ -145,6 +148,7 @@ fn log_mode_records_every_call_the_program_made() {
         rules: vec![],
         log: true,
         allow: None,
+        record: false,
     };
     let r = confined("echo hello; cat /dev/null", &[], &policy);
     assert_eq!(stdout(&r), "hello\n");
@@ -163,6 +167,7 @@ fn an_allow_list_from_a_logged_run_runs_the_same_program_and_nothing_more() {
         rules: vec![],
         log: true,
         allow: None,
+        record: false,
     };
     let logged = confined("echo hello", &[], &log);
     let mut allowed: Vec<String> = logged.used.iter().map(|c| c.syscall.clone()).collect();
@@ -173,6 +178,7 @@ fn an_allow_list_from_a_logged_run_runs_the_same_program_and_nothing_more() {
             syscalls: allowed.clone(),
             errno: libc::ENOSYS,
         }),
+        record: false,
     };
     let again = confined("echo hello", &[], &minimal);
     assert_eq!(stdout(&again), "hello\n");
@@ -201,6 +207,7 @@ fn a_kill_rule_ends_the_process_with_sigsys() {
         }],
         log: false,
         allow: None,
+        record: false,
     };
     let script = "echo before; exec python3 -c 'import os; os.getsid(0); print(1)'";
     let r = confined(script, &[], &policy);
@@ -216,4 +223,95 @@ fn rlimits_apply_to_the_program() {
     }];
     let r = confined("ulimit -n", &limits, &Seccomp::default());
     assert_eq!(stdout(&r).trim(), "12");
+}
+
+#[test]
+fn a_recording_policy_records_files_programs_and_addresses_with_their_call() {
+    use guest_agent::calls::Calls;
+    use guest_agent::server_seccomp::effects::{Recorded, Recorder};
+    use mcpvm_protocol::messages::During;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    std::fs::write(dir.path().join("secret"), "token").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret"), dir.path().join("link")).unwrap();
+    // A listener for the connect, so that it is a real one (loopback).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "cd {d} && cat link > /dev/null && echo hi > made.txt && mv made.txt moved.txt \
+         && /bin/true --flag=x && (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; \
+         bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null"
+    );
+    let policy = Seccomp {
+        rules: vec![
+            deny("mkdir", libc::EACCES, When::Always),
+            deny("mkdirat", libc::EACCES, When::Always),
+        ],
+        log: false,
+        allow: None,
+        record: true,
+    };
+    let calls = Arc::new(Calls::default());
+    calls.sent(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run"}}"#);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (child, parent) = seccomp::prepare(&[], Some(&policy), Counter::Notification).unwrap();
+    let mut cmd = Command::new("/bin/bash");
+    cmd.args(["-c", &format!("{script}; mkdir {d}/denied; exit 0")]);
+    // SAFETY: pre_exec only makes async-signal-safe calls.
+    unsafe { cmd.pre_exec(move || child.pre_exec()) };
+    let sup = parent
+        .supervise(Some(Recorder::new(calls.clone(), tx)))
+        .expect("a supervisor");
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    sup.finish(Duration::from_secs(5));
+    let effects: Vec<_> = rx
+        .try_iter()
+        .filter_map(|r| match r {
+            Recorded::Effect(e) => Some(e),
+            Recorded::End { .. } => None,
+        })
+        .collect();
+    // By name, or by the name's *at form (glibc picks).
+    let find = |call: &str, what: &dyn Fn(&mcpvm_protocol::messages::Effect) -> bool| {
+        effects
+            .iter()
+            .find(|e| (e.call == call || e.call == format!("{call}at")) && what(e))
+            .unwrap_or_else(|| panic!("no {call} like that in:\n{effects:#?}"))
+    };
+    let secret = dir.path().join("secret").canonicalize().unwrap();
+    let read = find("openat", &|e| e.paths[0].ends_with("/link"));
+    assert_eq!(read.access.as_deref(), Some("read"));
+    assert_eq!(
+        read.resolved.as_deref(),
+        Some(secret.to_str().unwrap()),
+        "the symlink is followed"
+    );
+    let made = find("openat", &|e| e.paths[0].ends_with("/made.txt"));
+    assert_eq!(made.access.as_deref(), Some("write+create+truncate"));
+    find("renameat2", &|e| {
+        e.paths.len() == 2 && e.paths[1].ends_with("/moved.txt")
+    });
+    let exec = find("execve", &|e| {
+        e.paths.first().is_some_and(|p| p.ends_with("/true"))
+    });
+    assert_eq!(exec.argv, vec!["/bin/true", "--flag=x"]);
+    let connect = find("connect", &|e| e.address.is_some());
+    assert_eq!(
+        connect.address.as_deref(),
+        Some(format!("inet 127.0.0.1:{port}").as_str())
+    );
+    let denied = find("mkdir", &|e| e.paths[0].ends_with("/denied"));
+    assert_eq!(denied.denied.as_deref(), Some("EACCES"));
+    for e in &effects {
+        assert!(
+            matches!(&e.during, During::Request { tool: Some(t), .. } if t == "run"),
+            "every call happened during the request: {e:?}"
+        );
+        // The exe is the caller's before the call: an execve shows the
+        // program that made it.
+        assert!(e.pid > 0 && e.exe.starts_with('/'), "{e:?}");
+    }
 }

@@ -125,6 +125,40 @@ mod servers {
         assert_eq!(results().file("ws_rw_new.txt"), "written-in-the-guest");
     }
 
+    /// Observed, each call shows what it did inside the VM: the read
+    /// opened the workspace file, the write created its file; node's own
+    /// start is start-up, not a call.
+    #[test]
+    fn an_observed_server_shows_what_each_call_did() {
+        let r = answered("filesystem_rw");
+        let effects = |tool: &str| call(&r, tool)["effects"].clone();
+        let read = effects("read_text_file");
+        assert!(
+            read["read"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|p| p == "/workspace/hello.txt")),
+            "{read}"
+        );
+        assert_eq!(read["written"], serde_json::json!([]), "{read}");
+        let write = effects("write_file");
+        assert!(
+            write["written"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|p| p == "/workspace/new.txt")),
+            "{write}"
+        );
+        let recording = &r["recording"];
+        let start = &recording["outside_calls"]["start_up"];
+        assert!(
+            start["executed"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|argv| argv.to_string().contains("node"))),
+            "node starts before any call: {recording}"
+        );
+        assert!(recording["recorded"].as_u64().unwrap() > 0, "{recording}");
+        assert_eq!(recording["dropped"], 0, "{recording}");
+    }
+
     /// Generated arguments that make sense: with no calls given, every
     /// non-destructive tool of every offline server is called with
     /// arguments from its schema, its names and the seeded workspace, and

@@ -254,6 +254,35 @@ fn timings_file_holds_the_phases_in_order() {
 }
 
 #[test]
+fn an_observed_call_is_shown_with_what_it_did() {
+    let c = case("observed");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let r = c.json();
+    let whoami = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "tools/call:whoami")
+        .unwrap_or_else(|| panic!("no whoami step: {r}"));
+    // It reads the hostname under /proc: a runtime read, counted, not
+    // listed.
+    let effects = &whoami["effects"];
+    assert!(effects["calls"].as_u64().unwrap() >= 1, "{effects}");
+    assert_eq!(effects["executed"], serde_json::json!([]), "{effects}");
+    let opened_hostname = r["guest_events"].as_array().unwrap().iter().any(|e| {
+        e["event"] == "effect"
+            && e["during"]["tool"] == "whoami"
+            && e["paths"][0] == "/proc/sys/kernel/hostname"
+    });
+    assert!(opened_hostname, "{}", r["guest_events"]);
+    let start = &r["recording"]["outside_calls"]["start_up"];
+    assert!(
+        start["executed"].to_string().contains("/bin/mcp-fixture"),
+        "the server's own exec is start-up: {start}"
+    );
+}
+
+#[test]
 fn an_oom_killed_server_is_reported() {
     let c = case("oom");
     assert_eq!(c.rc, 3, "the alloc call fails: {c:?}");

@@ -74,6 +74,7 @@ impl Started {
             detail,
             progress_notifications,
             exchange,
+            effects: None,
         }
     }
 }

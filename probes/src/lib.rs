@@ -16,6 +16,7 @@
 
 pub mod arguments;
 pub mod conformance;
+pub mod effects;
 pub mod exchange;
 pub mod result;
 pub mod robustness;

@@ -2,10 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::effects::{Effects, Recording};
 use crate::exchange::Entry;
 use crate::wire::{ExitSummary, Stderr};
 
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case")]
@@ -39,6 +40,10 @@ pub struct StepResult {
     pub progress_notifications: usize,
     /// The raw JSON-RPC lines of this step.
     pub exchange: Vec<Entry>,
+    /// Under a recording profile, in a microVM: what the server did for
+    /// this step's requests (files, programs, addresses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<Effects>,
 }
 
 impl StepResult {
@@ -158,6 +163,10 @@ pub struct ProbeResult {
     /// first output, OOM, denied and used system calls, exit), each with
     /// `at_ms` since `mcpvm run` started.
     pub guest_events: Option<Vec<serde_json::Value>>,
+    /// Under a recording profile: what the server did outside any
+    /// request, and how much was recorded (each step has its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<Recording>,
     pub verdict: Verdict,
 }
 
@@ -184,6 +193,7 @@ impl ProbeResult {
             stderr: Stderr::default(),
             exit: None,
             guest_events: None,
+            recording: None,
             verdict: Verdict::default(),
         }
     }
@@ -265,6 +275,20 @@ impl ProbeResult {
                     String::new()
                 }
             );
+            if let Some(e) = &st.effects {
+                s += &format!("  {:<34} did: {}\n", "", e.line());
+            }
+        }
+        if let Some(r) = &self.recording {
+            for (phase, e) in &r.outside_calls {
+                s += &format!("  {:<34} did: {}\n", phase.replace('_', "-"), e.line());
+            }
+            if r.dropped > 0 {
+                s += &format!(
+                    "  recorded {} calls; {} past the agent's bound were counted, not shown\n",
+                    r.recorded, r.dropped
+                );
+            }
         }
         if let Some(rs) = &self.robustness {
             s += "robustness:\n";
@@ -350,6 +374,7 @@ mod tests {
             detail: serde_json::json!({"text": "no"}),
             progress_notifications: 1,
             exchange: Vec::new(),
+            effects: None,
         });
         r.exit = Some(ExitSummary {
             code: None,

@@ -162,6 +162,19 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
                 .collect()
         });
     }
+    if let Some(events) = &result.guest_events {
+        let sent: Vec<_> = result
+            .steps
+            .iter()
+            .map(|s| crate::effects::requests(&s.exchange))
+            .collect();
+        if let Some((per_step, recording)) = crate::effects::group(events, &sent) {
+            for (step, effects) in result.steps.iter_mut().zip(per_step) {
+                step.effects = effects;
+            }
+            result.recording = Some(recording);
+        }
+    }
     result.conclude();
     Ok(result)
 }

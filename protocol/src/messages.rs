@@ -95,6 +95,74 @@ pub enum Event {
     Resumed {
         uptime_ms: u64,
     },
+    /// One security-relevant call, as it happened (a recording policy).
+    Effect(Box<Effect>),
+    /// When the server has exited, under a recording policy: every
+    /// recorded call counted, and how many were not sent as an
+    /// [`Event::Effect`] (past the agent's bound).
+    Effects {
+        counts: Vec<SyscallCount>,
+        dropped: u64,
+    },
+}
+
+/// A security-relevant system call of the server or of a process it
+/// spawned, its arguments read from the caller's memory while it waited
+/// (observation, not enforcement: a racing thread could change them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Effect {
+    /// Guest uptime, ms.
+    pub uptime_ms: u64,
+    pub pid: u32,
+    /// The calling process's executable.
+    pub exe: String,
+    /// The system call's name.
+    pub call: String,
+    /// The paths it names, absolute as the caller meant them (relative
+    /// ones joined to its directory): one, or two for rename and link.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Where the first path leads after symlinks, when that differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<String>,
+    /// An open's access: "read", "write" or "read-write", with "+create"
+    /// and "+truncate".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<String>,
+    /// An exec's arguments (at most 64, 4 KiB).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub argv: Vec<String>,
+    /// A socket address: "inet 10.0.0.1:80", "inet6 [::1]:22",
+    /// "unix /run/x.sock", "unix @abstract".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// The errno the policy answered instead of running the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied: Option<String>,
+    pub during: During,
+}
+
+/// What the server was doing when a call was made, as the agent saw its
+/// stdio: JSON-RPC requests written to its stdin and not yet answered on
+/// its stdout.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum During {
+    /// Before the first request reached it.
+    #[default]
+    StartUp,
+    /// A request in flight (the latest, if several are).
+    Request {
+        id: serde_json::Value,
+        method: String,
+        /// For `tools/call`: the tool's name.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+    },
+    /// Every request so far answered.
+    BetweenCalls,
+    /// The server's own process had exited (a process it left running).
+    AfterExit,
 }
 
 /// What counted the calls of a log-mode run.
@@ -157,6 +225,7 @@ mod tests {
                     }],
                     log: true,
                     allow: None,
+                    record: true,
                 }),
                 ..Policy::default()
             },

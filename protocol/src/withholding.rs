@@ -78,6 +78,12 @@ pub struct Seccomp {
     /// this errno (a minimal profile proposed from a logged run).
     #[serde(default)]
     pub allow: Option<Allow>,
+    /// Record the security-relevant calls of the server and everything
+    /// it spawns, with their arguments (files opened and changed,
+    /// programs run, addresses connected to), each attributed to the MCP
+    /// request in flight: `Event::Effect`.
+    #[serde(default)]
+    pub record: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -46,6 +46,9 @@ pub struct Knobs {
     pub allow: Option<Vec<String>>,
     /// Record every system call the server makes.
     pub log_syscalls: Option<bool>,
+    /// Record what the server does (files, programs, connections), with
+    /// arguments, attributed to the MCP request that caused it.
+    pub record_effects: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -247,6 +250,7 @@ impl Profiles {
             })
             .collect();
         let log = merged.log_syscalls.unwrap_or(false);
+        let record = merged.record_effects.unwrap_or(false);
         Ok(Profile {
             name: names.join("+"),
             description: descriptions.join("; "),
@@ -260,11 +264,14 @@ impl Profiles {
                 no_tmp: merged.no_tmp.unwrap_or(false),
                 bare_env: merged.clear_env.unwrap_or(false),
                 rlimits,
-                seccomp: (log || !rules.is_empty() || allow.is_some()).then_some(Seccomp {
-                    rules,
-                    log,
-                    allow,
-                }),
+                seccomp: (log || record || !rules.is_empty() || allow.is_some()).then_some(
+                    Seccomp {
+                        rules,
+                        log,
+                        allow,
+                        record,
+                    },
+                ),
             },
             parts,
         })
@@ -287,7 +294,8 @@ fn apply(mut over: Knobs, k: &Knobs) -> Knobs {
         errno,
         kill,
         deny_exec,
-        log_syscalls
+        log_syscalls,
+        record_effects
     );
     over.env.extend(k.env.clone());
     over.rlimits.extend(k.rlimits.clone());

@@ -103,6 +103,18 @@ pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filte
             }
         }
     }
+    // Recorded calls no rule decided go to the supervisor, which reads
+    // their arguments and lets them run.
+    if policy.record {
+        for name in super::effects::RECORDED {
+            if let Some(nr) = syscalls::number(name) {
+                p.extend([
+                    jump(JEQ_K, nr, 0, 1),
+                    stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF),
+                ]);
+            }
+        }
+    }
     let pass = if policy.log {
         libc::SECCOMP_RET_USER_NOTIF
     } else {
@@ -196,6 +208,7 @@ pub mod tests {
             ],
             log: false,
             allow: None,
+            record: false,
         };
         let p = compile(&policy, &[(libc::SYS_sendmsg, 7)]).unwrap();
         assert_eq!(call(&p, "mkdir", [0; 6]), NOTIF);
@@ -217,6 +230,7 @@ pub mod tests {
             rules: vec![rule("sendmsg", Action::Errno(libc::EPERM), When::Always)],
             log: false,
             allow: None,
+            record: false,
         };
         let p = compile(&policy, &[(libc::SYS_sendmsg, 7)]).unwrap();
         assert_eq!(call(&p, "sendmsg", [7, 0, 0, 0, 0, 0]), ALLOW);
@@ -229,6 +243,7 @@ pub mod tests {
             rules: vec![rule("reboot", Action::Kill, When::Always)],
             log: true,
             allow: None,
+            record: false,
         };
         let p = compile(&policy, &[]).unwrap();
         assert_eq!(call(&p, "read", [0; 6]), NOTIF);
@@ -244,6 +259,7 @@ pub mod tests {
                 syscalls: vec!["read".into(), "ptrace".into()],
                 errno: libc::ENOSYS,
             }),
+            record: false,
         };
         let p = compile(&policy, &[(libc::SYS_sendmsg, 5), (libc::SYS_write, 9)]).unwrap();
         assert_eq!(call(&p, "read", [0; 6]), ALLOW);
@@ -273,6 +289,7 @@ pub mod tests {
             rules: vec![rule("opne", Action::Kill, When::Always)],
             log: false,
             allow: None,
+            record: false,
         };
         assert!(matches!(
             compile(&unknown, &[]),
@@ -289,6 +306,7 @@ pub mod tests {
             )],
             log: false,
             allow: None,
+            record: false,
         };
         assert!(matches!(
             compile(&wide, &[]),

@@ -20,6 +20,7 @@
 //! the filter, so a policy that denies `sendmsg` cannot deadlock the start.
 
 pub mod bpf;
+pub mod effects;
 pub mod supervisor;
 pub mod trace;
 
@@ -175,10 +176,13 @@ impl ParentSide {
     /// waits for the listener; if the child never sends one (it failed
     /// before its filter), it ends when the command, which holds the
     /// child's end of the socketpair, is dropped. None without a policy.
-    pub fn supervise(self) -> Option<Watch> {
+    /// Starts the supervisor; `recorder` records what a recording policy
+    /// asks for.
+    pub fn supervise(self, recorder: Option<effects::Recorder>) -> Option<Watch> {
         let (parent, policy) = (self.listener?, self.policy?);
+        let recorder = recorder.filter(|_| policy.record);
         let supervisor =
-            supervisor::Supervisor::start(&policy, move || recv_fd(parent.as_raw_fd()));
+            supervisor::Supervisor::start(&policy, move || recv_fd(parent.as_raw_fd()), recorder);
         Some(Watch {
             supervisor,
             trace: self.trace,

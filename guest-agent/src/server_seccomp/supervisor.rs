@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use mcpvm_protocol::messages::SyscallCount;
+
+use super::effects::Recorder;
 use mcpvm_protocol::withholding::{Action, Rule, Seccomp, When};
 use syscall_table as syscalls;
 
@@ -131,9 +133,11 @@ pub fn name(nr: u32) -> String {
         .unwrap_or_else(|| format!("syscall_{nr}"))
 }
 
-/// The thread serving one listener, and its judge.
+/// The thread serving one listener, its judge and, under a recording
+/// policy, its recorder.
 pub struct Supervisor {
     judge: Arc<Mutex<Judge>>,
+    recorder: Option<Arc<Mutex<Recorder>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -143,18 +147,24 @@ impl Supervisor {
     pub fn start(
         policy: &Seccomp,
         listener: impl FnOnce() -> std::io::Result<OwnedFd> + Send + 'static,
+        recorder: Option<Recorder>,
     ) -> Self {
         let judge = Arc::new(Mutex::new(Judge::new(policy)));
-        let j = judge.clone();
+        let recorder = recorder.map(|r| Arc::new(Mutex::new(r)));
+        let (j, r) = (judge.clone(), recorder.clone());
         let thread = std::thread::Builder::new()
             .name("seccomp".into())
             .spawn(move || {
                 if let Ok(fd) = listener() {
-                    serve(&fd, &j);
+                    serve(&fd, &j, r.as_deref());
                 }
             })
             .ok();
-        Supervisor { judge, thread }
+        Supervisor {
+            judge,
+            recorder,
+            thread,
+        }
     }
 
     /// The tallies so far: (denied, used).
@@ -176,11 +186,14 @@ impl Supervisor {
         if let Some(t) = self.thread.take().filter(|t| t.is_finished()) {
             let _ = t.join();
         }
+        if let Some(r) = &self.recorder {
+            r.lock().unwrap_or_else(|p| p.into_inner()).end();
+        }
         self.report()
     }
 }
 
-fn serve(listener: &OwnedFd, judge: &Mutex<Judge>) {
+fn serve(listener: &OwnedFd, judge: &Mutex<Judge>, recorder: Option<&Mutex<Recorder>>) {
     let fd = listener.as_raw_fd();
     loop {
         let mut pfd = libc::pollfd {
@@ -212,6 +225,21 @@ fn serve(listener: &OwnedFd, judge: &Mutex<Judge>) {
             req.data.args,
             req.pid,
         );
+        if let Some(r) = recorder {
+            // While the caller waits: its memory and directories are as
+            // the call sees them.
+            let denied = match decision {
+                Decision::Continue => None,
+                Decision::Errno(e) => Some(syscalls::errno_name(e)),
+                Decision::Kill => Some("SIGSYS".to_string()),
+            };
+            r.lock().unwrap_or_else(|p| p.into_inner()).record(
+                req.pid,
+                req.data.nr as u32,
+                req.data.args,
+                denied,
+            );
+        }
         let mut resp = libc::seccomp_notif_resp {
             id: req.id,
             val: 0,
@@ -262,6 +290,7 @@ mod tests {
             ],
             log: true,
             allow: None,
+            record: false,
         });
         // The server execs twice (a shebang, then env to node): allowed.
         assert_eq!(j.decide(nr("execve"), [0; 6], 10), Decision::Continue);

@@ -338,6 +338,7 @@ mod tests {
             detail,
             progress_notifications: 0,
             exchange: Vec::new(),
+            effects: None,
         }
     }
 

@@ -75,6 +75,8 @@ echo | mcpvm run -- /bin/true > /dev/null 2>&1
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
 
 # The server outgrows a small VM: the OOM killer ends it and the user is told.
+# Observed: what the whoami call did, and what the server did at start.
+case_ observed mcpvm probe --json --vm --profile observe --only-given --call 'whoami={}' -- /bin/mcp-fixture
 case_ oom mcpvm probe --json --step-timeout 120 --only-given --call 'alloc={"mib":512}' -- mcpvm run --mem 96 -- /bin/mcp-fixture
 
 # Phase times of one run.

@@ -23,7 +23,10 @@ cp ws_ro/hello.txt ws_rw/
 W='--call read_text_file={"path":"/workspace/hello.txt"} --call write_file={"path":"/workspace/new.txt","content":"written-in-the-guest"}'
 case_ server_filesystem $P --only-given $W --server filesystem --workspace ws_ro
 ls ws_ro > "$MCPVM_OUT/ws_ro_after.txt"
-case_ server_filesystem_rw $P --only-given $W --server filesystem --workspace ws_rw,rw
+# Observed (--profile observe): what each call did is recorded, and the
+# recording changes nothing the server does.
+case_ server_filesystem_rw $P --only-given $W --server filesystem --workspace ws_rw,rw \
+  --profile observe
 ls ws_rw > "$MCPVM_OUT/ws_rw_after.txt"
 cat ws_rw/new.txt > "$MCPVM_OUT/ws_rw_new.txt" 2>/dev/null
 
