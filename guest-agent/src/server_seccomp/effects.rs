@@ -2,7 +2,7 @@
 //! [`RECORDED`] are sent to the supervisor as user notifications under a
 //! recording policy; while the caller waits, the agent reads the call's
 //! paths, flags, argv and socket address from its memory
-//! (`process_vm_readv`) and its directories from `/proc/PID`, and
+//! (`/proc/PID/mem`) and its directories from `/proc/PID`, and
 //! attributes the call to the MCP request in flight ([`crate::calls`]).
 //!
 //! Observation, not enforcement: a thread of the caller could change the
@@ -126,7 +126,7 @@ impl Recorder {
 /// The call's arguments as an [`Effect`]; None for a call with nothing to
 /// show (a `sendto` on a connected socket).
 fn read(pid: u32, call: &str, a: [u64; 6]) -> Option<Effect> {
-    let mem = Memory(pid);
+    let mem = Memory::of(pid);
     let dir = |fd: u64| match fd as i32 {
         AT_FDCWD => link(pid, "cwd"),
         fd => link(pid, &format!("fd/{fd}")),
@@ -267,29 +267,25 @@ pub fn address(b: &[u8]) -> Option<String> {
     }
 }
 
-/// Another process's memory.
-struct Memory(u32);
+/// Another process's memory, through `/proc/PID/mem` (the guest kernel
+/// has no `process_vm_readv`: CONFIG_CROSS_MEMORY_ATTACH is off), opened
+/// once per recorded call.
+struct Memory(Option<std::fs::File>);
 
 impl Memory {
+    fn of(pid: u32) -> Self {
+        Memory(std::fs::File::open(format!("/proc/{pid}/mem")).ok())
+    }
+
     /// `len` bytes at `addr` (at most a page).
     fn bytes(&self, addr: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        let len = len.min(4096);
-        let mut buf = vec![0u8; len];
-        let local = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: len,
+        use std::os::unix::fs::FileExt;
+        let Some(f) = &self.0 else {
+            return Err(std::io::Error::from(std::io::ErrorKind::NotFound));
         };
-        let remote = libc::iovec {
-            iov_base: addr as *mut libc::c_void,
-            iov_len: len,
-        };
-        // SAFETY: one local iovec over our buffer; the remote one is only
-        // read by the kernel, which checks it against the other process.
-        let n = unsafe { libc::process_vm_readv(self.0 as libc::pid_t, &local, 1, &remote, 1, 0) };
-        if n < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        buf.truncate(n as usize);
+        let mut buf = vec![0u8; len.min(4096)];
+        let n = f.read_at(&mut buf, addr)?;
+        buf.truncate(n);
         Ok(buf)
     }
 
@@ -398,7 +394,7 @@ mod tests {
         // Our own memory, through the same call (a process may read itself).
         let pid = std::process::id();
         let name = std::ffi::CString::new("/workspace/../etc/passwd").unwrap();
-        let m = Memory(pid);
+        let m = Memory::of(pid);
         assert_eq!(
             m.string(name.as_ptr() as u64).unwrap(),
             "/workspace/../etc/passwd"
