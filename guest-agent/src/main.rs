@@ -10,6 +10,7 @@
 //! status (`exit.rs`). What it agrees on with the host is the
 //! `mcpvm-protocol` crate.
 
+mod canaries;
 mod exit;
 mod links;
 mod ports;

@@ -123,14 +123,27 @@ pub fn run_over_vsock() -> io::Result<u8> {
         }
         None => None,
     };
-    let started = match start_server(&spec, &session.stderr) {
+    let mut started = match start_server(&spec, &session.stderr) {
         Ok(s) => s,
         Err(Failure { msg, status }) => return Ok(session.fail(&msg, status)),
     };
     session.send(&Event::Spawned {
         pid: started.child.id(),
     });
+    if let Some(c) = &started.canaries {
+        session.send(&Event::Canaries {
+            token: c.token.clone(),
+            files: c.files.clone(),
+            env: crate::canaries::ENV.to_string(),
+            sibling: c.sibling.clone(),
+            link: c.link.clone(),
+        });
+    }
+    let canaries = started.canaries.take();
     let (links, exit) = serve(session, started, spec.snapshot)?;
+    if let Some(c) = &canaries {
+        crate::canaries::remove_link(c);
+    }
     // The channels of the last generation (a restored VM's).
     let Some(session) = Session::from_links(&links)? else {
         return Ok(exit.byte());
@@ -170,6 +183,7 @@ struct Started {
     /// Under a recording policy: what the server is doing, and what the
     /// recorder hands on.
     recording: Option<(Arc<Calls>, mpsc::Receiver<Recorded>)>,
+    canaries: Option<crate::canaries::Planted>,
 }
 
 /// Runs the setup line, applies the filesystem policy, and spawns the
@@ -182,6 +196,12 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         run_setup(setup, spec, stderr_ch).map_err(|msg| Failure::new(msg, 126))?;
     }
     let policy = &spec.policy;
+    // Before the mounts: a read-only root would keep them out.
+    let canaries = policy
+        .canaries
+        .then(|| crate::canaries::plant("/root"))
+        .transpose()
+        .map_err(|e| Failure::new(format!("cannot plant the canaries: {e}"), 126))?;
     crate::withholding::apply_mounts(policy).map_err(|e| Failure::new(e.to_string(), 126))?;
     let (confine, supervise) = server_seccomp::prepare(
         &policy.rlimits,
@@ -195,6 +215,9 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         cmd.env("PATH", DEFAULT_PATH).env("HOME", "/root");
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(c) = &canaries {
+        cmd.env(crate::canaries::ENV, format!("{}-env", c.token));
+    }
     // SAFETY: pre_exec makes only async-signal-safe calls (seccomp's docs).
     unsafe { cmd.pre_exec(move || confine.pre_exec()) };
     // Before the spawn: the server's own execve may be a notified call.
@@ -222,6 +245,7 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         supervisor,
         kernel_log: KernelLog::from_now(),
         recording,
+        canaries,
     })
 }
 

@@ -283,6 +283,46 @@ fn an_observed_call_is_shown_with_what_it_did() {
 }
 
 #[test]
+fn a_prefix_escape_to_a_canary_is_found_and_a_clean_call_is_not() {
+    let c = case("vulnerable");
+    let r = c.json();
+    let findings = r["findings"].as_array().unwrap_or_else(|| panic!("no findings: {r}"));
+    let classes: Vec<(&str, &str)> = findings
+        .iter()
+        .map(|f| (f["class"].as_str().unwrap(), f["step"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            ("path-traversal", "tools/call:read_file"),
+            ("secret-exposure", "tools/call:read_file"),
+        ],
+        "{findings:#?}"
+    );
+    let exposure = &findings[1];
+    assert!(
+        exposure["why"].as_str().unwrap().contains("token is in its answer"),
+        "{exposure}"
+    );
+    assert_eq!(
+        exposure["call"],
+        r#"read_file={"path":"/workspace_secret/secret.txt"}"#
+    );
+    let canaries = r["guest_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "canaries")
+        .unwrap_or_else(|| panic!("no canaries event: {r}"));
+    assert_eq!(canaries["link"], "/workspace/.mcpvm-canary-link");
+    assert!(canaries["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f == "/root/.ssh/id_ed25519"));
+}
+
+#[test]
 fn an_oom_killed_server_is_reported() {
     let c = case("oom");
     assert_eq!(c.rc, 3, "the alloc call fails: {c:?}");

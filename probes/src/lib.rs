@@ -18,6 +18,7 @@ pub mod arguments;
 pub mod conformance;
 pub mod effects;
 pub mod exchange;
+pub mod findings;
 pub mod result;
 pub mod robustness;
 pub mod run;

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::effects::{Effects, Recording};
 use crate::exchange::Entry;
+use crate::findings::Finding;
 use crate::wire::{ExitSummary, Stderr};
 
 pub const SCHEMA_VERSION: u32 = 4;
@@ -167,6 +168,10 @@ pub struct ProbeResult {
     /// request, and how much was recorded (each step has its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording: Option<Recording>,
+    /// What a call made the server do that it must not (with canaries
+    /// planted: `--profile observe`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
     pub verdict: Verdict,
 }
 
@@ -194,6 +199,7 @@ impl ProbeResult {
             exit: None,
             guest_events: None,
             recording: None,
+            findings: Vec::new(),
             verdict: Verdict::default(),
         }
     }
@@ -288,6 +294,15 @@ impl ProbeResult {
                     "  recorded {} calls; {} past the agent's bound were counted, not shown\n",
                     r.recorded, r.dropped
                 );
+            }
+        }
+        if !self.findings.is_empty() {
+            s += "findings:\n";
+            for f in &self.findings {
+                s += &format!("  {} ({}) in {}: {}\n", f.class, f.severity, f.step, f.why);
+                if let Some(call) = &f.call {
+                    s += &format!("    reproduce with --call '{call}'\n");
+                }
             }
         }
         if let Some(rs) = &self.robustness {

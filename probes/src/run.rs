@@ -174,6 +174,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
             }
             result.recording = Some(recording);
         }
+        result.findings = crate::findings::judge(&result.steps, events);
     }
     result.conclude();
     Ok(result)

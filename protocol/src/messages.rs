@@ -95,6 +95,21 @@ pub enum Event {
     Resumed {
         uptime_ms: u64,
     },
+    /// The canaries planted before the server started: any touch of one
+    /// is evidence, and `token` in anything the server says is a leak.
+    Canaries {
+        /// In every canary's content (each adds its own suffix).
+        token: String,
+        /// Files whose reading is exposure.
+        files: Vec<String>,
+        /// The environment variable that holds the token.
+        env: String,
+        /// A directory beside the workspace, sharing its name's prefix.
+        sibling: String,
+        /// A link in the workspace to a canary outside it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        link: Option<String>,
+    },
     /// One security-relevant call, as it happened (a recording policy).
     Effect(Box<Effect>),
     /// When the server has exited, under a recording policy: every

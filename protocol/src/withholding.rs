@@ -19,6 +19,11 @@ pub struct Policy {
     pub rlimits: Vec<Rlimit>,
     #[serde(default)]
     pub seccomp: Option<Seccomp>,
+    /// Plant canary secrets before the server starts (credential files,
+    /// a variable, a sibling of the workspace, a link out of it), each
+    /// holding a token made for this run: `Event::Canaries` names them.
+    #[serde(default)]
+    pub canaries: bool,
 }
 
 /// One resource limit, soft and hard.

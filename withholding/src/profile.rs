@@ -49,6 +49,9 @@ pub struct Knobs {
     /// Record what the server does (files, programs, connections), with
     /// arguments, attributed to the MCP request that caused it.
     pub record_effects: Option<bool>,
+    /// Plant canary secrets (credential files, a variable, a sibling of
+    /// the workspace, a link out of it) before the server starts.
+    pub canaries: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -263,6 +266,7 @@ impl Profiles {
                 read_only_root: merged.read_only_root.unwrap_or(false),
                 no_tmp: merged.no_tmp.unwrap_or(false),
                 bare_env: merged.clear_env.unwrap_or(false),
+                canaries: merged.canaries.unwrap_or(false),
                 rlimits,
                 seccomp: (log || record || !rules.is_empty() || allow.is_some()).then_some(
                     Seccomp {
@@ -295,7 +299,8 @@ fn apply(mut over: Knobs, k: &Knobs) -> Knobs {
         kill,
         deny_exec,
         log_syscalls,
-        record_effects
+        record_effects,
+        canaries
     );
     over.env.extend(k.env.clone());
     over.rlimits.extend(k.rlimits.clone());

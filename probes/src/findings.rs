@@ -1,0 +1,334 @@
+//! Findings: what a server was made to do that it must not, judged by
+//! what happened inside the VM (recorded effects, docs/withholding.md)
+//! against the canaries planted there, and attributed to the step whose
+//! request caused it. A finding names its class (also its SARIF
+//! `ruleId`), the step and its arguments, why, and the events that prove
+//! it.
+//!
+//! Judged so far:
+//! - `path-traversal`: a call touched a path beside the workspace that
+//!   only shares its name's prefix (`/workspace_secret`), or went out of
+//!   the workspace through the link planted in it;
+//! - `secret-exposure`: a call read a canary file, or the canary token
+//!   appears in what the server answered.
+//!
+//! Nothing is judged from a server's own start: only effects attributed
+//! to a request count, so a finding always has a call that reproduces it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::exchange::Direction;
+use crate::result::StepResult;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// `path-traversal` or `secret-exposure`.
+    pub class: String,
+    pub severity: String,
+    pub step: String,
+    /// The `--call` that reproduces it: `TOOL={arguments}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    pub why: String,
+    /// The recorded effects, or the answer's excerpt, that prove it.
+    pub evidence: Vec<Value>,
+}
+
+/// The canaries of a run, from the agent's `canaries` event.
+struct Canaries {
+    token: String,
+    files: Vec<String>,
+    sibling: String,
+    link: Option<String>,
+}
+
+impl Canaries {
+    fn from_events(events: &[Value]) -> Option<Self> {
+        let e = events.iter().find(|e| e["event"] == "canaries")?;
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Some(Canaries {
+            token: e["token"].as_str()?.to_string(),
+            files: strings(&e["files"]),
+            sibling: e["sibling"].as_str()?.to_string(),
+            link: e["link"].as_str().map(String::from),
+        })
+    }
+
+    fn beside(&self, path: &str) -> bool {
+        path == self.sibling || path.starts_with(&format!("{}/", self.sibling))
+    }
+
+    fn through_link(&self, path: &str) -> bool {
+        self.link
+            .as_deref()
+            .is_some_and(|l| path == l || path.starts_with(&format!("{l}/")))
+    }
+}
+
+/// Judges the steps of a run against its guest events.
+pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
+    let Some(canaries) = Canaries::from_events(events) else {
+        return Vec::new();
+    };
+    let mut findings = Vec::new();
+    for step in steps {
+        let sent = crate::effects::requests(&step.exchange);
+        let mine: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["event"] == "effect" && e["during"]["phase"] == "request")
+            .filter(|e| {
+                sent.iter()
+                    .any(|(id, m)| e["during"]["id"] == *id && e["during"]["method"] == m.as_str())
+            })
+            .collect();
+        let call = call_of(step);
+        // One finding per class and step; a second reason adds to it.
+        let mut add = |class: &str, why: String, evidence: Vec<Value>| {
+            if evidence.is_empty() {
+                return;
+            }
+            let same = |f: &&mut Finding| f.class == class && f.step == step.step;
+            if let Some(f) = findings.iter_mut().find(same) {
+                f.why = format!("{}; {why}", f.why);
+                f.evidence.extend(evidence);
+                return;
+            }
+            findings.push(Finding {
+                class: class.into(),
+                severity: "high".into(),
+                step: step.step.clone(),
+                call: call.clone(),
+                why,
+                evidence,
+            });
+        };
+        let paths = |e: &Value| -> Vec<String> {
+            let mut p: Vec<String> = e["paths"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default();
+            p.extend(e["resolved"].as_str().map(String::from));
+            p
+        };
+        let escaped: Vec<Value> = mine
+            .iter()
+            .filter(|e| {
+                paths(e)
+                    .iter()
+                    .any(|p| canaries.beside(p) || canaries.through_link(p))
+            })
+            .map(|e| (*e).clone())
+            .collect();
+        add(
+            "path-traversal",
+            format!(
+                "it reached {} beside the workspace, or left it through the planted link",
+                canaries.sibling
+            ),
+            escaped,
+        );
+        let read: Vec<Value> = mine
+            .iter()
+            .filter(|e| e["call"].as_str().is_some_and(|c| c.starts_with("open")))
+            .filter(|e| paths(e).iter().any(|p| canaries.files.contains(p)))
+            .map(|e| (*e).clone())
+            .collect();
+        add("secret-exposure", "it opened a canary secret".into(), read);
+        let leaked: Vec<Value> = step
+            .exchange
+            .iter()
+            .filter(|x| x.dir == Direction::Received)
+            .filter_map(|x| {
+                let text = x
+                    .message
+                    .as_ref()
+                    .map(Value::to_string)
+                    .or(x.text.clone())?;
+                let at = text.find(&canaries.token)?;
+                let from = text[..at]
+                    .char_indices()
+                    .rev()
+                    .nth(40)
+                    .map_or(0, |(i, _)| i);
+                let to = (at + canaries.token.len() + 40).min(text.len());
+                let to = (to..=text.len())
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(text.len());
+                Some(Value::String(text[from..to].to_string()))
+            })
+            .collect();
+        add(
+            "secret-exposure",
+            "the canary token is in its answer".into(),
+            leaked,
+        );
+    }
+    findings
+}
+
+/// `TOOL={arguments}` of a tool call step, from what it sent.
+fn call_of(step: &StepResult) -> Option<String> {
+    let tool = step.step.strip_prefix("tools/call:")?;
+    let args = step
+        .exchange
+        .iter()
+        .filter(|x| x.dir == Direction::Sent)
+        .find_map(|x| x.message.as_ref()?.pointer("/params/arguments").cloned())?;
+    Some(format!("{tool}={args}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exchange::Entry;
+    use crate::result::Outcome;
+    use serde_json::json;
+
+    fn step(name: &str, id: u64, args: Value, answer: Value) -> StepResult {
+        let tool = name.strip_prefix("tools/call:").unwrap();
+        StepResult {
+            step: name.into(),
+            outcome: Outcome::Ok,
+            at_ms: 0.0,
+            took_ms: 0.0,
+            detail: Value::Null,
+            progress_notifications: 0,
+            exchange: vec![
+                Entry {
+                    at_ms: 0.0,
+                    dir: Direction::Sent,
+                    bytes: 0,
+                    message: Some(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                        "params": {"name": tool, "arguments": args}})),
+                    text: None,
+                },
+                Entry {
+                    at_ms: 1.0,
+                    dir: Direction::Received,
+                    bytes: 0,
+                    message: Some(json!({"jsonrpc": "2.0", "id": id, "result": answer})),
+                    text: None,
+                },
+            ],
+            effects: None,
+        }
+    }
+
+    fn open(id: u64, tool: &str, path: &str, resolved: Option<&str>) -> Value {
+        let mut e = json!({"event": "effect", "call": "openat", "paths": [path], "access": "read",
+            "during": {"phase": "request", "id": id, "method": "tools/call", "tool": tool}});
+        if let Some(r) = resolved {
+            e["resolved"] = json!(r);
+        }
+        e
+    }
+
+    const TOKEN: &str = "MCPVM-CANARY-00ff";
+
+    fn canaries() -> Value {
+        json!({"event": "canaries", "token": TOKEN, "env": "MCPVM_SECRET_TOKEN",
+            "files": ["/root/.ssh/id_ed25519", "/etc/mcpvm/secret", "/workspace_secret/secret.txt"],
+            "sibling": "/workspace_secret", "link": "/workspace/.mcpvm-canary-link"})
+    }
+
+    #[test]
+    fn a_prefix_escape_that_reads_a_canary_is_two_findings_with_evidence() {
+        let steps = vec![
+            step(
+                "tools/call:read_file",
+                3,
+                json!({"path": "/workspace_secret/secret.txt"}),
+                json!({"content": [{"type": "text", "text": format!("{TOKEN}-sibling")}]}),
+            ),
+            step(
+                "tools/call:list",
+                4,
+                json!({"path": "/workspace"}),
+                json!({"content": []}),
+            ),
+        ];
+        let events = vec![
+            canaries(),
+            // At start-up the server read a credential: not a call's doing.
+            json!({"event": "effect", "call": "openat", "paths": ["/root/.aws/credentials"],
+                "during": {"phase": "start_up"}}),
+            open(3, "read_file", "/workspace_secret/secret.txt", None),
+            open(4, "list", "/workspace", None),
+        ];
+        let f = judge(&steps, &events);
+        let classes: Vec<(&str, &str)> = f
+            .iter()
+            .map(|f| (f.class.as_str(), f.why.as_str()))
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                ("path-traversal", "it reached /workspace_secret beside the workspace, or left it through the planted link"),
+                ("secret-exposure", "it opened a canary secret; the canary token is in its answer"),
+            ],
+            "one finding per class and step: {f:#?}"
+        );
+        assert_eq!(
+            f[0].call.as_deref(),
+            Some(r#"read_file={"path":"/workspace_secret/secret.txt"}"#)
+        );
+        assert_eq!(f[0].evidence[0]["paths"][0], "/workspace_secret/secret.txt");
+    }
+
+    #[test]
+    fn a_link_out_of_the_workspace_and_a_leaked_token_are_found() {
+        let steps = vec![step(
+            "tools/call:read",
+            5,
+            json!({"path": "/workspace/.mcpvm-canary-link"}),
+            json!({"content": [{"type": "text", "text": format!("key: {TOKEN}-etc")}]}),
+        )];
+        let events = vec![
+            canaries(),
+            open(
+                5,
+                "read",
+                "/workspace/.mcpvm-canary-link",
+                Some("/etc/mcpvm/secret"),
+            ),
+        ];
+        let f = judge(&steps, &events);
+        assert_eq!(f.len(), 2, "{f:#?}");
+        assert_eq!(f[0].class, "path-traversal");
+        assert_eq!(
+            f[1].why,
+            "it opened a canary secret; the canary token is in its answer"
+        );
+        assert_eq!(f[1].evidence.len(), 2, "the open and the answer: {f:#?}");
+        assert!(f[1].evidence[1].as_str().unwrap().contains(TOKEN));
+    }
+
+    #[test]
+    fn a_server_that_stays_inside_has_no_finding() {
+        let steps = vec![step(
+            "tools/call:read_file",
+            3,
+            json!({"path": "/workspace/a.txt"}),
+            json!({"content": [{"type": "text", "text": "hello"}]}),
+        )];
+        let events = vec![canaries(), open(3, "read_file", "/workspace/a.txt", None)];
+        assert_eq!(judge(&steps, &events), vec![]);
+        // Without canaries nothing is judged.
+        assert_eq!(judge(&steps, &events[1..]), vec![]);
+    }
+}
