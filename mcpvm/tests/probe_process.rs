@@ -31,7 +31,7 @@ fn broken() -> String {
 fn by_default_every_tool_but_the_destructive_one_is_called_with_generated_arguments() {
     let (rc, r, err) = probe(&["--", &fixture()]);
     assert_eq!(rc, 0, "{r} {err}");
-    assert_eq!(r["schema"], 3);
+    assert_eq!(r["schema"], 4);
     assert_eq!(r["transport"], "process");
     assert_eq!(r["server_name"], "mcp-fixture");
     // rmcp 3.11 servers speak the stateless revision.
