@@ -27,8 +27,8 @@ def counted(rs):
         if r.get("recording"):
             by.add(f"{r['recording']['recorded']} calls recorded")
         for e in r.get("guest_events") or []:
-            if e.get("event") == "syscalls":
-                by.add(e.get("counted_by", "notification"))
+            if e.get("event") == "syscalls" and e.get("used"):
+                by.add(f"counted by {e.get('counted_by', 'notification')}")
     return ", ".join(sorted(by)) or "no syscalls event"
 plain, observed = load(out, "a", runs, "observe"), load(out, "b", runs, "observe")
 table(f"{server}, spawn → handshake answer, {runs} runs each", [

@@ -283,31 +283,59 @@ fn an_observed_call_is_shown_with_what_it_did() {
 }
 
 #[test]
-fn a_prefix_escape_to_a_canary_is_found_and_a_clean_call_is_not() {
+fn a_vulnerable_server_is_found_out_by_what_it_does_and_a_sound_tool_is_not() {
     let c = case("vulnerable");
     let r = c.json();
-    let findings = r["findings"].as_array().unwrap_or_else(|| panic!("no findings: {r}"));
-    let classes: Vec<(&str, &str)> = findings
+    let findings = r["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no findings: {r}"));
+    let mut classes: Vec<(&str, &str)> = findings
         .iter()
         .map(|f| (f["class"].as_str().unwrap(), f["step"].as_str().unwrap()))
         .collect();
+    classes.sort();
+    classes.dedup();
     assert_eq!(
         classes,
         [
+            ("command-injection", "attack:run"),
+            ("path-traversal", "attack:read_file"),
             ("path-traversal", "tools/call:read_file"),
+            ("secret-exposure", "attack:read_file"),
             ("secret-exposure", "tools/call:read_file"),
+            ("ssrf", "attack:fetch"),
         ],
-        "{findings:#?}"
+        "nothing on echo, every class where it is: {findings:#?}"
     );
-    let exposure = &findings[1];
+    // The given call: the sibling read, and the token in the answer.
+    let given = findings
+        .iter()
+        .find(|f| f["class"] == "secret-exposure" && f["step"] == "tools/call:read_file")
+        .unwrap();
     assert!(
-        exposure["why"].as_str().unwrap().contains("token is in its answer"),
-        "{exposure}"
+        given["why"]
+            .as_str()
+            .unwrap()
+            .contains("token is in its answer"),
+        "{given}"
     );
     assert_eq!(
-        exposure["call"],
+        given["call"],
         r#"read_file={"path":"/workspace_secret/secret.txt"}"#
     );
+    // An attack's finding says what to send again.
+    let injection = findings
+        .iter()
+        .find(|f| f["class"] == "command-injection")
+        .unwrap();
+    assert_eq!(injection["argument"], "/text", "{injection}");
+    let payload = injection["payload"].as_str().unwrap();
+    assert!(
+        injection["call"].as_str().unwrap().starts_with("run=") && payload.contains("touch /tmp/"),
+        "{injection}"
+    );
+    let ssrf = findings.iter().find(|f| f["class"] == "ssrf").unwrap();
+    assert!(ssrf["attempts"].as_u64().unwrap() >= 3, "{ssrf}");
     let canaries = r["guest_events"]
         .as_array()
         .unwrap()
@@ -315,11 +343,13 @@ fn a_prefix_escape_to_a_canary_is_found_and_a_clean_call_is_not() {
         .find(|e| e["event"] == "canaries")
         .unwrap_or_else(|| panic!("no canaries event: {r}"));
     assert_eq!(canaries["link"], "/workspace/.mcpvm-canary-link");
-    assert!(canaries["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|f| f == "/root/.ssh/id_ed25519"));
+    // Attacks the server refused are no client failure.
+    assert_eq!(
+        r["verdict"]["real_client_failures"],
+        serde_json::json!([]),
+        "{}",
+        r["verdict"]
+    );
 }
 
 #[test]

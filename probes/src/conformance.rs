@@ -87,7 +87,7 @@ pub enum Handshake {
     Failed,
 }
 
-fn error_outcome(e: &ServiceError) -> Outcome {
+pub fn error_outcome(e: &ServiceError) -> Outcome {
     match e {
         ServiceError::McpError(_) => Outcome::Error,
         ServiceError::Timeout { .. } => Outcome::Timeout,
@@ -196,6 +196,25 @@ pub async fn exercise(
         // The server went away during a call.
         return tools;
     };
+    if opts.security {
+        // Each tool called, attacked from the arguments it was called with.
+        let targets: Vec<(String, serde_json::Map<String, Value>)> = result
+            .steps
+            .iter()
+            .filter(|s| s.outcome != Outcome::Skipped)
+            .filter_map(|s| {
+                let tool = s.step.strip_prefix("tools/call:")?;
+                let args = s.detail.get("arguments")?.as_object()?;
+                Some((tool.to_string(), args.clone()))
+            })
+            .collect();
+        let limits = crate::attacks::Limits::default();
+        let attacks =
+            crate::attacks::run(client, wire, t, &targets, &opts.payloads, &limits, result);
+        if !attacks.await {
+            return tools;
+        }
+    }
     if result.lifecycle == Some(Lifecycle::Initialize) {
         let s = begin(wire, "ping");
         let step = match tokio::time::timeout(t, client.send_request(ping())).await {

@@ -30,10 +30,26 @@ pub struct Finding {
     /// The `--call` that reproduces it: `TOOL={arguments}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
+    /// For an attack: the argument (a JSON pointer into the arguments)
+    /// and the first payload that showed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    /// How many attempts showed it (payloads on this argument).
+    #[serde(default = "one")]
+    pub attempts: u32,
     pub why: String,
     /// The recorded effects, or the answer's excerpt, that prove it.
     pub evidence: Vec<Value>,
 }
+
+fn one() -> u32 {
+    1
+}
+
+/// Evidence kept per finding.
+const MAX_EVIDENCE: usize = 10;
 
 /// The canaries of a run, from the agent's `canaries` event.
 struct Canaries {
@@ -92,15 +108,26 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
             })
             .collect();
         let call = call_of(step);
-        // One finding per class and step; a second reason adds to it.
+        let attack = step.detail.get("attack").filter(|a| a.is_object());
+        let text = |k: &str| attack.and_then(|a| a[k].as_str()).map(String::from);
+        let (argument, payload) = (text("argument"), text("payload"));
+        // One finding per class, step and argument: another reason adds
+        // to it, another attempt counts.
         let mut add = |class: &str, why: String, evidence: Vec<Value>| {
             if evidence.is_empty() {
                 return;
             }
-            let same = |f: &&mut Finding| f.class == class && f.step == step.step;
+            let same = |f: &&mut Finding| {
+                f.class == class && f.step == step.step && f.argument == argument
+            };
             if let Some(f) = findings.iter_mut().find(same) {
-                f.why = format!("{}; {why}", f.why);
-                f.evidence.extend(evidence);
+                if f.payload != payload {
+                    f.attempts += 1;
+                } else if !f.why.contains(&why) {
+                    f.why = format!("{}; {why}", f.why);
+                }
+                let room = MAX_EVIDENCE.saturating_sub(f.evidence.len());
+                f.evidence.extend(evidence.into_iter().take(room));
                 return;
             }
             findings.push(Finding {
@@ -108,8 +135,11 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
                 severity: "high".into(),
                 step: step.step.clone(),
                 call: call.clone(),
+                argument: argument.clone(),
+                payload: payload.clone(),
+                attempts: 1,
                 why,
-                evidence,
+                evidence: evidence.into_iter().take(MAX_EVIDENCE).collect(),
             });
         };
         let paths = |e: &Value| -> Vec<String> {
@@ -177,13 +207,73 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
             "the canary token is in its answer".into(),
             leaked,
         );
+        let Some(attack) = attack else { continue };
+        let class = attack["class"].as_str().unwrap_or_default();
+        let marker = attack["marker"].as_str().unwrap_or("\u{0}");
+        if class == "command-injection" || class == "argument-injection" {
+            let ran: Vec<Value> = mine
+                .iter()
+                .filter(|e| marker_made(e, marker))
+                .map(|e| (*e).clone())
+                .collect();
+            add(
+                class,
+                format!("the payload ran: /tmp/{marker} was created, or a program was run on it"),
+                ran,
+            );
+        }
+        if let Some(address) = attack["address"].as_str().filter(|_| class == "ssrf") {
+            let reached: Vec<Value> = mine
+                .iter()
+                .filter(|e| matches!(e["call"].as_str(), Some("connect" | "sendto")))
+                .filter(|e| e["address"] == address)
+                .map(|e| (*e).clone())
+                .collect();
+            add(
+                "ssrf",
+                format!("it tried to reach {address}, the address the payload named"),
+                reached,
+            );
+        }
     }
     findings
 }
 
+/// An effect that proves a marker payload ran: a file by the marker's
+/// name created or written (`touch /tmp/<marker>`, `--output=`), or a
+/// program run with `/tmp/<marker>` as an argument of its own (a shell
+/// handed the payload as text does not count, only what it then runs).
+fn marker_made(e: &Value, marker: &str) -> bool {
+    let path = format!("/tmp/{marker}");
+    let call = e["call"].as_str().unwrap_or_default();
+    let names = |k: &str| {
+        e[k].as_array()
+            .is_some_and(|a| a.iter().any(|p| p.as_str() == Some(path.as_str())))
+    };
+    match call {
+        "execve" | "execveat" => names("argv") && !is_shell(&e["argv"][0]),
+        "open" | "openat" | "openat2" => {
+            let access = e["access"].as_str().unwrap_or("read");
+            access != "read" && names("paths")
+        }
+        "creat" | "mkdir" | "mkdirat" | "rename" | "renameat" | "renameat2" | "link" | "linkat"
+        | "symlink" | "symlinkat" | "truncate" => names("paths"),
+        _ => false,
+    }
+}
+
+fn is_shell(argv0: &Value) -> bool {
+    let name = argv0.as_str().unwrap_or_default();
+    let base = name.rsplit('/').next().unwrap_or(name);
+    matches!(base, "sh" | "bash" | "dash" | "ash" | "zsh" | "busybox")
+}
+
 /// `TOOL={arguments}` of a tool call step, from what it sent.
 fn call_of(step: &StepResult) -> Option<String> {
-    let tool = step.step.strip_prefix("tools/call:")?;
+    let tool = step
+        .step
+        .strip_prefix("tools/call:")
+        .or(step.step.strip_prefix("attack:"))?;
     let args = step
         .exchange
         .iter()
@@ -316,6 +406,146 @@ mod tests {
         );
         assert_eq!(f[1].evidence.len(), 2, "the open and the answer: {f:#?}");
         assert!(f[1].evidence[1].as_str().unwrap().contains(TOKEN));
+    }
+
+    fn attack_step(
+        id: u64,
+        tool: &str,
+        class: &str,
+        payload: &str,
+        address: Option<&str>,
+    ) -> StepResult {
+        let mut s = step(
+            &format!("tools/call:{tool}"),
+            id,
+            json!({"text": payload}),
+            json!({"content": []}),
+        );
+        s.step = format!("attack:{tool}");
+        s.detail = json!({"attack": {"tool": tool, "argument": "/text", "class": class,
+            "payload": payload, "marker": format!("mcpvm-attack-{id}"), "address": address}});
+        s
+    }
+
+    fn exec(id: u64, tool: &str, argv: &[&str]) -> Value {
+        json!({"event": "effect", "call": "execve", "paths": [argv[0]], "argv": argv,
+            "during": {"phase": "request", "id": id, "method": "tools/call", "tool": tool}})
+    }
+
+    #[test]
+    fn an_injected_command_that_runs_is_found_and_a_quoted_one_is_not() {
+        let steps = vec![
+            attack_step(
+                1,
+                "run",
+                "command-injection",
+                "x; touch /tmp/mcpvm-attack-1",
+                None,
+            ),
+            attack_step(
+                2,
+                "run",
+                "command-injection",
+                "x | touch /tmp/mcpvm-attack-2",
+                None,
+            ),
+            attack_step(
+                3,
+                "log",
+                "command-injection",
+                "x; touch /tmp/mcpvm-attack-3",
+                None,
+            ),
+            attack_step(
+                4,
+                "diff",
+                "argument-injection",
+                "--output=/tmp/mcpvm-attack-4",
+                None,
+            ),
+        ];
+        let events = vec![
+            canaries(),
+            // A shell handed the text, which then runs touch: injection.
+            exec(
+                1,
+                "run",
+                &["/bin/sh", "-c", "echo x; touch /tmp/mcpvm-attack-1"],
+            ),
+            exec(1, "run", &["touch", "/tmp/mcpvm-attack-1"]),
+            exec(
+                2,
+                "run",
+                &["/bin/sh", "-c", "echo x | touch /tmp/mcpvm-attack-2"],
+            ),
+            json!({"event": "effect", "call": "openat", "paths": ["/tmp/mcpvm-attack-2"],
+                "access": "write+create", "during": {"phase": "request", "id": 2, "method": "tools/call"}}),
+            // The text as one argument of a program: quoted, no finding.
+            exec(
+                3,
+                "log",
+                &["/usr/bin/logger", "x; touch /tmp/mcpvm-attack-3"],
+            ),
+            exec(3, "log", &["/bin/sh", "-c", "touch /tmp/mcpvm-attack-3"]),
+            // git writes the file the option named.
+            json!({"event": "effect", "call": "openat", "paths": ["/tmp/mcpvm-attack-4"],
+                "access": "write+create+truncate", "during": {"phase": "request", "id": 4, "method": "tools/call"}}),
+        ];
+        let f = judge(&steps, &events);
+        let got: Vec<(&str, &str, u32)> = f
+            .iter()
+            .map(|f| (f.class.as_str(), f.step.as_str(), f.attempts))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("command-injection", "attack:run", 2),
+                ("argument-injection", "attack:diff", 1)
+            ],
+            "{f:#?}"
+        );
+        assert_eq!(
+            f[0].payload.as_deref(),
+            Some("x; touch /tmp/mcpvm-attack-1")
+        );
+        assert_eq!(f[0].argument.as_deref(), Some("/text"));
+        assert_eq!(
+            f[0].call.as_deref(),
+            Some(r#"run={"text":"x; touch /tmp/mcpvm-attack-1"}"#)
+        );
+    }
+
+    #[test]
+    fn a_connect_to_the_payloads_address_is_ssrf_and_another_is_not() {
+        let steps = vec![
+            attack_step(
+                1,
+                "fetch",
+                "ssrf",
+                "http://169.254.169.254/",
+                Some("inet 169.254.169.254:80"),
+            ),
+            attack_step(
+                2,
+                "fetch",
+                "ssrf",
+                "http://127.0.0.1:22/",
+                Some("inet 127.0.0.1:22"),
+            ),
+        ];
+        let connect = |id: u64, address: &str| {
+            json!({"event": "effect", "call": "connect", "address": address,
+                "during": {"phase": "request", "id": id, "method": "tools/call"}})
+        };
+        let events = vec![
+            canaries(),
+            connect(1, "inet 169.254.169.254:80"),
+            connect(2, "unix /run/nscd/socket"),
+        ];
+        let f = judge(&steps, &events);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].class, "ssrf");
+        assert_eq!(f[0].evidence[0]["address"], "inet 169.254.169.254:80");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! server's whole process group ends with the run.
 
 pub mod arguments;
+pub mod attacks;
 pub mod conformance;
 pub mod effects;
 pub mod exchange;

@@ -226,6 +226,8 @@ impl ProbeResult {
             .steps
             .iter()
             .filter(|s| s.failed() && !(handshake_done && s.step == "server/discover"))
+            // An attack a server refuses or chokes on is judged apart.
+            .filter(|s| !s.step.starts_with("attack:"))
             .map(|s| s.step.clone())
             .collect();
         let broken = |input| {
@@ -268,7 +270,12 @@ impl ProbeResult {
             self.resources.len(),
             self.resource_templates.len(),
         );
-        for st in &self.steps {
+        let attacks = self
+            .steps
+            .iter()
+            .filter(|s| s.step.starts_with("attack:"))
+            .count();
+        for st in self.steps.iter().filter(|s| !s.step.starts_with("attack:")) {
             s += &format!(
                 "  {:<34} {:<10} at {:>9.1} ms (took {:.1} ms){}\n",
                 st.step,
@@ -295,6 +302,12 @@ impl ProbeResult {
                     r.recorded, r.dropped
                 );
             }
+        }
+        if attacks > 0 {
+            s += &format!(
+                "  {attacks} attacks sent ({} findings)\n",
+                self.findings.len()
+            );
         }
         if !self.findings.is_empty() {
             s += "findings:\n";

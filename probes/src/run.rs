@@ -58,6 +58,9 @@ pub struct ProbeOptions {
     pub vm_timings: Option<PathBuf>,
     /// … and `--events FILE`: read the guest agent's events.
     pub vm_events: Option<PathBuf>,
+    /// Attack every called tool with `payloads` (`crate::attacks`).
+    pub security: bool,
+    pub payloads: Vec<crate::attacks::Payload>,
 }
 
 impl Default for ProbeOptions {
@@ -76,6 +79,8 @@ impl Default for ProbeOptions {
             exit_grace: Duration::from_secs(10),
             vm_timings: None,
             vm_events: None,
+            security: false,
+            payloads: Vec::new(),
         }
     }
 }

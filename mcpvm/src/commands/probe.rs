@@ -49,6 +49,16 @@ pub struct ProbeArgs {
     /// Also send the robustness probes (malformed and hostile input).
     #[arg(long)]
     pub robustness: bool,
+    /// Attack every called tool: each string argument in turn gets each
+    /// payload (command and argument injection, path traversal, SSRF),
+    /// and what the server then does inside the VM is judged
+    /// (docs/security-audit.md). Needs a microVM; adds `--profile observe`.
+    #[arg(long)]
+    pub security: bool,
+    /// More payloads for --security, a file shaped like the built-in
+    /// probes/src/payloads.toml.
+    #[arg(long, value_name = "FILE", requires = "security")]
+    pub payloads: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "auto")]
     pub lifecycle: Lifecycle,
     /// Seconds allowed for the server to start and answer the handshake.
@@ -98,6 +108,8 @@ impl Default for ProbeArgs {
             only_given: false,
             allow_destructive: false,
             robustness: false,
+            security: false,
+            payloads: None,
             lifecycle: Lifecycle::Auto,
             init_timeout: INIT_TIMEOUT,
             step_timeout: STEP_TIMEOUT,
@@ -134,6 +146,8 @@ impl ProbeArgs {
         a.flag("only-given", self.only_given);
         a.flag("allow-destructive", self.allow_destructive);
         a.flag("robustness", self.robustness);
+        a.flag("security", self.security);
+        a.path("payloads", &self.payloads);
         a.value(
             "lifecycle",
             &self
@@ -172,6 +186,28 @@ pub enum ProbeCliError {
     Exe(#[source] std::io::Error),
     #[error("Cannot create the run directory")]
     RunDir(#[source] std::io::Error),
+    #[error("Cannot read the payloads file {path}")]
+    ReadPayloads {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Payloads(String),
+}
+
+/// The built-in payloads, and a user's file's after them.
+fn payloads(extra: Option<&Path>) -> Result<Vec<probes::attacks::Payload>, ProbeCliError> {
+    use probes::attacks::{parse, BUILT_IN};
+    let mut all = parse(BUILT_IN, "the built-in payloads").map_err(ProbeCliError::Payloads)?;
+    if let Some(path) = extra {
+        let text = std::fs::read_to_string(path).map_err(|source| ProbeCliError::ReadPayloads {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        all.extend(parse(&text, &path.display().to_string()).map_err(ProbeCliError::Payloads)?);
+    }
+    Ok(all)
 }
 
 fn parse_call(s: &str) -> Result<(String, ToolArgs), String> {
@@ -213,7 +249,24 @@ fn read_calls(path: &Path) -> Result<BTreeMap<String, ToolArgs>, ProbeCliError> 
         .collect()
 }
 
-pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    if args.security {
+        if !(args.vm || args.vm_options.server().is_some()) {
+            return Err(
+                "--security judges what the server does inside its microVM: give --vm or --server"
+                    .into(),
+            );
+        }
+        // Recording and canaries, on top of whatever else is withheld.
+        args.vm_options.profile = Some(match args.vm_options.profile.take() {
+            None => "observe".to_string(),
+            Some(p) => format!("{p}+observe"),
+        });
+    }
+    let payloads = match args.security {
+        true => payloads(args.payloads.as_deref())?,
+        false => Vec::new(),
+    };
     let mut calls = match &args.calls {
         Some(path) => read_calls(path)?,
         None => BTreeMap::new(),
@@ -243,6 +296,8 @@ pub fn run(args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         only_given: args.only_given,
         allow_destructive: args.allow_destructive,
         robustness: args.robustness,
+        security: args.security,
+        payloads,
         // A VM given a workspace sees it here: path arguments point in it.
         workspace: args
             .vm_options
@@ -323,6 +378,8 @@ mod tests {
             only_given: true,
             allow_destructive: true,
             robustness: true,
+            security: true,
+            payloads: Some("mine.toml".into()),
             lifecycle: Lifecycle::Stateless,
             init_timeout: 300,
             step_timeout: 120,

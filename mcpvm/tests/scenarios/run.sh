@@ -77,12 +77,14 @@ ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
 # The server outgrows a small VM: the OOM killer ends it and the user is told.
 # Observed: what the whoami call did, and what the server did at start.
 case_ observed mcpvm probe --json --vm --profile observe --only-given --call 'whoami={}' -- /bin/mcp-fixture
-# A deliberately vulnerable server, observed with canaries planted: its
-# prefix-checked read_file reaches /workspace_secret (a finding); its echo
-# stays inside (none).
+# A deliberately vulnerable server, attacked (--security: observed, with
+# canaries planted): its prefix-checked read_file reaches
+# /workspace_secret, run hands its text to a shell, fetch connects
+# anywhere; echo is sound.
 mkdir -p vws && echo 'notes' > vws/notes.txt
-case_ vulnerable mcpvm probe --json --vm --profile observe --workspace vws --only-given \
+case_ vulnerable mcpvm probe --json --vm --security --workspace vws --only-given \
   --call 'read_file={"path":"/workspace_secret/secret.txt"}' --call 'echo={"text":"hi"}' \
+  --call 'run={"text":"hi"}' --call 'fetch={"url":"http://example.invalid/"}' \
   -- /bin/mcp-broken vulnerable
 case_ oom mcpvm probe --json --step-timeout 120 --only-given --call 'alloc={"mib":512}' -- mcpvm run --mem 96 -- /bin/mcp-fixture
 

@@ -1,0 +1,214 @@
+//! Attacks (`--security`): for every tool the probe would call, for every
+//! string in its valid arguments (nested ones too), each payload of
+//! [`payloads.toml`](../payloads.toml) in that string's place while the
+//! rest stay valid. Each attempt is a step `attack:<tool>` whose detail
+//! names the argument, the payload, its class and its marker; what the
+//! server did for it is judged in `crate::findings`.
+//!
+//! Bounded: at most `per_tool` attempts per tool, and a tool whose time
+//! runs out is left; a server that goes away ends the attacks.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::CallToolRequestParams;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::conformance::{begin, error_outcome, Client};
+use crate::result::{Outcome, ProbeResult};
+use crate::wire::Wire;
+
+pub const BUILT_IN: &str = include_str!("payloads.toml");
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Payload {
+    /// `command-injection`, `argument-injection`, `path-traversal`,
+    /// `ssrf`, `secret-exposure`.
+    pub class: String,
+    pub text: String,
+    /// For SSRF: where a connect attempt proves it.
+    #[serde(default)]
+    pub address: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct File {
+    payload: Vec<Payload>,
+}
+
+const CLASSES: &[&str] = &[
+    "command-injection",
+    "argument-injection",
+    "path-traversal",
+    "ssrf",
+    "secret-exposure",
+];
+
+/// Payloads from a file of [`BUILT_IN`]'s shape; one clear error for a
+/// bad one.
+pub fn parse(text: &str, source: &str) -> Result<Vec<Payload>, String> {
+    let f: File =
+        toml::from_str(text).map_err(|e| format!("{source}: not a payloads file: {e}"))?;
+    for p in &f.payload {
+        if !CLASSES.contains(&p.class.as_str()) {
+            return Err(format!(
+                "{source}: payload {:?} has class '{}'; use one of {}",
+                p.text,
+                p.class,
+                CLASSES.join(", ")
+            ));
+        }
+    }
+    Ok(f.payload)
+}
+
+/// How much attacking a tool may take.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub per_tool: usize,
+    pub tool_time: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            per_tool: 80,
+            tool_time: Duration::from_secs(300),
+        }
+    }
+}
+
+/// JSON pointers to every string in `v`.
+pub fn strings(v: &Value) -> Vec<String> {
+    fn walk(v: &Value, at: String, out: &mut Vec<String>) {
+        match v {
+            Value::String(_) => out.push(at),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .for_each(|(i, x)| walk(x, format!("{at}/{i}"), out)),
+            Value::Object(o) => o.iter().for_each(|(k, x)| {
+                let k = k.replace('~', "~0").replace('/', "~1");
+                walk(x, format!("{at}/{k}"), out)
+            }),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(v, String::new(), &mut out);
+    out
+}
+
+/// `{marker}` made unique: `mcpvm-<n>`.
+pub fn marker(n: usize) -> String {
+    format!("mcpvm-attack-{n}")
+}
+
+/// Attacks each of `targets` (tool name, valid arguments) with every
+/// payload; pushes a step per attempt. False when the server went away.
+pub async fn run(
+    client: &Client,
+    wire: &Wire,
+    t: Duration,
+    targets: &[(String, Map<String, Value>)],
+    payloads: &[Payload],
+    limits: &Limits,
+    result: &mut ProbeResult,
+) -> bool {
+    let mut n = 0;
+    for (tool, valid) in targets {
+        let started = Instant::now();
+        let mut sent = 0;
+        'tool: for at in strings(&Value::Object(valid.clone())) {
+            for p in payloads {
+                if sent >= limits.per_tool || started.elapsed() > limits.tool_time {
+                    break 'tool;
+                }
+                n += 1;
+                sent += 1;
+                let mark = marker(n);
+                let text = p.text.replace("{marker}", &mark);
+                let mut args = Value::Object(valid.clone());
+                if let Some(slot) = args.pointer_mut(&at) {
+                    *slot = Value::String(text.clone());
+                }
+                let Value::Object(args) = args else { continue };
+                let attack = json!({"tool": tool, "argument": at, "class": p.class,
+                    "payload": text, "marker": mark, "address": p.address});
+                let s = begin(wire, &format!("attack:{tool}"));
+                let params = CallToolRequestParams::new(tool.clone()).with_arguments(args.clone());
+                let step = match tokio::time::timeout(t, client.call_tool(params)).await {
+                    Ok(Ok(r)) => {
+                        let text: String = r
+                            .content
+                            .iter()
+                            .filter_map(|c| c.as_text().map(|t| t.text.to_string()))
+                            .collect();
+                        let outcome = match r.is_error {
+                            Some(true) => Outcome::ToolError,
+                            _ => Outcome::Ok,
+                        };
+                        s.end(wire, outcome, json!({"attack": attack, "text": text}))
+                    }
+                    Ok(Err(e)) if client.is_closed() => s.end(
+                        wire,
+                        Outcome::Closed,
+                        json!({"attack": attack, "error": e.to_string()}),
+                    ),
+                    Ok(Err(e)) => s.end(
+                        wire,
+                        error_outcome(&e),
+                        json!({"attack": attack, "error": e.to_string()}),
+                    ),
+                    Err(_) => s.end(wire, Outcome::Timeout, json!({"attack": attack})),
+                };
+                let closed = step.outcome == Outcome::Closed;
+                result.steps.push(step);
+                if closed {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_payloads_parse_and_cover_every_class_that_needs_one() {
+        let p = parse(BUILT_IN, "built in").unwrap();
+        for class in [
+            "command-injection",
+            "argument-injection",
+            "path-traversal",
+            "ssrf",
+        ] {
+            assert!(p.iter().any(|p| p.class == class), "no {class} payload");
+        }
+        assert!(p
+            .iter()
+            .filter(|p| p.class == "ssrf" && p.text.starts_with("http"))
+            .all(|p| p.address.is_some()));
+        let e = parse(
+            "[[payload]]\nclass = \"xss\"\ntext = \"<b>\"\n",
+            "mine.toml",
+        )
+        .unwrap_err();
+        assert!(e.contains("mine.toml") && e.contains("'xss'"), "{e}");
+        assert!(parse("nonsense", "x")
+            .unwrap_err()
+            .contains("not a payloads file"));
+    }
+
+    #[test]
+    fn every_string_is_found_nested_ones_too() {
+        let v =
+            json!({"path": "/w/a", "n": 3, "opts": {"mode": "r", "a/b": "x"}, "list": ["p", 1]});
+        let mut got = strings(&v);
+        got.sort();
+        assert_eq!(got, ["/list/0", "/opts/a~1b", "/opts/mode", "/path"]);
+    }
+}
