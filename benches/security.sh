@@ -26,10 +26,10 @@ done
 cat > "$scenario" <<SCEN
 set -u
 for s in ${servers[*]}; do
-  start=\$(date +%s%N)
+  cut -d' ' -f1 /proc/uptime > "\$MCPVM_OUT/\$s.uptime"
   mcpvm probe --json --security --server \$s --images images --mem 768 --vcpus 1 \
     --init-timeout 400 --step-timeout 60 > "\$MCPVM_OUT/\$s.json" 2> "\$MCPVM_OUT/\$s.err"
-  echo \$(( (\$(date +%s%N) - start) / 1000000 )) > "\$MCPVM_OUT/\$s.ms"
+  cut -d' ' -f1 /proc/uptime >> "\$MCPVM_OUT/\$s.uptime"
 done
 SCEN
 "$top/testbed/run" --timeout 3600 --out "$out" \
@@ -46,7 +46,8 @@ for s in servers:
         r = json.load(open(os.path.join(out, f"{s}.json")))
     except (OSError, ValueError) as e:
         sys.exit(f"security: {s} left no result ({e}); see {out}/{s}.err")
-    wall = int(open(os.path.join(out, f"{s}.ms")).read()) / 1000
+    start, end = map(float, open(os.path.join(out, f"{s}.uptime")).read().split())
+    wall = end - start
     attacks = [st for st in r["steps"] if st["step"].startswith("attack:")]
     per_tool = collections.defaultdict(float)
     for st in attacks:

@@ -23,6 +23,7 @@ pub mod findings;
 pub mod result;
 pub mod robustness;
 pub mod run;
+pub mod sarif;
 pub mod wire;
 
 pub use result::{ProbeResult, StepResult};

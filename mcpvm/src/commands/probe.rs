@@ -59,6 +59,10 @@ pub struct ProbeArgs {
     /// probes/src/payloads.toml.
     #[arg(long, value_name = "FILE", requires = "security")]
     pub payloads: Option<PathBuf>,
+    /// Also write the findings as SARIF 2.1.0 to FILE, for code-scanning
+    /// dashboards (written whole, or not at all).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "auto")]
     pub lifecycle: Lifecycle,
     /// Seconds allowed for the server to start and answer the handshake.
@@ -110,6 +114,7 @@ impl Default for ProbeArgs {
             robustness: false,
             security: false,
             payloads: None,
+            sarif: None,
             lifecycle: Lifecycle::Auto,
             init_timeout: INIT_TIMEOUT,
             step_timeout: STEP_TIMEOUT,
@@ -148,6 +153,7 @@ impl ProbeArgs {
         a.flag("robustness", self.robustness);
         a.flag("security", self.security);
         a.path("payloads", &self.payloads);
+        a.path("sarif", &self.sarif);
         a.value(
             "lifecycle",
             &self
@@ -194,6 +200,23 @@ pub enum ProbeCliError {
     },
     #[error("{0}")]
     Payloads(String),
+    #[error("Cannot write the SARIF log {path}")]
+    WriteSarif {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it, so that a
+/// reader never sees half of it.
+fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
 }
 
 /// The built-in payloads, and a user's file's after them.
@@ -262,6 +285,26 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
             None => "observe".to_string(),
             Some(p) => format!("{p}+observe"),
         });
+    }
+    // What the SARIF log names as probed, and where it goes.
+    let server = args
+        .vm_options
+        .server()
+        .map(str::to_string)
+        .unwrap_or_else(|| args.command.join(" "));
+    let sarif = args.sarif.clone();
+    if let Some(dir) = sarif
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|d| !d.as_os_str().is_empty())
+    {
+        if !dir.is_dir() {
+            return Err(format!(
+                "--sarif {}: its directory does not exist",
+                sarif.as_ref().unwrap().display()
+            )
+            .into());
+        }
     }
     let payloads = match args.security {
         true => payloads(args.payloads.as_deref())?,
@@ -342,6 +385,15 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     };
     let result = probe_process(&command, &opts)?;
     drop(rundir);
+    if let Some(path) = &sarif {
+        let log = probes::sarif::log(&result, &server);
+        write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(|source| {
+            ProbeCliError::WriteSarif {
+                path: path.clone(),
+                source,
+            }
+        })?;
+    }
     if json {
         println!("{}", serde_json::to_string(&result)?);
     } else {
@@ -380,6 +432,7 @@ mod tests {
             robustness: true,
             security: true,
             payloads: Some("mine.toml".into()),
+            sarif: Some("findings.sarif".into()),
             lifecycle: Lifecycle::Stateless,
             init_timeout: 300,
             step_timeout: 120,
