@@ -3,6 +3,7 @@
 # real KVM (the testbed): each server probed once with every tool called
 # and attacked, one after another in one testbed session.
 #   benches/security.sh [SERVER…]   (default: memory time everything)
+# MCPVM_BENCH_OUT=DIR keeps each server's probe result there.
 # Prints a Markdown table: tools attacked, attacks sent, wall time of the
 # whole probe and of its attacks per tool, and the findings by class.
 set -euo pipefail
@@ -14,8 +15,13 @@ t=$top/target/mcpvm
 store=$t/images
 index=$store/index.json
 scenario=$(mktemp)
-out=$(mktemp -d)
-trap 'rm -rf "$scenario" "$out"' EXIT
+if [ -n "${MCPVM_BENCH_OUT:-}" ]; then
+  out=$MCPVM_BENCH_OUT; mkdir -p "$out"
+  trap 'rm -f "$scenario"' EXIT
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$scenario" "$out"' EXIT
+fi
 files=(--file "$index:images/index.json")
 runtime=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['runtime'])" "$index")
 files+=(--file "$store/$runtime:images/$runtime")

@@ -43,6 +43,10 @@ mod servers {
                 "{}:catalogue.toml",
                 ws.join("guest-image/catalogue.toml").display()
             ));
+            files.push(format!(
+                "{}:cve.toml",
+                ws.join("mcpvm/tests/fixtures/cve-catalogue.toml").display()
+            ));
             let scenario = ws.join("mcpvm/tests/scenarios/servers.sh");
             // Node and python start-ups under nested emulation take tens of
             // seconds each (docs/testbed.md).
@@ -123,6 +127,54 @@ mod servers {
             }
         }
         assert_eq!(results().file("ws_rw_new.txt"), "written-in-the-guest");
+    }
+
+    /// Ground truth for `--security`: the release of server-filesystem
+    /// with CVE-2025-53110 (a prefix taken for a directory) and
+    /// CVE-2025-53109 (a symlink followed out) yields both, with the
+    /// canary read and its token in the answer; the catalogue's fixed
+    /// release, attacked the same way, yields nothing.
+    #[test]
+    fn security_finds_both_filesystem_cves_and_nothing_on_the_fixed_release() {
+        let rules = |name: &str| -> Vec<(String, String)> {
+            let c = case(name);
+            assert_eq!(c.rc, 0, "{name}: {c:?}");
+            let r = c.json();
+            let mut v: Vec<(String, String)> = r["findings"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|f| {
+                            (
+                                f["rule"].as_str().unwrap().to_string(),
+                                f["step"].as_str().unwrap().to_string(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let cve = rules("security_cve");
+        for rule in [
+            "sibling-prefix",
+            "symlink-escape",
+            "canary-read",
+            "token-in-answer",
+        ] {
+            assert!(
+                cve.iter()
+                    .any(|(r, step)| r == rule && step == "attack:read_file"),
+                "{rule} on read_file: {cve:?}"
+            );
+        }
+        assert!(
+            cve.iter().all(|(_, step)| step == "attack:read_file"),
+            "only the attacks on read_file: {cve:?}"
+        );
+        assert_eq!(rules("security_fixed"), Vec::<(String, String)>::new());
     }
 
     /// Observed, each call shows what it did inside the VM: the read

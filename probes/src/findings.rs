@@ -23,8 +23,13 @@ use crate::result::StepResult;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Finding {
-    /// `path-traversal` or `secret-exposure`.
+    /// `command-injection`, `argument-injection`, `path-traversal`,
+    /// `secret-exposure` or `ssrf`.
     pub class: String,
+    /// Which judgement showed it: `sibling-prefix`, `symlink-escape`,
+    /// `canary-read`, `token-in-answer`, `marker-made`,
+    /// `connect-to-payload`.
+    pub rule: String,
     pub severity: String,
     pub step: String,
     /// The `--call` that reproduces it: `TOOL={arguments}`.
@@ -111,20 +116,18 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
         let attack = step.detail.get("attack").filter(|a| a.is_object());
         let text = |k: &str| attack.and_then(|a| a[k].as_str()).map(String::from);
         let (argument, payload) = (text("argument"), text("payload"));
-        // One finding per class, step and argument: another reason adds
-        // to it, another attempt counts.
-        let mut add = |class: &str, why: String, evidence: Vec<Value>| {
+        // One finding per class, rule, step and argument; another
+        // attempt that shows it counts.
+        let mut add = |class: &str, rule: &str, why: String, evidence: Vec<Value>| {
             if evidence.is_empty() {
                 return;
             }
             let same = |f: &&mut Finding| {
-                f.class == class && f.step == step.step && f.argument == argument
+                f.class == class && f.rule == rule && f.step == step.step && f.argument == argument
             };
             if let Some(f) = findings.iter_mut().find(same) {
                 if f.payload != payload {
                     f.attempts += 1;
-                } else if !f.why.contains(&why) {
-                    f.why = format!("{}; {why}", f.why);
                 }
                 let room = MAX_EVIDENCE.saturating_sub(f.evidence.len());
                 f.evidence.extend(evidence.into_iter().take(room));
@@ -132,6 +135,7 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
             }
             findings.push(Finding {
                 class: class.into(),
+                rule: rule.into(),
                 severity: "high".into(),
                 step: step.step.clone(),
                 call: call.clone(),
@@ -155,22 +159,26 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
             p.extend(e["resolved"].as_str().map(String::from));
             p
         };
-        let escaped: Vec<Value> = mine
-            .iter()
-            .filter(|e| {
-                paths(e)
-                    .iter()
-                    .any(|p| canaries.beside(p) || canaries.through_link(p))
-            })
-            .map(|e| (*e).clone())
-            .collect();
+        let touching = |hit: &dyn Fn(&str) -> bool| -> Vec<Value> {
+            mine.iter()
+                .filter(|e| paths(e).iter().any(|p| hit(p)))
+                .map(|e| (*e).clone())
+                .collect()
+        };
         add(
             "path-traversal",
+            "sibling-prefix",
             format!(
-                "it reached {} beside the workspace, or left it through the planted link",
+                "it reached {}, beside the workspace: a name prefix was taken for a directory",
                 canaries.sibling
             ),
-            escaped,
+            touching(&|p| canaries.beside(p)),
+        );
+        add(
+            "path-traversal",
+            "symlink-escape",
+            "it followed the link planted in the workspace out of it".into(),
+            touching(&|p| canaries.through_link(p)),
         );
         let read: Vec<Value> = mine
             .iter()
@@ -178,7 +186,12 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
             .filter(|e| paths(e).iter().any(|p| canaries.files.contains(p)))
             .map(|e| (*e).clone())
             .collect();
-        add("secret-exposure", "it opened a canary secret".into(), read);
+        add(
+            "secret-exposure",
+            "canary-read",
+            "it opened a canary secret".into(),
+            read,
+        );
         let leaked: Vec<Value> = step
             .exchange
             .iter()
@@ -204,6 +217,7 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
             .collect();
         add(
             "secret-exposure",
+            "token-in-answer",
             "the canary token is in its answer".into(),
             leaked,
         );
@@ -218,6 +232,7 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
                 .collect();
             add(
                 class,
+                "marker-made",
                 format!("the payload ran: /tmp/{marker} was created, or a program was run on it"),
                 ran,
             );
@@ -231,6 +246,7 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
                 .collect();
             add(
                 "ssrf",
+                "connect-to-payload",
                 format!("it tried to reach {address}, the address the payload named"),
                 reached,
             );
@@ -361,18 +377,20 @@ mod tests {
             open(4, "list", "/workspace", None),
         ];
         let f = judge(&steps, &events);
-        let classes: Vec<(&str, &str)> = f
+        let rules: Vec<(&str, &str, &str)> = f
             .iter()
-            .map(|f| (f.class.as_str(), f.why.as_str()))
+            .map(|f| (f.class.as_str(), f.rule.as_str(), f.step.as_str()))
             .collect();
         assert_eq!(
-            classes,
+            rules,
             [
-                ("path-traversal", "it reached /workspace_secret beside the workspace, or left it through the planted link"),
-                ("secret-exposure", "it opened a canary secret; the canary token is in its answer"),
+                ("path-traversal", "sibling-prefix", "tools/call:read_file"),
+                ("secret-exposure", "canary-read", "tools/call:read_file"),
+                ("secret-exposure", "token-in-answer", "tools/call:read_file"),
             ],
-            "one finding per class and step: {f:#?}"
+            "one finding per rule, none for the start-up read or the list: {f:#?}"
         );
+        assert!(f[0].why.contains("a name prefix was taken for a directory"));
         assert_eq!(
             f[0].call.as_deref(),
             Some(r#"read_file={"path":"/workspace_secret/secret.txt"}"#)
@@ -398,14 +416,13 @@ mod tests {
             ),
         ];
         let f = judge(&steps, &events);
-        assert_eq!(f.len(), 2, "{f:#?}");
-        assert_eq!(f[0].class, "path-traversal");
+        let rules: Vec<&str> = f.iter().map(|f| f.rule.as_str()).collect();
         assert_eq!(
-            f[1].why,
-            "it opened a canary secret; the canary token is in its answer"
+            rules,
+            ["symlink-escape", "canary-read", "token-in-answer"],
+            "{f:#?}"
         );
-        assert_eq!(f[1].evidence.len(), 2, "the open and the answer: {f:#?}");
-        assert!(f[1].evidence[1].as_str().unwrap().contains(TOKEN));
+        assert!(f[2].evidence[0].as_str().unwrap().contains(TOKEN));
     }
 
     fn attack_step(

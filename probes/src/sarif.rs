@@ -74,6 +74,7 @@ pub fn log(result: &ProbeResult, server: &str) -> Value {
                 }]}],
                 "properties": {
                     "severity": f.severity,
+                    "rule": f.rule,
                     "step": f.step,
                     "call": f.call,
                     "argument": f.argument,
@@ -114,6 +115,7 @@ mod tests {
         r.server_name = Some("fs".into());
         r.findings.push(Finding {
             class: "ssrf".into(),
+            rule: "connect-to-payload".into(),
             severity: "high".into(),
             step: "attack:fetch".into(),
             call: Some(r#"fetch={"url":"http://169.254.169.254/"}"#.into()),

@@ -30,6 +30,14 @@ case_ server_filesystem_rw $P --only-given $W --server filesystem --workspace ws
 ls ws_rw > "$MCPVM_OUT/ws_rw_after.txt"
 cat ws_rw/new.txt > "$MCPVM_OUT/ws_rw_new.txt" 2>/dev/null
 
+# Ground truth for --security: server-filesystem 2025.3.28 (CVE-2025-53110,
+# CVE-2025-53109) and the catalogue's fixed release, each called once on
+# a file of the workspace and then attacked.
+case_ security_cve $P --security --only-given --call 'read_file={"path":"/workspace/hello.txt"}' \
+  --catalogue cve.toml --server filesystem-cve --workspace ws_ro
+case_ security_fixed $P --security --only-given --call 'read_text_file={"path":"/workspace/hello.txt"}' \
+  --server filesystem --workspace ws_ro
+
 # Asking for a credential the environment lacks: one clear error.
 case_ server_needs_key mcpvm run --images images --server github
 # A server the catalogue does not have.
