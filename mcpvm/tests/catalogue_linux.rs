@@ -175,6 +175,21 @@ mod servers {
             "only the attacks on read_file: {cve:?}"
         );
         assert_eq!(rules("security_fixed"), Vec::<(String, String)>::new());
+        // Sound servers, every tool called and attacked: a finding there
+        // would be a false positive (everything's get-env shows its
+        // environment by design, canary variable included: no finding).
+        for s in ["memory", "time", "everything"] {
+            let name = format!("security_clean_{s}");
+            assert_eq!(rules(&name), Vec::<(String, String)>::new(), "{s}");
+            let r = case(&name).json();
+            let attacks = r["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|st| st["step"].as_str().unwrap().starts_with("attack:"))
+                .count();
+            assert!(attacks > 0, "{s} was attacked: {}", r["steps"]);
+        }
     }
 
     /// Observed, each call shows what it did inside the VM: the read

@@ -202,7 +202,15 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
                     .as_ref()
                     .map(Value::to_string)
                     .or(x.text.clone())?;
-                let at = text.find(&canaries.token)?;
+                // The variable's token, in the answer of a plain call, is a
+                // tool that shows its environment by design (server-
+                // everything's get-env), not one made to: only a file's
+                // token counts there. An attack that brings it back counts.
+                let env = format!("{}-env", canaries.token);
+                let at = text
+                    .match_indices(&canaries.token)
+                    .map(|(i, _)| i)
+                    .find(|&i| attack.is_some() || !text[i..].starts_with(&env))?;
                 let from = text[..at]
                     .char_indices()
                     .rev()
@@ -563,6 +571,22 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].class, "ssrf");
         assert_eq!(f[0].evidence[0]["address"], "inet 169.254.169.254:80");
+    }
+
+    #[test]
+    fn a_tool_that_shows_its_environment_is_no_finding_unless_attacked_into_it() {
+        let env = json!({"content": [{"type": "text", "text": format!("MCPVM_SECRET_TOKEN={TOKEN}-env")}]});
+        let mut attacked = step("tools/call:debug", 2, json!({"q": "x"}), env.clone());
+        attacked.step = "attack:debug".into();
+        attacked.detail = json!({"attack": {"tool": "debug", "argument": "/q",
+            "class": "command-injection", "payload": "$(env)", "marker": "m"}});
+        let steps = vec![step("tools/call:get-env", 1, json!({}), env), attacked];
+        let f = judge(&steps, &[canaries()]);
+        let got: Vec<(&str, &str)> = f
+            .iter()
+            .map(|f| (f.rule.as_str(), f.step.as_str()))
+            .collect();
+        assert_eq!(got, [("token-in-answer", "attack:debug")], "{f:#?}");
     }
 
     #[test]

@@ -38,6 +38,11 @@ case_ security_cve $P --security --only-given --call 'read_file={"path":"/worksp
 case_ security_fixed $P --security --only-given --call 'read_text_file={"path":"/workspace/hello.txt"}' \
   --server filesystem --workspace ws_ro
 
+# No false positives: sound servers, every tool called and attacked.
+for s in memory time everything; do
+  case_ "security_clean_$s" $P --security --vcpus 1 --server "$s"
+done
+
 # Asking for a credential the environment lacks: one clear error.
 case_ server_needs_key mcpvm run --images images --server github
 # A server the catalogue does not have.
