@@ -169,6 +169,40 @@ put("tool_arguments", "self-reference", json.dumps({
 put("server_lines", "mixed", b'{"jsonrpc":"2.0","id":1,"result":{}}\nServer started\r\n{"jsonrpc":"2.0",'
     b'"method":"notifications/message"}\n\n{"jsonrpc":"2.0","id":2')
 
+# Findings: canaries, effects of a given call and an attack, the steps
+# that sent them (a traversal, an injection, an SSRF, a leaked token).
+canaries = {"event": "canaries", "token": "MCPVM-CANARY-00ff", "env": "MCPVM_SECRET_TOKEN",
+            "files": ["/etc/mcpvm/secret", "/workspace_secret/secret.txt"],
+            "sibling": "/workspace_secret", "link": "/workspace/.mcpvm-canary-link"}
+def effect(id_, call, **kw):
+    e = {"event": "effect", "uptime_ms": 1, "pid": 7, "exe": "/usr/bin/node", "call": call,
+         "during": {"phase": "request", "id": id_, "method": "tools/call", "tool": "t"}}
+    e.update(kw)
+    return e
+def sent_step(name, id_, args, answer, detail=None):
+    return {"step": name, "outcome": "ok", "at_ms": 1.0, "took_ms": 1.0, "detail": detail,
+            "progress_notifications": 0, "exchange": [
+                {"at_ms": 0.0, "dir": "sent", "bytes": 1, "message": {"jsonrpc": "2.0", "id": id_,
+                 "method": "tools/call", "params": {"name": "t", "arguments": args}}},
+                {"at_ms": 1.0, "dir": "received", "bytes": 1, "message": {"jsonrpc": "2.0", "id": id_,
+                 "result": {"content": [{"type": "text", "text": answer}]}}}]}
+put("findings", "run", json.dumps({
+    "events": [canaries,
+               effect(1, "openat", paths=["/workspace_secret/secret.txt"], access="read"),
+               effect(1, "openat", paths=["/workspace/.mcpvm-canary-link"], resolved="/etc/mcpvm/secret", access="read"),
+               effect(2, "execve", paths=["/bin/touch"], argv=["touch", "/tmp/mcpvm-attack-2"]),
+               effect(3, "connect", address="inet 169.254.169.254:80"),
+               {"event": "effects", "counts": [{"syscall": "openat", "count": 2}], "dropped": 0}],
+    "steps": [sent_step("tools/call:t", 1, {"path": "/workspace_secret/secret.txt"}, "MCPVM-CANARY-00ff-sibling"),
+              sent_step("attack:t", 2, {"text": "x; touch /tmp/mcpvm-attack-2"}, "",
+                        {"attack": {"tool": "t", "argument": "/text", "class": "command-injection",
+                                    "payload": "x; touch /tmp/mcpvm-attack-2", "marker": "mcpvm-attack-2"}}),
+              sent_step("attack:t", 3, {"text": "http://169.254.169.254/"}, "",
+                        {"attack": {"tool": "t", "argument": "/text", "class": "ssrf",
+                                    "payload": "http://169.254.169.254/", "marker": "mcpvm-attack-3",
+                                    "address": "inet 169.254.169.254:80"}})],
+}).encode())
+
 # Reports: one audit's meta and two records, one with hostile text.
 meta = {"schema": 1, "mcpvm_version": "0.1.0", "kernel": "vmlinux", "kernel_sha256": "ab",
         "runtime_image": "runtime-1.erofs", "catalogue": "(built in)",

@@ -1,0 +1,40 @@
+//! What a hostile guest (its agent's `effect` and `canaries` events) and
+//! server (its answers) hand the security judges: effects grouped by
+//! step, findings judged, the SARIF log written. No crash, bounded
+//! output, and every finding keeps its evidence bound.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use probes::result::StepResult;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    let (Ok(events), Ok(steps)) = (
+        serde_json::from_value::<Vec<serde_json::Value>>(v["events"].clone()),
+        serde_json::from_value::<Vec<StepResult>>(v["steps"].clone()),
+    ) else {
+        return;
+    };
+    let sent: Vec<_> = steps
+        .iter()
+        .map(|s| probes::effects::requests(&s.exchange))
+        .collect();
+    if let Some((per_step, _)) = probes::effects::group(&events, &sent) {
+        assert_eq!(per_step.len(), steps.len());
+        for e in per_step.iter().flatten() {
+            assert!(e.read.len() <= 50 && e.written.len() <= 50 && e.executed.len() <= 50);
+            let _ = e.line();
+        }
+    }
+    let findings = probes::findings::judge(&steps, &events);
+    for f in &findings {
+        assert!(f.evidence.len() <= 10, "evidence is bounded");
+    }
+    let mut r = probes::ProbeResult::new(&[], "vm");
+    r.steps = steps;
+    r.findings = findings;
+    let _ = probes::sarif::log(&r, "fuzzed");
+    let _ = r.summary();
+});
