@@ -310,15 +310,8 @@ fn a_vulnerable_server_is_found_out_by_what_it_does_and_a_sound_tool_is_not() {
     // The given call: the sibling read, and the token in the answer.
     let given = findings
         .iter()
-        .find(|f| f["class"] == "secret-exposure" && f["step"] == "tools/call:read_file")
-        .unwrap();
-    assert!(
-        given["why"]
-            .as_str()
-            .unwrap()
-            .contains("token is in its answer"),
-        "{given}"
-    );
+        .find(|f| f["rule"] == "token-in-answer" && f["step"] == "tools/call:read_file")
+        .unwrap_or_else(|| panic!("the token came back: {findings:#?}"));
     assert_eq!(
         given["call"],
         r#"read_file={"path":"/workspace_secret/secret.txt"}"#
