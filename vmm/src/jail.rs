@@ -62,7 +62,7 @@ impl FromStr for JailMode {
 
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
-    #[error("The host allows no new user namespace here ({0}); pass --jail off to run unjailed")]
+    #[error("The host refuses a jail here ({0}); pass --jail off to run unjailed")]
     Unavailable(#[source] io::Error),
     #[error("Cannot jail {path}: it does not exist")]
     Missing {
@@ -128,8 +128,9 @@ impl Jail {
     }
 
     /// Jails the calling process, for good. `Unavailable` means nothing
-    /// changed (the caller may go on unjailed); any other error leaves the
-    /// process half-jailed, and it must end.
+    /// the process sees changed (the caller may go on unjailed, in
+    /// namespaces of its own that change nothing it needs); any other
+    /// error leaves the process half-jailed, and it must end.
     pub fn enter(&self) -> Result<(), JailError> {
         let mut binds = Vec::new();
         for (path, writable) in &self.binds {
@@ -154,20 +155,29 @@ impl Jail {
         if unsafe { libc::unshare(namespaces) } != 0 {
             return Err(JailError::Unavailable(io::Error::last_os_error()));
         }
-        // The same ids inside: files keep their owners, and nobody is root.
         let step = |step: &str| {
             let step = step.to_string();
             move |source| JailError::Setup { step, source }
         };
-        std::fs::write("/proc/self/setgroups", "deny").map_err(step("deny setgroups"))?;
+        // Until the new root is built nothing the process sees has changed
+        // (its own namespaces, empty or copies): a host that refuses these
+        // steps (AppArmor's restricted user namespaces let the unshare
+        // through and refuse what follows) leaves it able to go on unjailed.
+        let early = |what: &'static str| {
+            move |e: io::Error| {
+                JailError::Unavailable(io::Error::new(e.kind(), format!("{what}: {e}")))
+            }
+        };
+        // The same ids inside: files keep their owners, and nobody is root.
+        std::fs::write("/proc/self/setgroups", "deny").map_err(early("deny setgroups"))?;
         std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
-            .map_err(step("map the user id"))?;
+            .map_err(early("map the user id"))?;
         std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
-            .map_err(step("map the group id"))?;
+            .map_err(early("map the group id"))?;
 
         // Nothing done here may reach the host's mounts.
         mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
-            .map_err(step("make the mounts private"))?;
+            .map_err(early("make the mounts private"))?;
         let root =
             std::fs::canonicalize(&self.build_at).map_err(step("find the build directory"))?;
         let inside = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));

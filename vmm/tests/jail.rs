@@ -11,15 +11,70 @@ use vmm::jail::{Jail, JailError};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("child") {
-        child(&args[2..]);
-        return;
+    match args.get(1).map(String::as_str) {
+        Some("child") => child(&args[2..]),
+        Some("refused") => refused(&args[2]),
+        _ => {
+            if parent() {
+                a_host_that_refuses_the_mounts_leaves_the_process_unjailed();
+            }
+        }
     }
-    parent();
 }
 
-/// What the jailed child did, checked from outside.
-fn parent() {
+/// A host that lets the user namespace through and refuses what follows
+/// (AppArmor's restricted user namespaces do): `Unavailable`, and the
+/// process still sees the host as before, so `--jail auto` goes on.
+fn a_host_that_refuses_the_mounts_leaves_the_process_unjailed() {
+    let work = tempfile::tempdir().unwrap();
+    let outside = work.path().join("outside");
+    std::fs::write(&outside, "still here").unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .arg("refused")
+        .arg(&outside)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("unavailable: make the mounts private"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("read: still here"), "{stdout}");
+    println!("jail: a refused mount leaves the process unjailed:\n{stdout}");
+}
+
+fn refused(outside: &str) {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    // mount(2) fails with EPERM, as a restricting host's would.
+    let rules = [(libc::SYS_mount, vec![])].into_iter().collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::x86_64,
+    )
+    .unwrap();
+    let prog: BpfProgram = filter.try_into().unwrap();
+    seccompiler::apply_filter(&prog).unwrap();
+    let build_at = tempfile::tempdir().unwrap();
+    match Jail::new(build_at.path())
+        .bind(Path::new(outside), false)
+        .enter()
+    {
+        Err(JailError::Unavailable(e)) => println!("unavailable: {e}"),
+        Err(e) => panic!("a refused mount must leave the process as it was: {e}"),
+        Ok(()) => panic!("the jail was built with mount refused"),
+    }
+    println!(
+        "read: {}",
+        std::fs::read_to_string(outside).unwrap_or_default()
+    );
+}
+
+/// What the jailed child did, checked from outside; false when this host
+/// gives no user namespace (and says so).
+fn parent() -> bool {
     let work = tempfile::tempdir().unwrap();
     let (bound, outside, scratch) = (
         work.path().join("bound"),
@@ -49,7 +104,7 @@ fn parent() {
     if let Some(why) = stdout.strip_prefix("unavailable: ") {
         // Not silent: the output says the jail went untested, and why.
         println!("jail: NOT TESTED: this host gives no user namespace: {why}");
-        return;
+        return false;
     }
     assert!(
         out.status.success(),
@@ -97,6 +152,7 @@ fn parent() {
         "precious"
     );
     println!("jail: {} checks passed:\n{stdout}", expected.len());
+    true
 }
 
 fn child(args: &[String]) {

@@ -92,7 +92,7 @@ pub fn enter(mode: JailMode, paths: RunPaths) -> Result<bool, RunError> {
             Ok(true)
         }
         Err(JailError::Unavailable(e)) if mode == JailMode::Auto => {
-            log::info!("not jailed: the host allows no unprivileged user namespace ({e})");
+            log::info!("not jailed: the host refuses a jail ({e})");
             Ok(false)
         }
         Err(e) => Err(RunError::Jail(e)),
