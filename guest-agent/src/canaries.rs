@@ -10,7 +10,8 @@
 //! - a variable in the server's environment;
 //! - a directory beside the workspace whose name shares its prefix
 //!   (`/workspace_secret`): a server that checks "starts with /workspace"
-//!   lets it through;
+//!   lets it through. It is also a (minimal) git repository, so that a
+//!   server that opens any repository it is named reaches it;
 //! - a link inside the workspace to a canary outside it: a server that
 //!   follows it leaves its root.
 //!
@@ -62,6 +63,16 @@ pub fn plant(home: &str) -> io::Result<Planted> {
         if write_private(Path::new(path), content).is_ok() {
             planted.push(path.clone());
         }
+    }
+    // HEAD, objects and refs are what makes a directory a repository to
+    // git and GitPython.
+    let git = format!("{sibling}/.git");
+    let repo = ["objects", "refs/heads"]
+        .iter()
+        .try_for_each(|d| std::fs::create_dir_all(format!("{git}/{d}")))
+        .and_then(|()| write_private(Path::new(&format!("{git}/HEAD")), "ref: refs/heads/main\n"));
+    if let Err(e) = repo {
+        eprintln!("mcpvm-agent: the canary repository was not made: {e}");
     }
     let link = Path::new(WORKSPACE_DIR)
         .is_dir()

@@ -132,10 +132,11 @@ mod servers {
     /// Ground truth for `--security`: the release of server-filesystem
     /// with CVE-2025-53110 (a prefix taken for a directory) and
     /// CVE-2025-53109 (a symlink followed out) yields both, with the
-    /// canary read and its token in the answer; the catalogue's fixed
-    /// release, attacked the same way, yields nothing.
+    /// canary read and its token in the answer; mcp-server-git's with
+    /// CVE-2025-68144 and CVE-2025-68145 yields both; the catalogue's
+    /// fixed releases, attacked the same way, yield nothing.
     #[test]
-    fn security_finds_both_filesystem_cves_and_nothing_on_the_fixed_release() {
+    fn security_finds_the_published_cves_and_nothing_on_the_fixed_releases() {
         let rules = |name: &str| -> Vec<(String, String)> {
             let c = case(name);
             assert_eq!(c.rc, 0, "{name}: {c:?}");
@@ -175,6 +176,20 @@ mod servers {
             "only the attacks on read_file: {cve:?}"
         );
         assert_eq!(rules("security_fixed"), Vec::<(String, String)>::new());
+        // mcp-server-git 2025.11.25: git_diff hands "--output=FILE" to git
+        // (CVE-2025-68144) and repo_path opens any repository, the
+        // canary one beside the workspace included (CVE-2025-68145).
+        let git = rules("security_git_cve");
+        assert!(
+            git.iter()
+                .any(|(r, step)| r == "marker-made" && step == "attack:git_diff"),
+            "argument injection in git_diff: {git:?}"
+        );
+        assert!(
+            git.iter().any(|(r, _)| r == "sibling-prefix"),
+            "repo_path not held to --repository: {git:?}"
+        );
+        assert_eq!(rules("security_git_fixed"), Vec::<(String, String)>::new());
         // Sound servers, every tool called and attacked: a finding there
         // would be a false positive (everything's get-env shows its
         // environment by design, canary variable included: no finding).

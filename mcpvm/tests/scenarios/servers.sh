@@ -37,6 +37,11 @@ case_ security_cve $P --security --only-given --call 'read_file={"path":"/worksp
   --catalogue cve.toml --server filesystem-cve --workspace ws_ro
 case_ security_fixed $P --security --only-given --call 'read_text_file={"path":"/workspace/hello.txt"}' \
   --server filesystem --workspace ws_ro
+# mcp-server-git 2025.11.25 (CVE-2025-68144, CVE-2025-68145) and the
+# catalogue's release, each called on its repository and attacked.
+G='--security --only-given --call git_status={"repo_path":"/workspace/repo"} --call git_diff={"repo_path":"/workspace/repo","target":"HEAD"}'
+case_ security_git_cve $P $G --catalogue cve.toml --server git-cve
+case_ security_git_fixed $P $G --server git
 
 # No false positives: sound servers, every tool called and attacked.
 for s in memory time everything; do
