@@ -207,12 +207,14 @@ impl HostChannels {
                 }
             }
         }
-        spawn_relay(mode, Some(done), move || {
+        spawn_relay(mode, Some(done.clone()), move || {
             copy(&stderr_s, io::stderr().lock());
             let _ = stderr_s.shutdown(std::net::Shutdown::Both);
         });
         sink.read_from(&control);
         let _ = control.shutdown(std::net::Shutdown::Both);
+        // Held to here: a drain also waits for the agent's last events.
+        drop(done);
     }
 }
 
