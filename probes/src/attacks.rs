@@ -14,7 +14,7 @@ use rmcp::model::CallToolRequestParams;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::conformance::{begin, error_outcome, Client};
+use crate::conformance::{answered, begin, error_outcome, Client};
 use crate::result::{Outcome, ProbeResult};
 use crate::wire::Wire;
 
@@ -139,15 +139,7 @@ pub async fn run(
                 let params = CallToolRequestParams::new(tool.clone()).with_arguments(args.clone());
                 let step = match tokio::time::timeout(t, client.call_tool(params)).await {
                     Ok(Ok(r)) => {
-                        let text: String = r
-                            .content
-                            .iter()
-                            .filter_map(|c| c.as_text().map(|t| t.text.to_string()))
-                            .collect();
-                        let outcome = match r.is_error {
-                            Some(true) => Outcome::ToolError,
-                            _ => Outcome::Ok,
-                        };
+                        let (outcome, text) = answered(&r);
                         s.end(wire, outcome, json!({"attack": attack, "text": text}))
                     }
                     Ok(Err(e)) if client.is_closed() => s.end(

@@ -350,17 +350,10 @@ async fn call_tools(
         let params = CallToolRequestParams::new(call.name.clone()).with_arguments(args.clone());
         let step = match tokio::time::timeout(t, client.call_tool(params)).await {
             Ok(Ok(r)) => {
-                let text: String = r
-                    .content
-                    .iter()
-                    .filter_map(|c| c.as_text().map(|t| t.text.to_string()))
-                    .collect();
-                let outcome = if r.is_error == Some(true) {
-                    Outcome::ToolError
-                } else {
+                let (outcome, text) = answered(&r);
+                if outcome == Outcome::Ok {
                     arguments::remember(&text, &mut hints.seen);
-                    Outcome::Ok
-                };
+                }
                 s.end(
                     wire,
                     outcome,
@@ -391,6 +384,20 @@ async fn call_tools(
         }
     }
     Some(slowest)
+}
+
+/// A tool's answer: its outcome (`isError` is a tool error, an answer
+/// all the same) and the text of its content.
+pub fn answered(r: &rmcp::model::CallToolResult) -> (Outcome, String) {
+    let text = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.to_string()))
+        .collect();
+    match r.is_error {
+        Some(true) => (Outcome::ToolError, text),
+        _ => (Outcome::Ok, text),
+    }
 }
 
 fn ping() -> ClientRequest {

@@ -65,6 +65,18 @@ pub struct Recording {
     pub dropped: u64,
 }
 
+/// The strings of an event's list field (`paths`, `argv`, `files`).
+pub fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl Effects {
     fn add(&mut self, e: &Value) {
         self.calls += 1;
@@ -72,12 +84,9 @@ impl Effects {
             self.denied += 1;
         }
         let call = e["call"].as_str().unwrap_or_default();
-        let paths: Vec<&str> = e["paths"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let paths = strings(&e["paths"]);
         // Where a symlink led is what was touched.
-        let first = e["resolved"].as_str().or(paths.first().copied());
+        let first = e["resolved"].as_str().or(paths.first().map(String::as_str));
         let mut omitted = 0;
         let mut push = |list: &mut Vec<String>, item: &str| {
             if list.iter().any(|i| i == item) {
@@ -90,20 +99,12 @@ impl Effects {
         };
         match call {
             "execve" | "execveat" => {
-                let argv: Vec<String> = e["argv"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(String::from)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                if self.executed.contains(&argv) {
-                } else if self.executed.len() < MAX_ITEMS {
-                    self.executed.push(argv);
-                } else {
-                    omitted += 1;
+                let argv = strings(&e["argv"]);
+                if !self.executed.contains(&argv) {
+                    match self.executed.len() < MAX_ITEMS {
+                        true => self.executed.push(argv),
+                        false => omitted += 1,
+                    }
                 }
             }
             "open" | "openat" | "openat2" => {

@@ -18,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::effects::strings;
 use crate::exchange::Direction;
 use crate::result::StepResult;
 
@@ -67,16 +68,6 @@ struct Canaries {
 impl Canaries {
     fn from_events(events: &[Value]) -> Option<Self> {
         let e = events.iter().find(|e| e["event"] == "canaries")?;
-        let strings = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
         Some(Canaries {
             token: e["token"].as_str()?.to_string(),
             files: strings(&e["files"]),
@@ -147,15 +138,7 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
             });
         };
         let paths = |e: &Value| -> Vec<String> {
-            let mut p: Vec<String> = e["paths"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let mut p = strings(&e["paths"]);
             p.extend(e["resolved"].as_str().map(String::from));
             p
         };
