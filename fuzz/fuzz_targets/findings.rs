@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = e.line();
         }
     }
-    let findings = probes::findings::judge(&steps, &events);
+    let findings = probes::findings::judge(&steps, &events, &["/workspace".to_string()]);
     for f in &findings {
         assert!(f.evidence.len() <= 10, "evidence is bounded");
     }

@@ -28,15 +28,28 @@ pub enum ServerError {
     Both,
 }
 
+fn load(catalogue: &Option<PathBuf>) -> Result<Catalogue, CatalogueError> {
+    match catalogue {
+        Some(p) => Catalogue::load(p),
+        None => Ok(Catalogue::built_in()),
+    }
+}
+
+/// What the server is meant to reach (guest paths): its catalogue
+/// entry's `roots`, or the workspace and its own layer.
+pub fn roots(name: &str, catalogue: &Option<PathBuf>) -> Result<Vec<String>, ServerError> {
+    let catalogue = load(catalogue)?;
+    Ok(catalogue
+        .get(name)?
+        .roots(name, mcpvm_protocol::ports::WORKSPACE_DIR))
+}
+
 pub fn plan(
     name: &str,
     catalogue: &Option<PathBuf>,
     images: &Option<PathBuf>,
 ) -> Result<ServerPlan, ServerError> {
-    let catalogue = match catalogue {
-        Some(p) => Catalogue::load(p)?,
-        None => Catalogue::built_in(),
-    };
+    let catalogue = load(catalogue)?;
     let entry = catalogue.get(name)?;
     let dir = images.clone().unwrap_or_else(store::default_dir);
     let index = Index::load(&dir)?;

@@ -8,9 +8,13 @@
 //! Judged so far:
 //! - `path-traversal`: a call touched a path beside the workspace that
 //!   only shares its name's prefix (`/workspace_secret`), or went out of
-//!   the workspace through the link planted in it;
+//!   the workspace through the link planted in it, or went where a
+//!   traversal payload led when that is outside the server's roots;
 //! - `secret-exposure`: a call read a canary file, or the canary token
-//!   appears in what the server answered.
+//!   appears in what the server answered;
+//! - `command-injection` / `argument-injection`: the payload's marker
+//!   file was made, or a program was run on it;
+//! - `ssrf`: a connect to the address the payload named.
 //!
 //! Nothing is judged from a server's own start: only effects attributed
 //! to a request count, so a finding always has a call that reproduces it.
@@ -28,7 +32,7 @@ pub struct Finding {
     /// `secret-exposure` or `ssrf`.
     pub class: String,
     /// Which judgement showed it: `sibling-prefix`, `symlink-escape`,
-    /// `canary-read`, `token-in-answer`, `marker-made`,
+    /// `outside-roots`, `canary-read`, `token-in-answer`, `marker-made`,
     /// `connect-to-payload`.
     pub rule: String,
     pub severity: String,
@@ -88,7 +92,7 @@ impl Canaries {
 }
 
 /// Judges the steps of a run against its guest events.
-pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
+pub fn judge(steps: &[StepResult], events: &[Value], roots: &[String]) -> Vec<Finding> {
     let Some(canaries) = Canaries::from_events(events) else {
         return Vec::new();
     };
@@ -111,6 +115,14 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
         // attempt that shows it counts.
         let mut add = |class: &str, rule: &str, why: String, evidence: Vec<Value>| {
             if evidence.is_empty() {
+                return;
+            }
+            // Where a canary's rule showed a traversal, the boundary's
+            // would only say it again, less precisely.
+            let said = |f: &Finding| {
+                f.class == class && f.rule != rule && f.step == step.step && f.argument == argument
+            };
+            if rule == "outside-roots" && findings.iter().any(said) {
                 return;
             }
             let same = |f: &&mut Finding| {
@@ -228,6 +240,28 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
                 ran,
             );
         }
+        // A traversal payload that leads out of the roots, and the server
+        // went there. The canaries' own rules say it more precisely when
+        // the path is theirs; this judges any payload's, a user's too.
+        if class == "path-traversal" {
+            let out: Vec<String> = targets(payload.as_deref().unwrap_or_default(), roots)
+                .into_iter()
+                .filter(|t| !roots.iter().any(|r| within(t, r)))
+                .collect();
+            let reached =
+                touching(&|p| p.starts_with('/') && out.iter().any(|t| within(&normalize(p), t)));
+            if let Some(t) = out.first() {
+                add(
+                    "path-traversal",
+                    "outside-roots",
+                    format!(
+                        "it reached {t}, outside its roots ({}), where the payload led",
+                        roots.join(", ")
+                    ),
+                    reached,
+                );
+            }
+        }
         if let Some(address) = attack["address"].as_str().filter(|_| class == "ssrf") {
             let reached: Vec<Value> = mine
                 .iter()
@@ -244,6 +278,64 @@ pub fn judge(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
         }
     }
     findings
+}
+
+/// Where a traversal payload leads: the path it names (percent-decoded),
+/// made absolute against each root when it is relative, `.` and `..`
+/// taken as written.
+fn targets(payload: &str, roots: &[String]) -> Vec<String> {
+    let text = percent_decoded(payload);
+    if text.starts_with('/') {
+        return vec![normalize(&text)];
+    }
+    roots
+        .iter()
+        .map(|r| normalize(&format!("{r}/{text}")))
+        .collect()
+}
+
+/// `/a/./b/../c` → `/a/c`; `..` above the root stays at the root.
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// `path` is `root` or below it, by whole components.
+fn within(path: &str, root: &str) -> bool {
+    let root = root.trim_end_matches('/');
+    path == root
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// An effect that proves a marker payload ran: a file by the marker's
@@ -343,6 +435,64 @@ mod tests {
             "sibling": "/workspace_secret", "link": "/workspace/.mcpvm-canary-link"})
     }
 
+    fn roots() -> Vec<String> {
+        vec!["/workspace".into(), "/opt/mcp/fs".into()]
+    }
+
+    #[test]
+    fn a_payload_that_leads_out_of_the_roots_is_found_where_the_server_went_there() {
+        // A user's payload, not a canary: judged by the boundary alone.
+        let steps = vec![
+            attack_step(1, "read", "path-traversal", "..%2f..%2fetc%2fpasswd", None),
+            attack_step(2, "read", "path-traversal", "/etc/hostname", None),
+            attack_step(3, "read", "path-traversal", "sub/../notes.txt", None),
+            attack_step(4, "safe", "path-traversal", "/etc/passwd", None),
+        ];
+        let events = vec![
+            canaries(),
+            open(
+                1,
+                "read",
+                "/workspace/../../etc/passwd",
+                Some("/etc/passwd"),
+            ),
+            // Relative, as the server handed it to the kernel.
+            open(2, "read", "/etc/hostname", None),
+            // Inside the workspace: where it should go.
+            open(3, "read", "/workspace/notes.txt", None),
+            // A sound tool read its own layer, not the payload's path.
+            open(4, "safe", "/opt/mcp/fs/index.js", None),
+        ];
+        let f = judge(&steps, &events, &roots());
+        let got: Vec<(&str, &str)> = f
+            .iter()
+            .map(|f| (f.rule.as_str(), f.payload.as_deref().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            [("outside-roots", "..%2f..%2fetc%2fpasswd")],
+            "one finding for the read tool's argument, two attempts: {f:#?}"
+        );
+        assert_eq!(f[0].attempts, 2);
+        assert!(
+            f[0].why
+                .contains("outside its roots (/workspace, /opt/mcp/fs)"),
+            "{}",
+            f[0].why
+        );
+        assert_eq!(f[0].evidence.len(), 2);
+        // Narrower roots: the workspace itself is outside.
+        let narrow = ["/workspace/repo".to_string()];
+        let f = judge(&steps[2..3], &events, &narrow);
+        assert!(
+            f.is_empty(),
+            "relative to the root, not the workspace: {f:#?}"
+        );
+        assert_eq!(normalize("/a/./b/../../../c"), "/c");
+        assert!(within("/workspace/x", "/workspace") && !within("/workspace_x", "/workspace"));
+        assert!(within("/etc", "/"));
+    }
+
     #[test]
     fn a_prefix_escape_that_reads_a_canary_is_two_findings_with_evidence() {
         let steps = vec![
@@ -367,7 +517,7 @@ mod tests {
             open(3, "read_file", "/workspace_secret/secret.txt", None),
             open(4, "list", "/workspace", None),
         ];
-        let f = judge(&steps, &events);
+        let f = judge(&steps, &events, &roots());
         let rules: Vec<(&str, &str, &str)> = f
             .iter()
             .map(|f| (f.class.as_str(), f.rule.as_str(), f.step.as_str()))
@@ -406,7 +556,7 @@ mod tests {
                 Some("/etc/mcpvm/secret"),
             ),
         ];
-        let f = judge(&steps, &events);
+        let f = judge(&steps, &events, &roots());
         let rules: Vec<&str> = f.iter().map(|f| f.rule.as_str()).collect();
         assert_eq!(
             rules,
@@ -499,7 +649,7 @@ mod tests {
             json!({"event": "effect", "call": "openat", "paths": ["/tmp/mcpvm-attack-4"],
                 "access": "write+create+truncate", "during": {"phase": "request", "id": 4, "method": "tools/call"}}),
         ];
-        let f = judge(&steps, &events);
+        let f = judge(&steps, &events, &roots());
         let got: Vec<(&str, &str, u32)> = f
             .iter()
             .map(|f| (f.class.as_str(), f.step.as_str(), f.attempts))
@@ -550,7 +700,7 @@ mod tests {
             connect(1, "inet 169.254.169.254:80"),
             connect(2, "unix /run/nscd/socket"),
         ];
-        let f = judge(&steps, &events);
+        let f = judge(&steps, &events, &roots());
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].class, "ssrf");
         assert_eq!(f[0].evidence[0]["address"], "inet 169.254.169.254:80");
@@ -564,7 +714,7 @@ mod tests {
         attacked.detail = json!({"attack": {"tool": "debug", "argument": "/q",
             "class": "command-injection", "payload": "$(env)", "marker": "m"}});
         let steps = vec![step("tools/call:get-env", 1, json!({}), env), attacked];
-        let f = judge(&steps, &[canaries()]);
+        let f = judge(&steps, &[canaries()], &roots());
         let got: Vec<(&str, &str)> = f
             .iter()
             .map(|f| (f.rule.as_str(), f.step.as_str()))
@@ -581,8 +731,8 @@ mod tests {
             json!({"content": [{"type": "text", "text": "hello"}]}),
         )];
         let events = vec![canaries(), open(3, "read_file", "/workspace/a.txt", None)];
-        assert_eq!(judge(&steps, &events), vec![]);
+        assert_eq!(judge(&steps, &events, &roots()), vec![]);
         // Without canaries nothing is judged.
-        assert_eq!(judge(&steps, &events[1..]), vec![]);
+        assert_eq!(judge(&steps, &events[1..], &roots()), vec![]);
     }
 }

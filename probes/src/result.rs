@@ -172,6 +172,9 @@ pub struct ProbeResult {
     /// planted: `--profile observe`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// The boundary the findings were judged against (guest paths).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
     pub verdict: Verdict,
 }
 
@@ -200,6 +203,7 @@ impl ProbeResult {
             guest_events: None,
             recording: None,
             findings: Vec::new(),
+            roots: Vec::new(),
             verdict: Verdict::default(),
         }
     }
@@ -305,8 +309,9 @@ impl ProbeResult {
         }
         if attacks > 0 {
             s += &format!(
-                "  {attacks} attacks sent ({} findings)\n",
-                self.findings.len()
+                "  {attacks} attacks sent ({} findings), judged against the roots {}\n",
+                self.findings.len(),
+                self.roots.join(", ")
             );
         }
         if !self.findings.is_empty() {

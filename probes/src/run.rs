@@ -61,6 +61,9 @@ pub struct ProbeOptions {
     /// Attack every called tool with `payloads` (`crate::attacks`).
     pub security: bool,
     pub payloads: Vec<crate::attacks::Payload>,
+    /// The server's boundary (guest paths): what a traversal payload may
+    /// reach (`crate::findings`).
+    pub roots: Vec<String>,
 }
 
 impl Default for ProbeOptions {
@@ -81,6 +84,7 @@ impl Default for ProbeOptions {
             vm_events: None,
             security: false,
             payloads: Vec::new(),
+            roots: Vec::new(),
         }
     }
 }
@@ -179,7 +183,8 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
             }
             result.recording = Some(recording);
         }
-        result.findings = crate::findings::judge(&result.steps, events);
+        result.findings = crate::findings::judge(&result.steps, events, &opts.roots);
+        result.roots = opts.roots.clone();
     }
     result.conclude();
     Ok(result)

@@ -6,6 +6,7 @@
 
 use serde_json::{json, Value};
 
+use crate::findings::Finding;
 use crate::result::ProbeResult;
 
 pub const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
@@ -41,6 +42,26 @@ const RULES: &[(&str, &str, &str)] = &[
 
 /// The SARIF log of `result`'s findings; `server` names what was probed.
 pub fn log(result: &ProbeResult, server: &str) -> Value {
+    log_of(vec![run(
+        &result.findings,
+        server,
+        result.server_name.as_deref(),
+        result.server_version.as_deref(),
+    )])
+}
+
+/// A log of runs (one per server probed).
+pub fn log_of(runs: Vec<Value>) -> Value {
+    json!({"$schema": SCHEMA, "version": "2.1.0", "runs": runs})
+}
+
+/// One server's findings as a SARIF run.
+pub fn run(
+    findings: &[Finding],
+    server: &str,
+    server_name: Option<&str>,
+    server_version: Option<&str>,
+) -> Value {
     let rules: Vec<Value> = RULES
         .iter()
         .map(|(id, short, help)| {
@@ -48,8 +69,7 @@ pub fn log(result: &ProbeResult, server: &str) -> Value {
                 "help": {"text": help}, "defaultConfiguration": {"level": "error"}})
         })
         .collect();
-    let results: Vec<Value> = result
-        .findings
+    let results: Vec<Value> = findings
         .iter()
         .map(|f| {
             let tool = f.step.split_once(':').map_or(f.step.as_str(), |(_, t)| t);
@@ -86,28 +106,23 @@ pub fn log(result: &ProbeResult, server: &str) -> Value {
         })
         .collect();
     json!({
-        "$schema": SCHEMA,
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "mcpvm",
-                "version": env!("CARGO_PKG_VERSION"),
-                "rules": rules,
-            }},
-            "properties": {
-                "server": server,
-                "serverName": result.server_name,
-                "serverVersion": result.server_version,
-            },
-            "results": results,
-        }],
+        "tool": {"driver": {
+            "name": "mcpvm",
+            "version": env!("CARGO_PKG_VERSION"),
+            "rules": rules,
+        }},
+        "properties": {
+            "server": server,
+            "serverName": server_name,
+            "serverVersion": server_version,
+        },
+        "results": results,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::findings::Finding;
 
     #[test]
     fn each_finding_is_a_result_of_its_rule_located_at_its_tool() {

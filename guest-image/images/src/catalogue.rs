@@ -47,6 +47,12 @@ pub struct Entry {
     /// `name@1.2.3` (node).
     #[serde(default)]
     pub pins: Vec<String>,
+    /// The directories (or files) the server is meant to reach: its
+    /// boundary, which a security audit judges reaches against
+    /// (docs/security-audit.md). Default: the workspace and the server's
+    /// own layer.
+    #[serde(default)]
+    pub roots: Vec<String>,
     /// Tools an audit calls, with their arguments; when given, only these.
     #[serde(default)]
     pub audit_calls: BTreeMap<String, toml::Table>,
@@ -210,6 +216,14 @@ impl Catalogue {
                     return Err(bad("pins", format!("'{pin}' is not an exact pin ({form})")));
                 }
             }
+            for r in &e.roots {
+                if !r.starts_with('/') || r.split('/').any(|c| c == "." || c == "..") {
+                    return Err(bad(
+                        "roots",
+                        format!("'{r}' is not an absolute guest path without '.' or '..'"),
+                    ));
+                }
+            }
             for k in &e.credentials {
                 if !is_env_key(k) {
                     return Err(bad(
@@ -253,6 +267,15 @@ impl Entry {
     /// Where the server's layer puts it in the guest.
     pub fn dir(name: &str) -> String {
         format!("/opt/mcp/{name}")
+    }
+
+    /// The server's boundary: its declared roots, or `workspace` and its
+    /// own layer.
+    pub fn roots(&self, name: &str, workspace: &str) -> Vec<String> {
+        match self.roots.is_empty() {
+            true => vec![workspace.to_string(), Self::dir(name)],
+            false => self.roots.clone(),
+        }
     }
 
     /// The guest command line: the executable in its layer and the args.
@@ -351,6 +374,20 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
     }
 
     #[test]
+    fn a_server_s_boundary_is_declared_or_its_workspace_and_layer() {
+        let c = Catalogue::parse(ONE, "t").unwrap();
+        assert_eq!(
+            c.get("memory").unwrap().roots("memory", "/workspace"),
+            ["/workspace", "/opt/mcp/memory"]
+        );
+        let git = Catalogue::built_in();
+        assert_eq!(
+            git.get("git").unwrap().roots("git", "/workspace"),
+            ["/workspace/repo"]
+        );
+    }
+
+    #[test]
     fn credentials_fill_placeholders_or_name_what_is_missing() {
         let c = Catalogue::built_in();
         let gh = c.get("github").unwrap();
@@ -391,6 +428,20 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
                 "flavour",
             ),
             (ONE.replace("version = \"2026.8.31\"\n", ""), "version"),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\nroots = [\"/w/../etc\"]",
+                ),
+                "roots: '/w/../etc' is not an absolute guest path",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\nroots = [\"data\"]",
+                ),
+                "roots: 'data' is not an absolute",
+            ),
             (
                 ONE.replace("runtime = \"node\"", "runtime = \"node\"\npins = [\"zod\"]"),
                 "not an exact pin (name@1.2.3)",

@@ -59,6 +59,11 @@ pub struct ProbeArgs {
     /// probes/src/payloads.toml.
     #[arg(long, value_name = "FILE", requires = "security")]
     pub payloads: Option<PathBuf>,
+    /// A path the server is meant to reach, in the guest (repeatable):
+    /// --security judges traversal against these [default: the catalogue
+    /// entry's roots, else the workspace].
+    #[arg(long = "root", value_name = "PATH", requires = "security", value_parser = parse_root)]
+    pub roots: Vec<String>,
     /// Also write the findings as SARIF 2.1.0 to FILE, for code-scanning
     /// dashboards (written whole, or not at all).
     #[arg(long, value_name = "FILE")]
@@ -114,6 +119,7 @@ impl Default for ProbeArgs {
             robustness: false,
             security: false,
             payloads: None,
+            roots: Vec::new(),
             sarif: None,
             lifecycle: Lifecycle::Auto,
             init_timeout: INIT_TIMEOUT,
@@ -153,6 +159,9 @@ impl ProbeArgs {
         a.flag("robustness", self.robustness);
         a.flag("security", self.security);
         a.path("payloads", &self.payloads);
+        for r in &self.roots {
+            a.push(format!("--root={r}"));
+        }
         a.path("sarif", &self.sarif);
         a.value(
             "lifecycle",
@@ -233,6 +242,16 @@ fn payloads(extra: Option<&Path>) -> Result<Vec<probes::attacks::Payload>, Probe
     Ok(all)
 }
 
+fn parse_root(s: &str) -> Result<String, String> {
+    if s.starts_with('/') && !s.split('/').any(|c| c == "." || c == "..") {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "'{s}' is not an absolute guest path without '.' or '..' (e.g. /workspace)"
+        ))
+    }
+}
+
 fn parse_call(s: &str) -> Result<(String, ToolArgs), String> {
     let (name, args) = s.split_once('=').unwrap_or((s, "{}"));
     if name.is_empty() {
@@ -283,6 +302,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         // Recording and canaries, on top of whatever else is withheld.
         args.vm_options.profile = Some(match args.vm_options.profile.take() {
             None => "observe".to_string(),
+            Some(p) if p.split('+').any(|x| x == "observe") => p,
             Some(p) => format!("{p}+observe"),
         });
     }
@@ -309,6 +329,12 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     let payloads = match args.security {
         true => payloads(args.payloads.as_deref())?,
         false => Vec::new(),
+    };
+    let roots = match (args.security, args.vm_options.server()) {
+        (false, _) => Vec::new(),
+        (true, _) if !args.roots.is_empty() => args.roots.clone(),
+        (true, Some(name)) => crate::server::roots(name, &args.vm_options.catalogue)?,
+        (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
     };
     let mut calls = match &args.calls {
         Some(path) => read_calls(path)?,
@@ -341,6 +367,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         robustness: args.robustness,
         security: args.security,
         payloads,
+        roots,
         // A VM given a workspace sees it here: path arguments point in it.
         workspace: args
             .vm_options
@@ -409,14 +436,15 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
+    /// `mcpvm probe`'s arguments alone, as clap parses them.
     #[derive(Parser)]
-    struct Cli {
+    pub(crate) struct Cli {
         #[command(flatten)]
-        probe: ProbeArgs,
+        pub(crate) probe: ProbeArgs,
     }
 
     #[test]
@@ -432,6 +460,7 @@ mod tests {
             robustness: true,
             security: true,
             payloads: Some("mine.toml".into()),
+            roots: vec!["/workspace/repo".into(), "/data".into()],
             sarif: Some("findings.sarif".into()),
             lifecycle: Lifecycle::Stateless,
             init_timeout: 300,
