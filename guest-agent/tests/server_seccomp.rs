@@ -301,7 +301,9 @@ fn a_recording_policy_records_files_programs_and_addresses_with_their_call() {
     // A host with nscd sees a connect to its socket first (glibc asks it
     // before resolving), so look for the loopback one by its address.
     let loopback = format!("inet 127.0.0.1:{port}");
-    find("connect", &|e| e.address.as_deref() == Some(loopback.as_str()));
+    find("connect", &|e| {
+        e.address.as_deref() == Some(loopback.as_str())
+    });
     let denied = find("mkdir", &|e| e.paths[0].ends_with("/denied"));
     assert_eq!(denied.denied.as_deref(), Some("EACCES"));
     for e in &effects {

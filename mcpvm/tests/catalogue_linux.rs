@@ -190,21 +190,64 @@ mod servers {
             "repo_path not held to --repository: {git:?}"
         );
         assert_eq!(rules("security_git_fixed"), Vec::<(String, String)>::new());
-        // Sound servers, every tool called and attacked: a finding there
-        // would be a false positive (everything's get-env shows its
-        // environment by design, canary variable included: no finding).
+        // `mcpvm audit --security`: sound servers, every tool called and
+        // attacked, have no finding (a finding there would be a false
+        // positive; everything's get-env shows its environment by design,
+        // canary variable included: no finding); the vulnerable
+        // filesystem release beside them has its CVEs in the column, the
+        // findings section and the SARIF log.
+        let c = case("security_audit");
+        assert_eq!(c.rc, 0, "{c:?}");
+        let lines = results().file("security_results.jsonl");
+        let cell = |server: &str| -> serde_json::Value {
+            lines
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|r| r["server"] == server && r["profile"] == "security")
+                .unwrap_or_else(|| panic!("no security cell for {server}: {lines}"))
+        };
         for s in ["memory", "time", "everything"] {
-            let name = format!("security_clean_{s}");
-            assert_eq!(rules(&name), Vec::<(String, String)>::new(), "{s}");
-            let r = case(&name).json();
-            let attacks = r["steps"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|st| st["step"].as_str().unwrap().starts_with("attack:"))
-                .count();
-            assert!(attacks > 0, "{s} was attacked: {}", r["steps"]);
+            let sec = &cell(s)["security"];
+            assert!(
+                sec["attacks"].as_u64().unwrap() > 0,
+                "{s} was attacked: {sec}"
+            );
+            assert_eq!(sec["findings"], serde_json::json!([]), "{s}: {sec}");
         }
+        let fs = &cell("filesystem-cve")["security"];
+        let fs_rules: Vec<&str> = fs["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap())
+            .collect();
+        for rule in ["sibling-prefix", "symlink-escape"] {
+            assert!(fs_rules.contains(&rule), "{rule}: {fs}");
+        }
+        assert_eq!(
+            fs["roots"],
+            serde_json::json!(["/workspace", "/opt/mcp/filesystem-cve"])
+        );
+        let report = results().file("security_report.md");
+        assert!(report.contains("## Security findings"), "{report}");
+        assert!(report.contains("| memory | ✓ | ○ |"), "{report}");
+        assert!(
+            report.contains("reproduce: mcpvm probe --server filesystem-cve --profile observe"),
+            "{report}"
+        );
+        let sarif: serde_json::Value =
+            serde_json::from_str(results().file("security_findings.sarif")).unwrap();
+        let runs = sarif["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 4, "a run per server attacked");
+        let fs_run = runs
+            .iter()
+            .find(|r| r["properties"]["server"] == "filesystem-cve")
+            .unwrap();
+        assert!(fs_run["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["ruleId"] == "path-traversal"));
     }
 
     /// Observed, each call shows what it did inside the VM: the read

@@ -315,6 +315,31 @@ fn bad_audit_options_are_refused_before_any_vm() {
         1,
         "No profile named 'ro-rot'",
     );
+    assert_error(
+        &[
+            "audit",
+            "--out",
+            out_s,
+            "--servers",
+            "memory",
+            "--profiles",
+            "baseline,security",
+        ],
+        1,
+        "'security' is the column of --security, not a profile: give --security instead",
+    );
+    assert_error(
+        &[
+            "probe",
+            "--security",
+            "--root",
+            "workspace",
+            "--server",
+            "memory",
+        ],
+        2,
+        "'workspace' is not an absolute guest path without '.' or '..'",
+    );
     assert!(
         !out.path().join("a").exists(),
         "nothing written for a refused audit"

@@ -11,6 +11,7 @@ pub mod journal;
 pub mod matrix;
 pub mod record;
 pub mod report;
+pub mod security;
 pub mod seed;
 pub mod verdict;
 
@@ -46,6 +47,10 @@ pub const DEFAULT_PROFILES: &[&str] = &[
     "deny-net-sockets",
 ];
 
+/// The column of `--security`: every tool attacked under the `observe`
+/// profile (`mcpvm probe --security`), judged by what the server did.
+pub const SECURITY: &str = "security";
+
 pub struct AuditOptions {
     pub catalogue: Option<PathBuf>,
     pub images: Option<PathBuf>,
@@ -64,6 +69,8 @@ pub struct AuditOptions {
     /// Runs per cell, in a row: more than one gives each cell's first
     /// response a spread to judge against the baseline's.
     pub repeat: usize,
+    /// Add the `security` column.
+    pub security: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -160,8 +167,21 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
     }
     let profiles = Profiles::from_option(o.profiles_file.as_deref())?;
     let mut definitions = BTreeMap::new();
+    let mut columns = o.profiles.clone();
     for p in &o.profiles {
+        if p == SECURITY {
+            return Err(format!(
+                "'{SECURITY}' is the column of --security, not a profile: give --security instead"
+            )
+            .into());
+        }
         definitions.insert(p.clone(), serde_json::to_value(profiles.resolve(p)?)?);
+    }
+    if o.security {
+        let mut observe = serde_json::to_value(profiles.resolve("observe")?)?;
+        observe["description"] = "every tool attacked (mcpvm probe --security) under the observe profile; findings judged by what the server did".into();
+        definitions.insert(SECURITY.to_string(), observe);
+        columns.push(SECURITY.to_string());
     }
     let mut servers = BTreeMap::new();
     let mut runtime_image = String::new();
@@ -181,6 +201,10 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
                 version: entry.version.clone(),
                 runtime: format!("{:?}", entry.runtime).to_lowercase(),
                 layer: file(&plan.layer),
+                roots: match o.security {
+                    true => entry.roots(name, mcpvm_protocol::ports::WORKSPACE_DIR),
+                    false => Vec::new(),
+                },
             },
         );
     }
@@ -197,7 +221,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         runtime_image,
         catalogue: catalogue.source.clone(),
         servers,
-        profiles: o.profiles.clone(),
+        profiles: columns,
         profile_definitions: definitions,
         shard: o.shard,
         started_at: record::now(),
@@ -434,6 +458,11 @@ pub fn write_reports(
 ) -> Result<(), AuditError> {
     write_atomic(&out.join("report.md"), &report::markdown(meta, records))?;
     write_atomic(&out.join("report.html"), &report::html(meta, records))?;
+    if meta.profiles.iter().any(|p| p == SECURITY) {
+        let log = security::sarif(meta, records);
+        let text = serde_json::to_string_pretty(&log).unwrap_or_default();
+        write_atomic(&out.join("findings.sarif"), &text)?;
+    }
     let dir = out.join("profiles");
     for s in meta.servers.keys() {
         if let Some(text) = report::proposal(meta, records, s) {
@@ -540,7 +569,12 @@ impl CellContext {
     /// The `mcpvm probe` of one cell.
     fn probe_args(&self, c: &Cell) -> ProbeArgs {
         let calls = self.calls.get(&c.server).cloned();
+        // The security column attacks under `observe` (named here: a
+        // profiles file needs a profile), and always boots: its canaries
+        // and recording start with the server.
+        let security = c.profile == SECURITY;
         ProbeArgs {
+            security,
             only_given: calls.is_some(),
             calls,
             init_timeout: self.init_timeout,
@@ -548,11 +582,14 @@ impl CellContext {
             // Python servers under emulation take seconds to exit; a
             // killed VM leaves no timings.
             exit_grace: 20,
-            warm: self.warm.is_some(),
-            snapshots: self.warm.clone(),
+            warm: self.warm.is_some() && !security,
+            snapshots: self.warm.clone().filter(|_| !security),
             vm_options: VmOptions {
                 server: Some(c.server.clone()),
-                profile: Some(c.profile.clone()),
+                profile: Some(match security {
+                    true => "observe".to_string(),
+                    false => c.profile.clone(),
+                }),
                 timeout: Some(self.run_timeout),
                 catalogue: self.catalogue.clone(),
                 images: self.images.clone(),
@@ -703,7 +740,7 @@ mod tests {
     }
 
     #[test]
-    fn a_warm_audit_starts_its_probes_from_the_cache() {
+    fn warm_and_security_cells_get_their_own_probe_arguments() {
         let mut ctx = CellContext {
             exe: "mcpvm".into(),
             out: "out".into(),
@@ -733,5 +770,26 @@ mod tests {
         let a = args(&ctx);
         assert!(a.contains(&"--warm".to_string()), "{a:?}");
         assert!(a.contains(&"--snapshots=/cache".to_string()), "{a:?}");
+        // The security column attacks, with the probe's own observe
+        // profile, and boots: its canaries are planted before the server.
+        let security = Cell {
+            server: "memory".into(),
+            profile: SECURITY.into(),
+        };
+        let a: Vec<String> = ctx
+            .command(&security)
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(a.contains(&"--security".to_string()), "{a:?}");
+        assert!(a.contains(&"--profile=observe".to_string()), "{a:?}");
+        assert!(!a.iter().any(|a| a.starts_with("--warm")), "{a:?}");
+        // What the cell runs parses, a profiles file included.
+        ctx.profiles_file = Some("tb.toml".into());
+        let argv = ctx.probe_args(&security).to_args();
+        let parsed = <crate::commands::probe::tests::Cli as clap::Parser>::try_parse_from(
+            std::iter::once("mcpvm".to_string()).chain(argv.clone()),
+        );
+        assert!(parsed.is_ok(), "{argv:?}: {:?}", parsed.err());
     }
 }

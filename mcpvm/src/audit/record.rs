@@ -2,6 +2,7 @@
 //! classified, with the evidence. docs/audit.md documents the schema.
 
 use mcpvm_protocol::messages::{Event, SyscallCount};
+use probes::findings::Finding;
 use probes::result::{Outcome as StepOutcome, ProbeResult, StepResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -127,8 +128,45 @@ pub struct Record {
     /// outcome, evidence and timings the fields above are) included.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<Sample>,
+    /// The `security` column's cell (`mcpvm audit --security`): what the
+    /// attacks found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security: Option<Security>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
+}
+
+/// What attacking every tool found (`mcpvm probe --security`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Security {
+    /// Attacks sent, over all tools.
+    pub attacks: usize,
+    /// Tools attacked.
+    pub tools: Vec<String>,
+    /// The boundary the findings were judged against.
+    pub roots: Vec<String>,
+    pub findings: Vec<Finding>,
+}
+
+impl Security {
+    fn of(probe: &ProbeResult) -> Option<Self> {
+        let attacks: Vec<&str> = probe
+            .steps
+            .iter()
+            .filter_map(|s| s.step.strip_prefix("attack:"))
+            .collect();
+        if attacks.is_empty() && probe.findings.is_empty() {
+            return None;
+        }
+        let mut tools: Vec<String> = attacks.iter().map(|t| t.to_string()).collect();
+        tools.dedup();
+        Some(Security {
+            attacks: attacks.len(),
+            tools,
+            roots: probe.roots.clone(),
+            findings: probe.findings.clone(),
+        })
+    }
 }
 
 const STDERR_TAIL: usize = 2048;
@@ -162,6 +200,7 @@ impl Record {
             },
             syscalls_used: None,
             samples: Vec::new(),
+            security: None,
             finished_at: now(),
         }
     }
@@ -229,6 +268,7 @@ impl Record {
             },
             syscalls_used: (!used.is_empty()).then_some(used),
             samples: Vec::new(),
+            security: Security::of(probe),
             finished_at: now(),
         }
     }

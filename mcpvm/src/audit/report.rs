@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::matrix::Shard;
 use super::record::{Outcome, Record};
 use super::verdict::{self, Effect, Spread, BASELINE};
+use super::{security, SECURITY};
 
 /// `audit.json`: what the audit ran on, so it can be repeated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +61,9 @@ pub struct ServerMeta {
     pub runtime: String,
     /// The server layer's content key.
     pub layer: String,
+    /// Its boundary, in an audit with `--security`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
 }
 
 impl Meta {
@@ -113,7 +117,11 @@ fn findings(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> Vec<St
         );
         return out;
     }
-    for p in meta.profiles.iter().filter(|p| *p != BASELINE) {
+    for p in meta
+        .profiles
+        .iter()
+        .filter(|p| *p != BASELINE && *p != SECURITY)
+    {
         let mut hits = Vec::new();
         for s in meta.servers.keys() {
             let Some(r) = cell(records, s, p) else {
@@ -255,7 +263,7 @@ fn used(r: &Record) -> Option<Vec<&str>> {
 
 /// Guest or server text for Markdown: one line, no control characters,
 /// and nothing Markdown or HTML would read as markup.
-fn md(s: &str) -> String {
+pub(super) fn md(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -325,6 +333,9 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
     for line in findings(meta, records) {
         let _ = writeln!(m, "{line}");
     }
+    if meta.profiles.iter().any(|p| p == SECURITY) {
+        let _ = writeln!(m, "\n{}", security::markdown(meta, records));
+    }
     let _ = writeln!(m, "\n## Matrix\n");
     let _ = write!(m, "| server |");
     for p in &meta.profiles {
@@ -338,9 +349,11 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
     for s in &servers {
         let _ = write!(m, "| {s} |");
         for p in &meta.profiles {
-            let sym = cell(records, s, p)
-                .map(|r| effect(records, r).symbol(r.outcome))
-                .unwrap_or(" ");
+            let sym = match cell(records, s, p) {
+                Some(r) if p == SECURITY => security::symbol(r),
+                Some(r) => effect(records, r).symbol(r.outcome).to_string(),
+                None => " ".into(),
+            };
             let _ = write!(m, " {sym} |");
         }
         m.push('\n');
@@ -354,6 +367,12 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         "\n`baseline` column: how the server ended with nothing withheld, {} (blank: not run yet). Other columns: what the profile did against that baseline: = nothing new · ◐ new failures · ✗ newly broken · ◷ slower start (repeated runs only).\n",
         legend.join(" · ")
     );
+    if meta.profiles.iter().any(|p| p == SECURITY) {
+        let _ = writeln!(
+            m,
+            "`security` column: ⚠N findings · ○ none found (see Security findings).\n"
+        );
+    }
     let _ = writeln!(
         m,
         "## Profiles\n\n| profile | what is withheld |\n|---|---|"
@@ -378,6 +397,15 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
             let Some(r) = cell(records, s, p) else {
                 continue;
             };
+            if p == SECURITY {
+                let _ = writeln!(
+                    m,
+                    "- **{p}**: {} — first response {}",
+                    md(&security::summary(r)),
+                    ms(r.timings.handshake_ms)
+                );
+                continue;
+            }
             let _ = write!(
                 m,
                 "- **{p}**: {} — first response {}, boot {}",
@@ -421,7 +449,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
     m
 }
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -587,6 +615,21 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
         let _ = write!(page, "<tr><th class=\"server\">{}</th>", esc(s));
         for p in &meta.profiles {
             match cell(records, s, p) {
+                Some(r) if p == SECURITY => {
+                    let found = r.security.as_ref().map_or(0, |x| x.findings.len());
+                    let shade = match (&r.security, found) {
+                        (None, _) => colour(r.outcome),
+                        (Some(_), 0) => "#6a8",
+                        _ => "#b03030",
+                    };
+                    let _ = write!(
+                        page,
+                        "<td class=\"cell\" style=\"background:{}\" title=\"{}\">{}</td>",
+                        shade,
+                        esc(&security::summary(r)),
+                        esc(&security::symbol(r))
+                    );
+                }
                 Some(r) => {
                     let tip = format!("{} × {}: {}. {}", s, p, r.outcome.name(), evidence_line(r));
                     let e = effect(records, r);
@@ -608,7 +651,11 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
         }
         page += "</tr>";
     }
-    page += "</table><h2>Timings</h2>";
+    page += "</table>";
+    if meta.profiles.iter().any(|p| p == SECURITY) {
+        page += &security::html(meta, records);
+    }
+    page += "<h2>Timings</h2>";
     let all: Vec<&Record> = records.values().collect();
     let boot: Vec<f64> = all.iter().filter_map(|r| r.timings.boot_ms).collect();
     let first: Vec<f64> = all
@@ -637,7 +684,8 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
                 .profiles
                 .iter()
                 .filter(|p| {
-                    cell(records, s, p).is_some_and(|r| effect(records, r).profile_caused())
+                    *p != SECURITY
+                        && cell(records, s, p).is_some_and(|r| effect(records, r).profile_caused())
                 })
                 .count();
             (*s, n)
@@ -779,6 +827,7 @@ mod tests {
             version: "1.0".into(),
             runtime: "python".into(),
             layer: "k".into(),
+            roots: vec![],
         };
         Meta {
             schema: 1,
@@ -864,6 +913,7 @@ mod tests {
                 ]
             }),
             samples: vec![],
+            security: None,
             finished_at: 0,
         }
     }
@@ -877,6 +927,66 @@ mod tests {
         .into_iter()
         .map(|r| ((r.server.clone(), r.profile.clone()), r))
         .collect()
+    }
+
+    #[test]
+    fn a_security_column_shows_findings_with_evidence_and_how_to_reproduce_them() {
+        use crate::audit::record::Security;
+        use probes::findings::Finding;
+        let mut meta = meta();
+        meta.profiles.push(SECURITY.into());
+        let mut rs = records();
+        let mut git = record("git", SECURITY, Outcome::Ok, 950.0);
+        git.security = Some(Security {
+            attacks: 44,
+            tools: vec!["git_diff".into(), "git_status".into()],
+            roots: vec!["/workspace/repo".into()],
+            findings: vec![Finding {
+                class: "argument-injection".into(),
+                rule: "marker-made".into(),
+                severity: "high".into(),
+                step: "attack:git_diff".into(),
+                call: Some(r#"git_diff={"target":"--output=/tmp/m'1"}"#.into()),
+                argument: Some("/target".into()),
+                payload: Some("`touch /tmp/m`<b>".into()),
+                attempts: 2,
+                why: "the payload ran".into(),
+                evidence: vec![serde_json::json!({"call": "openat",
+                    "paths": ["/tmp/m"], "access": "write+create", "exe": "/usr/bin/git"})],
+            }],
+        });
+        rs.insert(("git".into(), SECURITY.into()), git);
+        let mut time = record("time", SECURITY, Outcome::Ok, 800.0);
+        time.security = Some(Security {
+            attacks: 20,
+            tools: vec!["get_current_time".into()],
+            roots: vec!["/workspace".into()],
+            findings: vec![],
+        });
+        rs.insert(("time".into(), SECURITY.into()), time);
+        let md = markdown(&meta, &rs);
+        assert!(md.contains("| git | ✓ | ◐ | ⚠1 |"), "{md}");
+        assert!(md.contains("| time | ✓ |   | ○ |"), "{md}");
+        assert!(md.contains("- **git**: 1 finding in 44 attacks on 2 tools (git\\_diff, git\\_status), judged against the roots /workspace/repo"), "{md}");
+        assert!(md.contains("**argument-injection** (marker-made, high) in git\\_diff, argument /target ← payload \"\\`touch /tmp/m\\`\\<b\\>\" and 1 more: the payload ran"), "{md}");
+        assert!(
+            md.contains("evidence: openat /tmp/m (write+create) by /usr/bin/git"),
+            "{md}"
+        );
+        // The reproducing command is quoted for a shell.
+        assert!(md.contains(r#"reproduce: mcpvm probe --server git --profile observe --only-given --call 'git\_diff={"target":"--output=/tmp/m'\\''1"}'"#), "{md}");
+        assert!(md.contains("- **time**: no finding in 20 attacks"), "{md}");
+        // Not a withholding profile: nothing about it in what profiles did.
+        assert!(!md.contains("- **security**: nothing the baseline"), "{md}");
+        let page = html(&meta, &rs);
+        assert!(page.contains("<h2>Security findings</h2>"));
+        assert!(page.contains("&lt;b&gt;") && !page.contains("`touch /tmp/m`<b>"));
+        assert!(page.contains(">⚠1</td>"), "{page}");
+        let log = super::security::sarif(&meta, &rs);
+        let runs = log["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "a run per server attacked");
+        assert_eq!(runs[0]["results"][0]["ruleId"], "argument-injection");
+        assert_eq!(runs[1]["results"], serde_json::json!([]));
     }
 
     #[test]

@@ -79,6 +79,11 @@ struct RunAudit {
     /// beyond noise shows as such (docs/audit.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
     repeat: u64,
+    /// Add a `security` column: every tool of every server attacked
+    /// (`mcpvm probe --security`), judged by what the server then did in
+    /// its VM; findings in the reports and in findings.sarif.
+    #[arg(long)]
+    security: bool,
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     snapshots: Option<PathBuf>,
@@ -123,6 +128,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
                 .warm
                 .then(|| a.snapshots.unwrap_or_else(crate::warm::default_dir)),
             repeat: a.repeat as usize,
+            security: a.security,
         },
         json,
     )
