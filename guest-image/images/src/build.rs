@@ -3,8 +3,9 @@
 //! per catalogued server.
 //!
 //! A layer holds only `/opt/mcp/<name>`: the package installed by the
-//! host's npm or pip (the same node 20 and python 3.11 the runtime image
-//! carries) at the catalogue's exact version. The guest stacks it over the
+//! pinned node's npm (guest-image/runtimes/node.lock, the node the
+//! runtime image carries) or the host's pip (python 3.11, as in the
+//! image) at the catalogue's exact version. The guest stacks it over the
 //! runtime with overlayfs (guest-agent/src/root.rs), so a server costs its
 //! own files only. A layer's key hashes the recipe, the entry's package
 //! fields and the runtime image's key: it is rebuilt when and only when
@@ -23,6 +24,8 @@ use crate::store::{Index, LayerRecord, StoreError};
 
 const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
 const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
+const FETCH_NODE: &str = include_str!("../../runtimes/fetch-node");
+const NODE_LOCK: &str = include_str!("../../runtimes/node.lock");
 /// Bump when the way layers are made changes.
 const LAYER_RECIPE: &str = "layer-recipe-2";
 
@@ -61,11 +64,21 @@ pub struct Built {
     pub seconds: f64,
 }
 
+/// A server whose layer could not be built, and why (with the end of
+/// its installer's output).
+#[derive(Debug, Serialize)]
+pub struct Failure {
+    pub name: String,
+    pub error: String,
+}
+
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub store: PathBuf,
     pub runtime: Built,
     pub servers: Vec<Built>,
+    /// Servers that failed; the others were built all the same.
+    pub failed: Vec<Failure>,
     pub seconds: f64,
 }
 
@@ -133,14 +146,41 @@ pub fn runtime_key(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Builds (or finds cached) the runtime image; returns its cache path.
-fn build_runtime(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, BuildError> {
+/// The scripts behind the images, laid out as in guest-image/ (the
+/// runtime's build finds the node fetcher beside it).
+fn scripts() -> Result<PathBuf, BuildError> {
     let dir = tempfile_dir()?;
-    let script = dir.join("build");
-    std::fs::write(&script, ROOTFS_SCRIPT).map_err(io_err(&script))?;
-    std::fs::write(dir.join("packages"), ROOTFS_PACKAGES).map_err(io_err(&dir))?;
+    for (rel, text, mode) in [
+        ("rootfs/build", ROOTFS_SCRIPT, 0o755),
+        ("rootfs/packages", ROOTFS_PACKAGES, 0o644),
+        ("runtimes/fetch-node", FETCH_NODE, 0o755),
+        ("runtimes/node.lock", NODE_LOCK, 0o644),
+    ] {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap_or(&dir)).map_err(io_err(&dir))?;
+        std::fs::write(&path, text).map_err(io_err(&path))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .map_err(io_err(&path))?;
+    }
+    Ok(dir)
+}
+
+/// The pinned node and npm (fetched and checked once, then cached);
+/// returns their directory (`bin/node`, `bin/npm`).
+fn pinned_node(scripts: &Path) -> Result<PathBuf, BuildError> {
+    run(
+        "guest-image/runtimes/fetch-node",
+        Command::new("python3").arg(scripts.join("runtimes/fetch-node")),
+    )
+    .map(PathBuf::from)
+}
+
+/// Builds (or finds cached) the runtime image; returns its cache path.
+fn build_runtime(scripts: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, BuildError> {
+    let script = scripts.join("rootfs/build");
     progress(
-        "runtime image (Debian 12, python 3.11, node 20): building or finding it in the cache",
+        "runtime image (Debian 12, python 3.11, pinned node): building or finding it in the cache",
     );
     let mut child = Command::new("bash")
         .arg(&script)
@@ -167,7 +207,6 @@ fn build_runtime(progress: &mut dyn FnMut(&str)) -> Result<PathBuf, BuildError> 
             what: "guest-image/rootfs/build".into(),
             source,
         })?;
-    let _ = std::fs::remove_dir_all(&dir);
     if !out.status.success() {
         return Err(BuildError::Failed {
             what: "the runtime image build".into(),
@@ -216,16 +255,20 @@ fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
     .map(drop)
 }
 
-/// Installs one server's package into `stage/opt/mcp/<name>`.
-fn install(name: &str, e: &Entry, stage: &Path) -> Result<(), BuildError> {
+/// Installs one server's package into `stage/opt/mcp/<name>`; node
+/// packages with the pinned node's npm (`node`: its directory).
+fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), BuildError> {
     let target = stage.join(Entry::dir(name).trim_start_matches('/'));
     std::fs::create_dir_all(&target).map_err(io_err(&target))?;
     let (what, bin_dir) = match e.runtime {
         Runtime::Node => {
             let spec = format!("{}@{}", e.package, e.version);
+            // npm's scripts (and packages' own) run `node`: the pinned one.
+            let path = std::env::var("PATH").unwrap_or_default();
             run(
                 &format!("npm install {spec}"),
-                Command::new("npm")
+                Command::new(node.join("bin/npm"))
+                    .env("PATH", format!("{}:{path}", node.join("bin").display()))
                     .args([
                         "install",
                         "--no-audit",
@@ -295,7 +338,9 @@ fn install(name: &str, e: &Entry, stage: &Path) -> Result<(), BuildError> {
 
 /// Builds the runtime image and the layers of `names` (all when empty)
 /// into `store`, reusing every cached one; saves the index after each
-/// layer so an interrupted build keeps what it finished.
+/// layer so an interrupted build keeps what it finished. A layer that
+/// fails is reported in `failed` and the others are still built; only
+/// the runtime image or the store itself failing ends the build.
 pub fn build(
     catalogue: &Catalogue,
     names: &[String],
@@ -318,7 +363,11 @@ pub fn build(
     };
 
     let t = Instant::now();
-    let rt_cache = build_runtime(progress)?;
+    let scripts = scripts()?;
+    let built =
+        pinned_node(&scripts).and_then(|node| Ok((node, build_runtime(&scripts, progress)?)));
+    let _ = std::fs::remove_dir_all(&scripts);
+    let (node, rt_cache) = built?;
     let rt_key = runtime_key(&rt_cache);
     let rt_name = format!("runtime-{rt_key}.erofs");
     let rt_cached = store.join(&rt_name).exists();
@@ -336,6 +385,7 @@ pub fn build(
     };
 
     let mut servers = Vec::new();
+    let mut failed = Vec::new();
     for (i, name) in selected.iter().enumerate() {
         let e = catalogue.get(name).expect("checked above");
         let key = layer_key(name, e, &rt_key);
@@ -357,11 +407,16 @@ pub fn build(
             let stage = store.join(format!(".stage-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&stage);
             let tmp = store.join(format!(".{file}.tmp"));
-            let r = install(name, e, &stage).and_then(|()| erofs(&stage, &tmp));
+            let r = install(name, e, &stage, &node).and_then(|()| erofs(&stage, &tmp));
             let _ = std::fs::remove_dir_all(&stage);
             if let Err(err) = r {
                 let _ = std::fs::remove_file(&tmp);
-                return Err(err);
+                progress(&format!("{step}: FAILED: {err}"));
+                failed.push(Failure {
+                    name: name.clone(),
+                    error: err.to_string(),
+                });
+                continue;
             }
             std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
         }
@@ -397,6 +452,7 @@ pub fn build(
         store: store.to_path_buf(),
         runtime,
         servers,
+        failed,
         seconds: t0.elapsed().as_secs_f64(),
     })
 }
