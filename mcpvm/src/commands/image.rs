@@ -12,6 +12,94 @@ use mcpvm_images::store;
 pub enum ImageCommand {
     /// Build (or find cached) the runtime image and server layers.
     Build(BuildArgs),
+    /// The catalogue's servers and what of them is built in the store.
+    List(ListArgs),
+}
+
+#[derive(Args)]
+pub struct ListArgs {
+    /// Server catalogue (TOML); default: the built-in one.
+    #[arg(long)]
+    catalogue: Option<PathBuf>,
+    /// The image store [default: ~/.cache/mcpvm/images].
+    #[arg(long)]
+    images: Option<PathBuf>,
+}
+
+/// One catalogue entry as the store has it.
+#[derive(serde::Serialize)]
+struct Listed {
+    name: String,
+    package: String,
+    version: String,
+    runtime: String,
+    /// `built` (a layer of the current runtime and these fields), `stale`
+    /// (a layer of another version or runtime), `missing`.
+    state: &'static str,
+    layer: Option<String>,
+    bytes: Option<u64>,
+}
+
+fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let catalogue = load_catalogue(&a.catalogue)?;
+    let dir = a.images.unwrap_or_else(store::default_dir);
+    let index = store::Index::load_or_new(&dir)?;
+    let rt_key = index
+        .runtime
+        .as_deref()
+        .and_then(|f| f.strip_prefix("runtime-")?.strip_suffix(".erofs"))
+        .unwrap_or_default()
+        .to_string();
+    let rows: Vec<Listed> = catalogue
+        .servers
+        .iter()
+        .map(|(name, e)| {
+            let record = index.servers.get(name);
+            let current = record.filter(|r| {
+                r.key == mcpvm_images::build::layer_key(name, e, &rt_key)
+                    && dir.join(&r.layer).is_file()
+            });
+            Listed {
+                name: name.clone(),
+                package: e.package.clone(),
+                version: e.version.clone(),
+                runtime: format!("{:?}", e.runtime).to_lowercase(),
+                state: match (current, record) {
+                    (Some(_), _) => "built",
+                    (None, Some(_)) => "stale",
+                    (None, None) => "missing",
+                },
+                layer: current.map(|r| r.layer.clone()),
+                bytes: current.map(|r| r.bytes),
+            }
+        })
+        .collect();
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"store": dir, "runtime": index.runtime, "servers": rows})
+        );
+        return Ok(0);
+    }
+    println!(
+        "store {} (runtime {})",
+        dir.display(),
+        index.runtime.as_deref().unwrap_or("not built")
+    );
+    for r in &rows {
+        println!(
+            "{:<22} {:<8} {:<8} {:>8}  {}@{}",
+            r.name,
+            r.runtime,
+            r.state,
+            r.bytes
+                .map(|b| format!("{:.1} MB", b as f64 / 1e6))
+                .unwrap_or_default(),
+            r.package,
+            r.version
+        );
+    }
+    Ok(0)
 }
 
 #[derive(Args)]
@@ -36,6 +124,7 @@ pub fn load_catalogue(path: &Option<PathBuf>) -> Result<Catalogue, Box<dyn std::
 
 pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
+        ImageCommand::List(a) => list(a, json),
         ImageCommand::Build(a) => {
             let catalogue = load_catalogue(&a.catalogue)?;
             let dir = a.images.unwrap_or_else(store::default_dir);
@@ -64,9 +153,22 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                         s.seconds
                     );
                 }
+                for f in &report.failed {
+                    println!("{:<20} FAILED   {}", f.name, f.error);
+                }
                 println!("store {} ({:.1} s)", report.store.display(), report.seconds);
             }
-            Ok(0)
+            if report.failed.is_empty() {
+                return Ok(0);
+            }
+            let names: Vec<&str> = report.failed.iter().map(|f| f.name.as_str()).collect();
+            eprintln!(
+                "image: {} of {} layers failed ({}); the others are built. Fix those entries and run it again: built layers are cached",
+                names.len(),
+                names.len() + report.servers.len(),
+                names.join(", ")
+            );
+            Ok(3)
         }
     }
 }

@@ -1,0 +1,94 @@
+//! `mcpvm image build` on a batch with a broken entry: the others are
+//! built all the same, the broken one is named with what its installer
+//! said, the exit status says some failed, and nothing half-made stays in
+//! the store; `mcpvm image list` shows which is which. Installs a real npm
+//! package from the registry into a store of its own (the runtime image
+//! comes from the cache scripts/build filled).
+
+use std::path::Path;
+use std::process::Command;
+
+fn mcpvm(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+const BATCH: &str = r#"
+[servers.good]
+package = "@modelcontextprotocol/server-memory"
+version = "2026.8.31"
+runtime = "node"
+command = "mcp-server-memory"
+
+[servers.bad]
+package = "@modelcontextprotocol/server-memory"
+version = "0.0.0-mcpvm-no-such-version"
+runtime = "node"
+command = "mcp-server-memory"
+"#;
+
+#[test]
+fn a_batch_survives_a_bad_entry_and_names_it() {
+    // Beside the cache, so that the runtime image is linked, not copied.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let catalogue = dir.path().join("batch.toml");
+    std::fs::write(&catalogue, BATCH).unwrap();
+    let store = dir.path().join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+
+    let (rc, out, err) = mcpvm(&["image", "build", "--catalogue", c, "--images", s]);
+    assert_eq!(rc, 3, "some layers failed: {out}\n{err}");
+    let bad = out
+        .lines()
+        .find(|l| l.starts_with("bad ") && l.contains("FAILED"))
+        .unwrap_or_else(|| panic!("the bad entry is named: {out}"));
+    assert!(
+        bad.contains(
+            "npm install @modelcontextprotocol/server-memory@0.0.0-mcpvm-no-such-version failed"
+        ) && (bad.contains("ETARGET") || bad.contains("No matching version")),
+        "with what npm said: {bad}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("good ") && l.contains("built")),
+        "{out}"
+    );
+    assert!(err.contains("1 of 2 layers failed (bad)"), "{err}");
+    let files: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(
+        files.iter().any(|f| f.starts_with("layer-good-")),
+        "{files:?}"
+    );
+    assert!(
+        !files
+            .iter()
+            .any(|f| f.starts_with('.') || f.contains("bad")),
+        "nothing half-made: {files:?}"
+    );
+
+    let (rc, out, _) = mcpvm(&["--json", "image", "list", "--catalogue", c, "--images", s]);
+    assert_eq!(rc, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let state = |name: &str| {
+        v["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .map(|r| r["state"].as_str().unwrap().to_string())
+    };
+    assert_eq!(state("good").as_deref(), Some("built"));
+    assert_eq!(state("bad").as_deref(), Some("missing"));
+    assert!(Path::new(s).join(v["runtime"].as_str().unwrap()).exists());
+}
