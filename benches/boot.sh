@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Boot benchmark on real KVM (the testbed where /dev/kvm is kvm_pvm):
-# mcpvm beside QEMU microvm, same kernel and initrd, alternating runs.
+# mcpvm beside QEMU microvm and Firecracker (../shared/peers/firecracker,
+# a peer for benchmarks only, when it is there), same kernel, initrd,
+# memory and vCPUs, alternating runs.
 #   benches/boot.sh [RUNS]      prints a Markdown table (docs/benchmarks.md)
+# MCPVM_FIRECRACKER=PATH names another Firecracker binary.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-10}
@@ -9,7 +12,15 @@ runs=${1:-10}
 t=$top/target/mcpvm
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$top/benches/qemu-bundle.sh" "$work/qemu"
+fc=${MCPVM_FIRECRACKER:-$top/../shared/peers/firecracker/firecracker}
+peer=()
+if [ -x "$fc" ]; then
+  peer=(--file "$fc:firecracker")
+else
+  echo "boot: no Firecracker at $fc: measuring mcpvm and QEMU only" >&2
+fi
 "$top/testbed/run" --timeout 1800 \
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:vmlinux" \
-  --file "$t/initramfs-test.cpio:initramfs.cpio" --file "$work/qemu:qemu" \
-  -- mcpvm bench boot --runs "$runs" --kernel vmlinux --initrd initramfs.cpio --qemu qemu/qemu
+  --file "$t/initramfs-test.cpio:initramfs.cpio" --file "$work/qemu:qemu" "${peer[@]}" \
+  -- mcpvm bench boot --runs "$runs" --kernel vmlinux --initrd initramfs.cpio --qemu qemu/qemu \
+     --firecracker firecracker

@@ -24,6 +24,9 @@ pub struct BootBench {
     pub mcpvm: PathBuf,
     /// The QEMU binary (or wrapper) to compare with; None skips QEMU.
     pub qemu: Option<PathBuf>,
+    /// A Firecracker binary to compare with (a benchmark peer only,
+    /// ../shared/peers/firecracker); None skips it.
+    pub firecracker: Option<PathBuf>,
     pub kernel: PathBuf,
     pub initrd: PathBuf,
     pub runs: usize,
@@ -61,9 +64,37 @@ pub struct BootReport {
     pub mcpvm_spawn_to_exit: Option<Summary>,
     pub qemu_spawn_to_init: Option<Summary>,
     pub qemu_spawn_to_exit: Option<Summary>,
+    pub firecracker_spawn_to_init: Option<Summary>,
+    pub firecracker_spawn_to_exit: Option<Summary>,
     /// Median ratios, ours / QEMU microvm (below 1: we are faster).
     pub ratio_init: Option<f64>,
     pub ratio_exit: Option<f64>,
+    /// Median ratios, ours / Firecracker.
+    pub ratio_init_firecracker: Option<f64>,
+    pub ratio_exit_firecracker: Option<f64>,
+}
+
+/// One VMM's outside view over the runs: spawn → agent up, → exit (ms).
+#[derive(Default)]
+struct Samples {
+    init: Vec<f64>,
+    exit: Vec<f64>,
+}
+
+impl Samples {
+    fn add(&mut self, t: &Timed) {
+        self.init.extend(t.to_init);
+        self.exit.push(t.to_exit);
+    }
+}
+
+#[derive(Default)]
+struct Runs {
+    /// Our VMM's own phases: KVM ready, kernel entry, boot timer, exit.
+    phases: [Vec<f64>; 4],
+    ours: Samples,
+    qemu: Samples,
+    firecracker: Samples,
 }
 
 struct Timed {
@@ -181,12 +212,13 @@ impl BootBench {
         c
     }
 
-    /// Runs our VMM and QEMU alternately, `runs` times each, so that drift
-    /// in the host's load affects both alike.
-    pub fn run(&self, mut progress: impl FnMut(&str)) -> Result<BootReport, BenchError> {
-        let mut phases: [Vec<f64>; 4] = Default::default();
-        let (mut ours_init, mut ours_exit, mut q_init, mut q_exit) =
-            (vec![], vec![], vec![], vec![]);
+    /// The alternating runs: mcpvm, then each peer present, `runs` times.
+    fn alternate(
+        &self,
+        progress: &mut impl FnMut(&str),
+        scratch: &std::path::Path,
+    ) -> Result<Runs, BenchError> {
+        let mut r = Runs::default();
         for run in 1..=self.runs {
             progress(&format!("run {run}/{}: mcpvm", self.runs));
             let t = timed(
@@ -214,11 +246,10 @@ impl BootBench {
                 .enumerate()
             {
                 if let Some(x) = v["timings_ms"][key].as_f64() {
-                    phases[i].push(x);
+                    r.phases[i].push(x);
                 }
             }
-            ours_init.extend(t.to_init);
-            ours_exit.push(t.to_exit);
+            r.ours.add(&t);
 
             if let Some(q) = &self.qemu {
                 progress(&format!("run {run}/{}: qemu microvm", self.runs));
@@ -230,10 +261,68 @@ impl BootBench {
                         detail: t.stdout.join("\n"),
                     });
                 }
-                q_init.extend(t.to_init);
-                q_exit.push(t.to_exit);
+                r.qemu.add(&t);
+            }
+            if let Some(fc) = &self.firecracker {
+                progress(&format!("run {run}/{}: firecracker", self.runs));
+                let t = timed(
+                    self.firecracker_cmd(fc, scratch)?,
+                    "firecracker",
+                    self.timeout,
+                )?;
+                if !t.success || t.to_init.is_none() {
+                    return Err(BenchError::Run {
+                        what: "firecracker".into(),
+                        run,
+                        detail: t.stdout.join("\n"),
+                    });
+                }
+                r.firecracker.add(&t);
             }
         }
+        Ok(r)
+    }
+
+    /// Firecracker without its API socket, from a config file naming the
+    /// same kernel, initrd, command line, memory and vCPUs; no devices.
+    /// Its console is its stdout; the guest's reset (`reboot=k`) ends it.
+    fn firecracker_cmd(&self, fc: &PathBuf, dir: &std::path::Path) -> Result<Command, BenchError> {
+        let config = serde_json::json!({
+            "boot-source": {
+                "kernel_image_path": std::fs::canonicalize(&self.kernel).unwrap_or(self.kernel.clone()),
+                "initrd_path": std::fs::canonicalize(&self.initrd).unwrap_or(self.initrd.clone()),
+                "boot_args": "console=ttyS0 reboot=k panic=-1 quiet",
+            },
+            "drives": [],
+            "machine-config": {"vcpu_count": self.vcpus, "mem_size_mib": self.mem_mib},
+        });
+        let path = dir.join("firecracker.json");
+        std::fs::write(&path, config.to_string()).map_err(|source| BenchError::Spawn {
+            what: format!("firecracker (writing {})", path.display()),
+            source,
+        })?;
+        let mut c = Command::new(fc);
+        c.args(["--no-api", "--level", "Error", "--config-file"])
+            .arg(&path);
+        Ok(c)
+    }
+
+    /// Runs our VMM and each peer alternately, `runs` times each, so that
+    /// drift in the host's load affects all alike.
+    pub fn run(&self, mut progress: impl FnMut(&str)) -> Result<BootReport, BenchError> {
+        let scratch = std::env::temp_dir().join(format!("mcpvm-bench-boot-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).map_err(|source| BenchError::Spawn {
+            what: "the bench's scratch directory".into(),
+            source,
+        })?;
+        let runs = self.alternate(&mut progress, &scratch);
+        let _ = std::fs::remove_dir_all(&scratch);
+        let Runs {
+            phases,
+            ours,
+            qemu,
+            firecracker,
+        } = runs?;
         let [ready, entry, boot, exit] = phases;
         let ratio = |a: &Option<Summary>, b: &Option<Summary>| match (a, b) {
             (Some(a), Some(b)) if b.median > 0.0 => Some(a.median / b.median),
@@ -245,14 +334,18 @@ impl BootBench {
             mcpvm_kernel_entry: summarize(&entry),
             mcpvm_boot_timer: summarize(&boot),
             mcpvm_exit: summarize(&exit),
-            mcpvm_spawn_to_init: summarize(&ours_init),
-            mcpvm_spawn_to_exit: summarize(&ours_exit),
-            qemu_spawn_to_init: summarize(&q_init),
-            qemu_spawn_to_exit: summarize(&q_exit),
+            mcpvm_spawn_to_init: summarize(&ours.init),
+            mcpvm_spawn_to_exit: summarize(&ours.exit),
+            qemu_spawn_to_init: summarize(&qemu.init),
+            qemu_spawn_to_exit: summarize(&qemu.exit),
+            firecracker_spawn_to_init: summarize(&firecracker.init),
+            firecracker_spawn_to_exit: summarize(&firecracker.exit),
             ..Default::default()
         };
         r.ratio_init = ratio(&r.mcpvm_spawn_to_init, &r.qemu_spawn_to_init);
         r.ratio_exit = ratio(&r.mcpvm_spawn_to_exit, &r.qemu_spawn_to_exit);
+        r.ratio_init_firecracker = ratio(&r.mcpvm_spawn_to_init, &r.firecracker_spawn_to_init);
+        r.ratio_exit_firecracker = ratio(&r.mcpvm_spawn_to_exit, &r.firecracker_spawn_to_exit);
         Ok(r)
     }
 }
@@ -285,6 +378,14 @@ impl BootReport {
                 "QEMU microvm: spawn → process exit",
                 &self.qemu_spawn_to_exit,
             ),
+            (
+                "Firecracker: spawn → agent up (console)",
+                &self.firecracker_spawn_to_init,
+            ),
+            (
+                "Firecracker: spawn → process exit",
+                &self.firecracker_spawn_to_exit,
+            ),
         ];
         for (name, sum) in rows {
             if let Some(x) = sum {
@@ -297,6 +398,11 @@ impl BootReport {
         if let (Some(i), Some(e)) = (self.ratio_init, self.ratio_exit) {
             s += &format!(
                 "\nRatio mcpvm / QEMU microvm (medians): spawn → init **{i:.2}**, spawn → exit **{e:.2}** (below 1: mcpvm is faster).\n"
+            );
+        }
+        if let (Some(i), Some(e)) = (self.ratio_init_firecracker, self.ratio_exit_firecracker) {
+            s += &format!(
+                "\nRatio mcpvm / Firecracker (medians): spawn → init **{i:.2}**, spawn → exit **{e:.2}** (below 1: mcpvm is faster).\n"
             );
         }
         s

@@ -92,6 +92,11 @@ pub struct BootArgs {
     /// QEMU binary for the microvm comparison; omit to measure mcpvm only.
     #[arg(long)]
     qemu: Option<PathBuf>,
+    /// Firecracker binary to measure beside (a peer for benchmarks only,
+    /// ../shared/peers/firecracker); a path that is not there is said and
+    /// skipped.
+    #[arg(long, value_name = "PATH")]
+    firecracker: Option<PathBuf>,
     #[arg(long, default_value_t = 256)]
     mem: u64,
     #[arg(long, default_value_t = 1)]
@@ -168,9 +173,20 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
         BenchCommand::Boot(a) => {
+            let firecracker = a.firecracker.filter(|p| {
+                let there = p.is_file();
+                if !there {
+                    eprintln!(
+                        "bench boot: no Firecracker at {}: measuring without it",
+                        p.display()
+                    );
+                }
+                there
+            });
             let bench = BootBench {
                 mcpvm: std::env::current_exe()?,
                 qemu: a.qemu,
+                firecracker,
                 kernel: a.kernel,
                 initrd: a.initrd,
                 runs: a.runs as usize,
