@@ -47,6 +47,11 @@ mod servers {
                 "{}:cve.toml",
                 ws.join("mcpvm/tests/fixtures/cve-catalogue.toml").display()
             ));
+            files.push(format!(
+                "{}:runtimes.toml",
+                ws.join("mcpvm/tests/fixtures/runtimes-catalogue.toml")
+                    .display()
+            ));
             let scenario = ws.join("mcpvm/tests/scenarios/servers.sh");
             // Node and python start-ups under nested emulation take tens of
             // seconds each (docs/testbed.md).
@@ -248,6 +253,27 @@ mod servers {
             .unwrap()
             .iter()
             .any(|r| r["ruleId"] == "path-traversal"));
+    }
+
+    /// @sentry/mcp-server declares node >= 22.13 (its install is refused
+    /// on the image's node 20: `image_build`); with `runtime = "node22"`
+    /// its layer carries that node, and the server runs on it.
+    #[test]
+    fn a_server_needing_node_22_runs_on_the_node_its_layer_carries() {
+        let c = case("server_node22");
+        let r = c.json();
+        assert!(r["lifecycle"].is_string(), "no handshake: {c:?}");
+        assert_eq!(r["server_name"], "Sentry MCP", "{c:?}");
+        let own = "/opt/mcp/sentry-node22/.mcpvm-node/bin/node";
+        let execs: Vec<&str> = r["guest_events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "effect")
+            .filter_map(|e| e["exe"].as_str())
+            .collect();
+        assert!(execs.contains(&own), "the server's processes ran {execs:?}");
+        assert!(!execs.contains(&"/usr/bin/node"), "{execs:?}");
     }
 
     /// Observed, each call shows what it did inside the VM: the read

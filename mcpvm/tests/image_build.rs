@@ -32,6 +32,13 @@ package = "@modelcontextprotocol/server-memory"
 version = "0.0.0-mcpvm-no-such-version"
 runtime = "node"
 command = "mcp-server-memory"
+
+# Declares node >= 22.13: refused on the image's node, with the reason.
+[servers.needs-node22]
+package = "@sentry/mcp-server"
+version = "0.39.0"
+runtime = "node"
+command = "sentry-mcp"
 "#;
 
 #[test]
@@ -60,7 +67,18 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
             .any(|l| l.starts_with("good ") && l.contains("built")),
         "{out}"
     );
-    assert!(err.contains("1 of 2 layers failed (bad)"), "{err}");
+    let engines = out
+        .lines()
+        .find(|l| l.starts_with("needs-node22 ") && l.contains("FAILED"))
+        .unwrap_or_else(|| panic!("the node 22 entry is refused on node 20: {out}"));
+    assert!(
+        engines.contains("Required: {\"node\":\">=22.13\"}") && engines.contains("v20."),
+        "naming the requirement it failed: {engines}"
+    );
+    assert!(
+        err.contains("2 of 3 layers failed (bad, needs-node22)"),
+        "{err}"
+    );
     let files: Vec<String> = std::fs::read_dir(&store)
         .unwrap()
         .flatten()
@@ -73,7 +91,7 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
     assert!(
         !files
             .iter()
-            .any(|f| f.starts_with('.') || f.contains("bad")),
+            .any(|f| f.starts_with('.') || f.contains("bad") || f.contains("needs")),
         "nothing half-made: {files:?}"
     );
 
@@ -90,5 +108,6 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
     };
     assert_eq!(state("good").as_deref(), Some("built"));
     assert_eq!(state("bad").as_deref(), Some("missing"));
+    assert_eq!(state("needs-node22").as_deref(), Some("missing"));
     assert!(Path::new(s).join(v["runtime"].as_str().unwrap()).exists());
 }

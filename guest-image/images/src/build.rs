@@ -133,6 +133,11 @@ pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
         h.update(pin.as_bytes());
         h.update([1]);
     }
+    // A layer carrying its own node is rebuilt when that pin moves.
+    if let Some(major) = e.runtime.own_node() {
+        h.update(locked_node_version(major).as_bytes());
+        h.update([2]);
+    }
     h.update(format!("{:?}", e.runtime).as_bytes());
     hex(&h.finalize())[..16].to_string()
 }
@@ -166,14 +171,42 @@ fn scripts() -> Result<PathBuf, BuildError> {
     Ok(dir)
 }
 
-/// The pinned node and npm (fetched and checked once, then cached);
-/// returns their directory (`bin/node`, `bin/npm`).
-fn pinned_node(scripts: &Path) -> Result<PathBuf, BuildError> {
+/// The pinned node and npm of `major` (None: the lock's default, the
+/// image's), fetched and checked once, then cached; returns their
+/// directory (`bin/node`, `bin/npm`).
+fn pinned_node(scripts: &Path, major: Option<&str>) -> Result<PathBuf, BuildError> {
     run(
         "guest-image/runtimes/fetch-node",
-        Command::new("python3").arg(scripts.join("runtimes/fetch-node")),
+        Command::new("python3")
+            .arg(scripts.join("runtimes/fetch-node"))
+            .args(major),
     )
     .map(PathBuf::from)
+}
+
+/// The version node.lock pins for `major`, for layer keys.
+fn locked_node_version(major: &str) -> String {
+    toml::from_str::<toml::Table>(NODE_LOCK)
+        .ok()
+        .and_then(|t| {
+            Some(
+                t.get("node")?
+                    .get(major)?
+                    .get("version")?
+                    .as_str()?
+                    .to_string(),
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The scripts' directory, removed when the build ends however it ends.
+struct Scripts(PathBuf);
+
+impl Drop for Scripts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Builds (or finds cached) the runtime image; returns its cache path.
@@ -256,12 +289,14 @@ fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
 }
 
 /// Installs one server's package into `stage/opt/mcp/<name>`; node
-/// packages with the pinned node's npm (`node`: its directory).
+/// packages with the npm of the node they run on (`node`: its
+/// directory), refusing a package whose `engines` that node does not
+/// meet, and a layer with a node of its own gets that node.
 fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), BuildError> {
     let target = stage.join(Entry::dir(name).trim_start_matches('/'));
     std::fs::create_dir_all(&target).map_err(io_err(&target))?;
     let (what, bin_dir) = match e.runtime {
-        Runtime::Node => {
+        Runtime::Node | Runtime::Node20 | Runtime::Node22 | Runtime::Node24 => {
             let spec = format!("{}@{}", e.package, e.version);
             // npm's scripts (and packages' own) run `node`: the pinned one.
             let path = std::env::var("PATH").unwrap_or_default();
@@ -271,6 +306,7 @@ fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), Build
                     .env("PATH", format!("{}:{path}", node.join("bin").display()))
                     .args([
                         "install",
+                        "--engine-strict",
                         "--no-audit",
                         "--no-fund",
                         "--omit=dev",
@@ -281,6 +317,11 @@ fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), Build
                     .arg(&spec)
                     .args(&e.pins),
             )?;
+            if e.runtime.own_node().is_some() {
+                let bin = target.join(crate::catalogue::OWN_NODE).join("bin");
+                std::fs::create_dir_all(&bin).map_err(io_err(&bin))?;
+                std::fs::copy(node.join("bin/node"), bin.join("node")).map_err(io_err(&bin))?;
+            }
             (spec, target.join("node_modules/.bin"))
         }
         Runtime::Python => {
@@ -363,11 +404,9 @@ pub fn build(
     };
 
     let t = Instant::now();
-    let scripts = scripts()?;
-    let built =
-        pinned_node(&scripts).and_then(|node| Ok((node, build_runtime(&scripts, progress)?)));
-    let _ = std::fs::remove_dir_all(&scripts);
-    let (node, rt_cache) = built?;
+    let scripts = Scripts(scripts()?);
+    let node = pinned_node(&scripts.0, None)?;
+    let rt_cache = build_runtime(&scripts.0, progress)?;
     let rt_key = runtime_key(&rt_cache);
     let rt_name = format!("runtime-{rt_key}.erofs");
     let rt_cached = store.join(&rt_name).exists();
@@ -407,7 +446,12 @@ pub fn build(
             let stage = store.join(format!(".stage-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&stage);
             let tmp = store.join(format!(".{file}.tmp"));
-            let r = install(name, e, &stage, &node).and_then(|()| erofs(&stage, &tmp));
+            let r = match e.runtime.own_node() {
+                Some(major) => pinned_node(&scripts.0, Some(major)),
+                None => Ok(node.clone()),
+            }
+            .and_then(|node| install(name, e, &stage, &node))
+            .and_then(|()| erofs(&stage, &tmp));
             let _ = std::fs::remove_dir_all(&stage);
             if let Err(err) = r {
                 let _ = std::fs::remove_file(&tmp);

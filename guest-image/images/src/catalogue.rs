@@ -11,11 +11,37 @@ use serde::{Deserialize, Serialize};
 /// The catalogue shipped with mcpvm.
 pub const BUILT_IN: &str = include_str!("../../catalogue.toml");
 
+/// What a server runs on: `node` (the runtime image's node), a pinned
+/// node of its own (`node20`, `node22`, `node24`: guest-image/runtimes/
+/// node.lock, carried in the server's layer), or `python` (3.11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Runtime {
     Node,
+    Node20,
+    Node22,
+    Node24,
     Python,
+}
+
+/// Where a layer with a node of its own keeps it, under the server's
+/// directory.
+pub const OWN_NODE: &str = ".mcpvm-node";
+
+impl Runtime {
+    pub fn is_node(self) -> bool {
+        self != Runtime::Python
+    }
+
+    /// The pinned node major the layer carries; None for the image's.
+    pub fn own_node(self) -> Option<&'static str> {
+        match self {
+            Runtime::Node20 => Some("20"),
+            Runtime::Node22 => Some("22"),
+            Runtime::Node24 => Some("24"),
+            Runtime::Node | Runtime::Python => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -202,7 +228,7 @@ impl Catalogue {
             for pin in &e.pins {
                 let (name, version) = match e.runtime {
                     Runtime::Python => pin.split_once("==").unwrap_or(("", "")),
-                    Runtime::Node => pin.rsplit_once('@').unwrap_or(("", "")),
+                    _ => pin.rsplit_once('@').unwrap_or(("", "")),
                 };
                 let exact = !version.is_empty()
                     && version
@@ -211,7 +237,7 @@ impl Catalogue {
                 if name.is_empty() || !exact {
                     let form = match e.runtime {
                         Runtime::Python => "name==1.2.3",
-                        Runtime::Node => "name@1.2.3",
+                        _ => "name@1.2.3",
                     };
                     return Err(bad("pins", format!("'{pin}' is not an exact pin ({form})")));
                 }
@@ -284,8 +310,8 @@ impl Entry {
     pub fn argv(&self, name: &str) -> Vec<String> {
         let dir = Self::dir(name);
         let exe = match self.runtime {
-            Runtime::Node => format!("{dir}/node_modules/.bin/{}", self.command),
             Runtime::Python => format!("{dir}/bin/{}", self.command),
+            _ => format!("{dir}/node_modules/.bin/{}", self.command),
         };
         let mut argv = vec![exe];
         argv.extend(self.args.iter().cloned());
@@ -302,6 +328,17 @@ impl Entry {
         let mut env = Vec::new();
         if self.runtime == Runtime::Python {
             env.push(("PYTHONPATH".to_string(), Self::dir(name)));
+        }
+        // Its own node first: `#!/usr/bin/env node` and the server's own
+        // `node` children find it, not the image's.
+        if self.runtime.own_node().is_some() {
+            env.push((
+                "PATH".to_string(),
+                format!(
+                    "{}/{OWN_NODE}/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                    Self::dir(name)
+                ),
+            ));
         }
         env.push(("HOME".to_string(), "/tmp".to_string()));
         for (k, v) in &self.env {
@@ -371,6 +408,45 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
         assert!(git.setup.as_deref().unwrap().contains("git init"));
         let env = git.environment("git", |_| None).unwrap();
         assert!(env.contains(&("PYTHONPATH".into(), "/opt/mcp/git".into())));
+    }
+
+    #[test]
+    fn a_node_of_its_own_comes_first_on_the_path() {
+        let c = Catalogue::parse(
+            &ONE.replace("runtime = \"node\"", "runtime = \"node22\""),
+            "t",
+        )
+        .unwrap();
+        let e = c.get("memory").unwrap();
+        assert_eq!(e.runtime.own_node(), Some("22"));
+        assert_eq!(
+            e.argv("memory"),
+            ["/opt/mcp/memory/node_modules/.bin/mcp-server-memory"]
+        );
+        let env = e.environment("memory", |_| None).unwrap();
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str());
+        assert!(
+            path.is_some_and(|p| p.starts_with("/opt/mcp/memory/.mcpvm-node/bin:")),
+            "{env:?}"
+        );
+        let image = Catalogue::parse(ONE, "t").unwrap();
+        let e = image.get("memory").unwrap();
+        assert!(e.runtime.own_node().is_none());
+        assert!(!e
+            .environment("memory", |_| None)
+            .unwrap()
+            .iter()
+            .any(|(k, _)| k == "PATH"));
+        assert!(Catalogue::parse(
+            &ONE.replace("runtime = \"node\"", "runtime = \"node19\""),
+            "t"
+        )
+        .unwrap_err()
+        .to_string()
+        .contains("node19"));
     }
 
     #[test]

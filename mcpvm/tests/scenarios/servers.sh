@@ -43,6 +43,10 @@ G='--security --only-given --call git_status={"repo_path":"/workspace/repo"} --c
 case_ security_git_cve $P $G --catalogue cve.toml --server git-cve
 case_ security_git_fixed $P $G --server git
 
+# A server that needs node 22 (the image has 20) on the node its layer
+# carries, observed so that its processes' executable is on record.
+case_ server_node22 $P --only-given --profile observe --catalogue runtimes.toml --server sentry-node22
+
 # Asking for a credential the environment lacks: one clear error.
 case_ server_needs_key mcpvm run --images images --server github
 # A server the catalogue does not have.
