@@ -33,6 +33,21 @@ version = "0.0.0-mcpvm-no-such-version"
 runtime = "node"
 command = "mcp-server-memory"
 
+# Its dependency's install script downloads a browser, which fails
+# offline: the batch names the cause; told to skip it, it builds.
+[servers.puppeteer]
+package = "@modelcontextprotocol/server-puppeteer"
+version = "2025.5.12"
+runtime = "node"
+command = "mcp-server-puppeteer"
+
+[servers.puppeteer-skip]
+package = "@modelcontextprotocol/server-puppeteer"
+version = "2025.5.12"
+runtime = "node"
+command = "mcp-server-puppeteer"
+install_env = { PUPPETEER_SKIP_DOWNLOAD = "1" }
+
 # Declares node >= 22.13: refused on the image's node, with the reason.
 [servers.needs-node22]
 package = "@sentry/mcp-server"
@@ -75,8 +90,21 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
         engines.contains("Required: {\"node\":\">=22.13\"}") && engines.contains("v20."),
         "naming the requirement it failed: {engines}"
     );
+    let download = out
+        .lines()
+        .find(|l| l.starts_with("puppeteer ") && l.contains("FAILED"))
+        .unwrap_or_else(|| panic!("the browser download fails offline: {out}"));
     assert!(
-        err.contains("2 of 3 layers failed (bad, needs-node22)"),
+        download.contains("PUPPETEER_SKIP_DOWNLOAD"),
+        "with its cause: {download}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("puppeteer-skip ") && l.contains("built")),
+        "install_env lets it build: {out}"
+    );
+    assert!(
+        err.contains("3 of 5 layers failed (bad, needs-node22, puppeteer)"),
         "{err}"
     );
     let files: Vec<String> = std::fs::read_dir(&store)
@@ -88,10 +116,13 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
         files.iter().any(|f| f.starts_with("layer-good-")),
         "{files:?}"
     );
+    let failed = |f: &str| {
+        f.contains("bad")
+            || f.contains("needs")
+            || (f.starts_with("layer-puppeteer-") && !f.starts_with("layer-puppeteer-skip-"))
+    };
     assert!(
-        !files
-            .iter()
-            .any(|f| f.starts_with('.') || f.contains("bad") || f.contains("needs")),
+        !files.iter().any(|f| f.starts_with('.') || failed(f)),
         "nothing half-made: {files:?}"
     );
 

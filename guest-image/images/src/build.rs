@@ -89,6 +89,22 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
     }
 }
 
+/// The last lines of an installer's output that say something: not its
+/// stack frames, lone braces or where its own log went.
+fn cause(text: &str) -> String {
+    let said: Vec<&str> = text
+        .lines()
+        .map(|l| l.trim_start_matches("npm error").trim())
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with("at ")
+                && !matches!(*l, "{" | "}" | "]")
+                && !l.starts_with("A complete log of this run")
+        })
+        .collect();
+    said[said.len().saturating_sub(8)..].join(" | ")
+}
+
 /// Runs a command; on failure the error carries the end of its output.
 fn run(what: &str, cmd: &mut Command) -> Result<String, BuildError> {
     let out = cmd
@@ -101,11 +117,9 @@ fn run(what: &str, cmd: &mut Command) -> Result<String, BuildError> {
     if !out.status.success() {
         let text = String::from_utf8_lossy(&out.stderr).to_string()
             + &String::from_utf8_lossy(&out.stdout);
-        let tail: Vec<&str> = text.lines().rev().take(6).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
         return Err(BuildError::Failed {
             what: what.to_string(),
-            tail: tail.join(" | "),
+            tail: cause(&text),
         });
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -132,6 +146,17 @@ pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
     for pin in &e.pins {
         h.update(pin.as_bytes());
         h.update([1]);
+    }
+    for (k, v) in &e.install_env {
+        h.update(format!("{k}={v}").as_bytes());
+        h.update([3]);
+    }
+    if e.ignore_scripts {
+        h.update(b"ignore-scripts");
+    }
+    for x in &e.extras {
+        h.update(x.as_bytes());
+        h.update([4]);
     }
     // A layer carrying its own node is rebuilt when that pin moves.
     if let Some(major) = e.runtime.own_node() {
@@ -304,6 +329,8 @@ fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), Build
                 &format!("npm install {spec}"),
                 Command::new(node.join("bin/npm"))
                     .env("PATH", format!("{}:{path}", node.join("bin").display()))
+                    .envs(&e.install_env)
+                    .args(e.ignore_scripts.then_some("--ignore-scripts"))
                     .args([
                         "install",
                         "--engine-strict",
@@ -325,12 +352,16 @@ fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), Build
             (spec, target.join("node_modules/.bin"))
         }
         Runtime::Python => {
-            let spec = format!("{}=={}", e.package, e.version);
+            let spec = match e.extras.is_empty() {
+                true => format!("{}=={}", e.package, e.version),
+                false => format!("{}[{}]=={}", e.package, e.extras.join(","), e.version),
+            };
             // The host's python 3.11 is the image's: scripts get
             // #!/usr/bin/python3 and modules land in <dir> (PYTHONPATH).
             run(
                 &format!("pip install {spec}"),
                 Command::new("/usr/bin/python3")
+                    .envs(&e.install_env)
                     .args([
                         "-m",
                         "pip",
@@ -533,6 +564,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failed_install_is_told_by_its_cause_not_its_stack() {
+        let npm = "npm error code 1\nnpm error command sh -c node install.mjs\n\
+            npm error Error: ERROR: Failed to set up chrome-headless-shell! Set \"PUPPETEER_SKIP_DOWNLOAD\" env variable to skip download.\n\
+            npm error     at downloadBrowser (file:///x/install.js:26:15)\n\
+            npm error   [cause]: Error: getaddrinfo ENOTFOUND googlechromelabs.github.io\n\
+            npm error     at GetAddrInfoReqWrap.onlookupall (node:dns:122:26) {\n\
+            npm error     hostname: 'googlechromelabs.github.io'\nnpm error   }\nnpm error }\n\
+            npm error A complete log of this run can be found in: /root/.npm/_logs/x.log\n";
+        let c = cause(npm);
+        assert!(
+            c.contains("PUPPETEER_SKIP_DOWNLOAD") && c.contains("ENOTFOUND"),
+            "{c}"
+        );
+        assert!(
+            !c.contains("downloadBrowser") && !c.contains("complete log"),
+            "{c}"
+        );
+    }
+
+    #[test]
     fn layer_keys_change_with_what_is_installed_and_the_runtime_only() {
         let c = Catalogue::built_in();
         let e = c.get("memory").unwrap().clone();
@@ -545,6 +596,17 @@ mod tests {
         let mut pinned = e.clone();
         pinned.pins.push("zod@3.25.0".into());
         assert_ne!(k, layer_key("memory", &pinned, "rt1"));
+        // How it is installed is what is installed.
+        let mut env = e.clone();
+        env.install_env
+            .insert("PUPPETEER_SKIP_DOWNLOAD".into(), "1".into());
+        assert_ne!(k, layer_key("memory", &env, "rt1"));
+        let mut scripts = e.clone();
+        scripts.ignore_scripts = true;
+        assert_ne!(k, layer_key("memory", &scripts, "rt1"));
+        let mut node22 = e.clone();
+        node22.runtime = Runtime::Node22;
+        assert_ne!(k, layer_key("memory", &node22, "rt1"));
         // Run-time settings do not rebuild the layer.
         let mut notes = e.clone();
         notes.notes = Some("changed".into());

@@ -73,6 +73,17 @@ pub struct Entry {
     /// `name@1.2.3` (node).
     #[serde(default)]
     pub pins: Vec<String>,
+    /// Environment for the installer only (npm or pip), e.g.
+    /// `PUPPETEER_SKIP_DOWNLOAD = "1"` for a dependency whose install
+    /// script would download a browser.
+    #[serde(default)]
+    pub install_env: BTreeMap<String, String>,
+    /// Node: install without running any package's install scripts.
+    #[serde(default)]
+    pub ignore_scripts: bool,
+    /// Python: the package's extras (`package[extra,…]`).
+    #[serde(default)]
+    pub extras: Vec<String>,
     /// The directories (or files) the server is meant to reach: its
     /// boundary, which a security audit judges reaches against
     /// (docs/security-audit.md). Default: the workspace and the server's
@@ -240,6 +251,31 @@ impl Catalogue {
                         _ => "name@1.2.3",
                     };
                     return Err(bad("pins", format!("'{pin}' is not an exact pin ({form})")));
+                }
+            }
+            for k in e.install_env.keys() {
+                if !is_env_key(k) {
+                    return Err(bad(
+                        "install_env",
+                        format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
+                    ));
+                }
+            }
+            if e.ignore_scripts && !e.runtime.is_node() {
+                return Err(bad(
+                    "ignore_scripts",
+                    "applies to node packages only (pip runs no install scripts of its own)".into(),
+                ));
+            }
+            if !e.extras.is_empty() && e.runtime.is_node() {
+                return Err(bad("extras", "applies to python packages only".into()));
+            }
+            for x in &e.extras {
+                let ok = !x.is_empty()
+                    && x.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+                if !ok {
+                    return Err(bad("extras", format!("'{x}' is not an extra's name")));
                 }
             }
             for r in &e.roots {
@@ -517,6 +553,27 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
                     "runtime = \"node\"\nroots = [\"data\"]",
                 ),
                 "roots: 'data' is not an absolute",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\nextras = [\"cli\"]",
+                ),
+                "extras: applies to python packages only",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"python\"\nignore_scripts = true",
+                ),
+                "ignore_scripts: applies to node packages only",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\ninstall_env = { \"a b\" = \"1\" }",
+                ),
+                "install_env: 'a b' is not an environment key",
             ),
             (
                 ONE.replace("runtime = \"node\"", "runtime = \"node\"\npins = [\"zod\"]"),
