@@ -5,7 +5,7 @@
 //! - `servers`: every offline server answering a real MCP client, the
 //!   filesystem server on a host workspace, and clear errors;
 //! - `audit`: `mcpvm audit` over three servers × four profiles, stopped and
-//!   resumed, and the allow-list profile it proposes.
+//!   resumed, the allow-list profile it proposes, and the security column.
 
 mod common;
 
@@ -195,64 +195,6 @@ mod servers {
             "repo_path not held to --repository: {git:?}"
         );
         assert_eq!(rules("security_git_fixed"), Vec::<(String, String)>::new());
-        // `mcpvm audit --security`: sound servers, every tool called and
-        // attacked, have no finding (a finding there would be a false
-        // positive; everything's get-env shows its environment by design,
-        // canary variable included: no finding); the vulnerable
-        // filesystem release beside them has its CVEs in the column, the
-        // findings section and the SARIF log.
-        let c = case("security_audit");
-        assert_eq!(c.rc, 0, "{c:?}");
-        let lines = results().file("security_results.jsonl");
-        let cell = |server: &str| -> serde_json::Value {
-            lines
-                .lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .find(|r| r["server"] == server && r["profile"] == "security")
-                .unwrap_or_else(|| panic!("no security cell for {server}: {lines}"))
-        };
-        for s in ["memory", "time", "everything"] {
-            let sec = &cell(s)["security"];
-            assert!(
-                sec["attacks"].as_u64().unwrap() > 0,
-                "{s} was attacked: {sec}"
-            );
-            assert_eq!(sec["findings"], serde_json::json!([]), "{s}: {sec}");
-        }
-        let fs = &cell("filesystem-cve")["security"];
-        let fs_rules: Vec<&str> = fs["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["rule"].as_str().unwrap())
-            .collect();
-        for rule in ["sibling-prefix", "symlink-escape"] {
-            assert!(fs_rules.contains(&rule), "{rule}: {fs}");
-        }
-        assert_eq!(
-            fs["roots"],
-            serde_json::json!(["/workspace", "/opt/mcp/filesystem-cve"])
-        );
-        let report = results().file("security_report.md");
-        assert!(report.contains("## Security findings"), "{report}");
-        assert!(report.contains("| memory | ✓ | ○ |"), "{report}");
-        assert!(
-            report.contains("reproduce: mcpvm probe --server filesystem-cve --profile observe"),
-            "{report}"
-        );
-        let sarif: serde_json::Value =
-            serde_json::from_str(results().file("security_findings.sarif")).unwrap();
-        let runs = sarif["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 4, "a run per server attacked");
-        let fs_run = runs
-            .iter()
-            .find(|r| r["properties"]["server"] == "filesystem-cve")
-            .unwrap();
-        assert!(fs_run["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["ruleId"] == "path-traversal"));
     }
 
     /// @sentry/mcp-server declares node >= 22.13 (its install is refused
@@ -431,8 +373,20 @@ mod audit {
                 "memory",
                 "git",
                 "sequential-thinking",
+                "time",
+                "everything",
+                "filesystem-cve",
             ]));
-            let scenario = super::common::workspace().join("mcpvm/tests/scenarios/audit.sh");
+            let ws = super::common::workspace();
+            files.push(format!(
+                "{}:catalogue.toml",
+                ws.join("guest-image/catalogue.toml").display()
+            ));
+            files.push(format!(
+                "{}:cve.toml",
+                ws.join("mcpvm/tests/fixtures/cve-catalogue.toml").display()
+            ));
+            let scenario = ws.join("mcpvm/tests/scenarios/audit.sh");
             // Twelve runs of node and python servers under nested emulation.
             run_scenario_within(&scenario, &files, 2400)
         })
@@ -458,6 +412,72 @@ mod audit {
         records()
             .remove(&(server.to_string(), profile.to_string()))
             .unwrap_or_else(|| panic!("no record for {server} × {profile}"))
+    }
+
+    /// `mcpvm audit --security`: sound servers, every tool called and
+    /// attacked, have no finding; the vulnerable filesystem release
+    /// beside them has its CVEs in the column, the findings section and
+    /// the SARIF log.
+    #[test]
+    fn the_security_column_finds_the_cves_and_nothing_on_sound_servers() {
+        // `mcpvm audit --security`: sound servers, every tool called and
+        // attacked, have no finding (a finding there would be a false
+        // positive; everything's get-env shows its environment by design,
+        // canary variable included: no finding); the vulnerable
+        // filesystem release beside them has its CVEs in the column, the
+        // findings section and the SARIF log.
+        let c = results().case("security_audit");
+        assert_eq!(c.rc, 0, "{c:?}");
+        let lines = results().file("security_results.jsonl");
+        let cell = |server: &str| -> serde_json::Value {
+            lines
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|r| r["server"] == server && r["profile"] == "security")
+                .unwrap_or_else(|| panic!("no security cell for {server}: {lines}"))
+        };
+        for s in ["memory", "time", "everything"] {
+            let sec = &cell(s)["security"];
+            assert!(
+                sec["attacks"].as_u64().unwrap() > 0,
+                "{s} was attacked: {sec}"
+            );
+            assert_eq!(sec["findings"], serde_json::json!([]), "{s}: {sec}");
+        }
+        let fs = &cell("filesystem-cve")["security"];
+        let fs_rules: Vec<&str> = fs["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["rule"].as_str().unwrap())
+            .collect();
+        for rule in ["sibling-prefix", "symlink-escape"] {
+            assert!(fs_rules.contains(&rule), "{rule}: {fs}");
+        }
+        assert_eq!(
+            fs["roots"],
+            serde_json::json!(["/workspace", "/opt/mcp/filesystem-cve"])
+        );
+        let report = results().file("security_report.md");
+        assert!(report.contains("## Security findings"), "{report}");
+        assert!(report.contains("| memory | ✓ | ○ |"), "{report}");
+        assert!(
+            report.contains("reproduce: mcpvm probe --server filesystem-cve --profile observe"),
+            "{report}"
+        );
+        let sarif: serde_json::Value =
+            serde_json::from_str(results().file("security_findings.sarif")).unwrap();
+        let runs = sarif["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 4, "a run per server attacked");
+        let fs_run = runs
+            .iter()
+            .find(|r| r["properties"]["server"] == "filesystem-cve")
+            .unwrap();
+        assert!(fs_run["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["ruleId"] == "path-traversal"));
     }
 
     #[test]

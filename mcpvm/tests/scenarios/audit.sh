@@ -1,7 +1,9 @@
 # mcpvm audit on real KVM (testbed/run): three catalogued servers × four
 # profiles, interrupted after its first cell and resumed; then a server
 # run under the allow-list profile the audit proposed for it.
-# Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/.
+# Then the security column on sound servers beside a vulnerable one.
+# Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/,
+# catalogue.toml, cve.toml.
 set -u
 . ./case.sh
 # The testbed host has one CPU: two vCPUs there only make the guests
@@ -44,3 +46,16 @@ CASE_LIMIT=900 CASE_TEE=1 case_ repeat mcpvm audit --images images \
   --repeat 2 --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out r
 for f in results.jsonl report.md audit.json; do cp "r/$f" "$MCPVM_OUT/repeat_$f"; done
 ls r/runs/memory > "$MCPVM_OUT/repeat_runs.txt"
+
+# The audit's security column. No false positives: sound servers, every
+# tool called (generated arguments) and attacked; beside them
+# server-filesystem 2025.3.28's read_file, whose CVEs the column must show.
+{ sed '/^audit_calls/d' catalogue.toml
+  sed '/^\[servers.filesystem-cve\]/a audit_calls = { read_file = { path = "/workspace/data.json" } }' cve.toml
+} > security.toml
+CASE_LIMIT=1500 CASE_TEE=1 case_ security_audit mcpvm audit --catalogue security.toml \
+  --images images --servers memory,time,everything,filesystem-cve --profiles baseline --security \
+  --profiles-file testbed-profiles.toml --jobs 1 --init-timeout 400 --step-timeout 200 --out s
+for f in results.jsonl report.md report.html findings.sarif; do
+  cp "s/$f" "$MCPVM_OUT/security_$f" 2>/dev/null
+done

@@ -61,18 +61,6 @@ CASE_LIMIT=1200 CASE_TEE=1 case_ generated mcpvm audit --catalogue generated.tom
   --images images --profiles baseline --profiles-file tb.toml --jobs 1 \
   --init-timeout 400 --step-timeout 200 --out g
 cp g/results.jsonl "$MCPVM_OUT/generated.jsonl" 2>/dev/null
-# The audit's security column. No false positives: sound servers, every
-# tool called and attacked; beside them server-filesystem 2025.3.28's
-# read_file, whose CVEs the column must show.
-{ cat generated.toml
-  sed '/^\[servers.filesystem-cve\]/a audit_calls = { read_file = { path = "/workspace/data.json" } }' cve.toml
-} > security.toml
-CASE_LIMIT=1500 CASE_TEE=1 case_ security_audit mcpvm audit --catalogue security.toml \
-  --images images --servers memory,time,everything,filesystem-cve --profiles baseline --security \
-  --profiles-file tb.toml --jobs 1 --init-timeout 400 --step-timeout 200 --out s
-for f in results.jsonl report.md report.html findings.sarif; do
-  cp "s/$f" "$MCPVM_OUT/security_$f" 2>/dev/null
-done
 # A server whose baseline fails on its own (everything: a URL fetch with
 # no network, a tool that needs the client's task support) under a
 # profile that changes nothing for it: judged as baseline, not fragile.
