@@ -173,15 +173,16 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
         BenchCommand::Boot(a) => {
-            let firecracker = a.firecracker.filter(|p| {
-                let there = p.is_file();
-                if !there {
+            // Absolute: a bare name would be looked up on PATH.
+            let firecracker = a.firecracker.and_then(|p| match std::fs::canonicalize(&p) {
+                Ok(abs) if abs.is_file() => Some(abs),
+                _ => {
                     eprintln!(
                         "bench boot: no Firecracker at {}: measuring without it",
                         p.display()
                     );
+                    None
                 }
-                there
             });
             let bench = BootBench {
                 mcpvm: std::env::current_exe()?,
