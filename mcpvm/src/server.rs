@@ -53,14 +53,7 @@ pub fn plan(
     let entry = catalogue.get(name)?;
     let dir = images.clone().unwrap_or_else(store::default_dir);
     let index = Index::load(&dir)?;
-    // The runtime's key is in its file name: runtime-<key>.erofs.
-    let rt_key = index
-        .runtime
-        .as_deref()
-        .and_then(|f| f.strip_prefix("runtime-")?.strip_suffix(".erofs"))
-        .unwrap_or_default()
-        .to_string();
-    let key = layer_key(name, entry, &rt_key);
+    let key = layer_key(name, entry, &index.runtime_key());
     let (runtime, layer) = index.resolve(&dir, name, &key)?;
     let env = entry
         .environment(name, |k| std::env::var(k).ok())

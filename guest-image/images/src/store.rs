@@ -61,6 +61,16 @@ pub fn default_dir() -> PathBuf {
 }
 
 impl Index {
+    /// The runtime image's key, from its file name (`runtime-<key>.erofs`);
+    /// empty when none is built. Layer keys include it.
+    pub fn runtime_key(&self) -> String {
+        self.runtime
+            .as_deref()
+            .and_then(|f| f.strip_prefix("runtime-")?.strip_suffix(".erofs"))
+            .unwrap_or_default()
+            .to_string()
+    }
+
     pub fn load(dir: &Path) -> Result<Self, StoreError> {
         let path = dir.join(INDEX);
         let text = std::fs::read_to_string(&path).map_err(|source| StoreError::Read {

@@ -44,12 +44,7 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     let catalogue = load_catalogue(&a.catalogue)?;
     let dir = a.images.unwrap_or_else(store::default_dir);
     let index = store::Index::load_or_new(&dir)?;
-    let rt_key = index
-        .runtime
-        .as_deref()
-        .and_then(|f| f.strip_prefix("runtime-")?.strip_suffix(".erofs"))
-        .unwrap_or_default()
-        .to_string();
+    let rt_key = index.runtime_key();
     let rows: Vec<Listed> = catalogue
         .servers
         .iter()
