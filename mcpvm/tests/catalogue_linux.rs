@@ -22,6 +22,22 @@ fn start_sessions() {
     });
 }
 
+/// Catalogues for a scenario, as `NAME.toml` in its directory: the
+/// built-in one (`catalogue`) and the test fixtures (`cve`, `runtimes`).
+fn catalogues(names: &[&str]) -> Vec<String> {
+    let ws = common::workspace();
+    names
+        .iter()
+        .map(|n| {
+            let src = match *n {
+                "catalogue" => ws.join("guest-image/catalogue.toml"),
+                fixture => ws.join(format!("mcpvm/tests/fixtures/{fixture}-catalogue.toml")),
+            };
+            format!("{}:{n}.toml", src.display())
+        })
+        .collect()
+}
+
 mod servers {
     // Catalogued MCP servers (npm and PyPI packages on the runtime image plus
     // their layers, built by `mcpvm image build` in scripts/build) answering
@@ -38,21 +54,8 @@ mod servers {
             let mut files = super::common::run_payload();
             // The store as built: the index and every image it names.
             files.extend(super::common::image_store_files(&[]));
-            let ws = super::common::workspace();
-            files.push(format!(
-                "{}:catalogue.toml",
-                ws.join("guest-image/catalogue.toml").display()
-            ));
-            files.push(format!(
-                "{}:cve.toml",
-                ws.join("mcpvm/tests/fixtures/cve-catalogue.toml").display()
-            ));
-            files.push(format!(
-                "{}:runtimes.toml",
-                ws.join("mcpvm/tests/fixtures/runtimes-catalogue.toml")
-                    .display()
-            ));
-            let scenario = ws.join("mcpvm/tests/scenarios/servers.sh");
+            files.extend(super::catalogues(&["catalogue", "cve", "runtimes"]));
+            let scenario = super::common::workspace().join("mcpvm/tests/scenarios/servers.sh");
             // Node and python start-ups under nested emulation take tens of
             // seconds each (docs/testbed.md).
             run_scenario_within(&scenario, &files, 2400)
@@ -377,16 +380,8 @@ mod audit {
                 "everything",
                 "filesystem-cve",
             ]));
-            let ws = super::common::workspace();
-            files.push(format!(
-                "{}:catalogue.toml",
-                ws.join("guest-image/catalogue.toml").display()
-            ));
-            files.push(format!(
-                "{}:cve.toml",
-                ws.join("mcpvm/tests/fixtures/cve-catalogue.toml").display()
-            ));
-            let scenario = ws.join("mcpvm/tests/scenarios/audit.sh");
+            files.extend(super::catalogues(&["catalogue", "cve"]));
+            let scenario = super::common::workspace().join("mcpvm/tests/scenarios/audit.sh");
             // Twelve runs of node and python servers under nested emulation.
             run_scenario_within(&scenario, &files, 2400)
         })
