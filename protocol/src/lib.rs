@@ -16,6 +16,8 @@
 //!   JSON-line events back (see [`messages::Event`]).
 //! - STDIO: the server's stdin (host to guest) and stdout (guest to host).
 //! - STDERR: the server's stderr.
+//! - EGRESS (only when the run spec has `network`): one stream per guest
+//!   connection or DNS lookup; see [`egress`].
 //! - WORKSPACE (only when the run spec asks for one): the host sends a tar
 //!   of its directory and half-closes; the agent unpacks it into
 //!   /workspace before the server starts. For a writable workspace the
@@ -35,6 +37,7 @@
 //! host has every byte before the VM powers off.
 
 pub mod boot_args;
+pub mod egress;
 pub mod messages;
 pub mod ports;
 pub mod withholding;

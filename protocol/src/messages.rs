@@ -26,6 +26,11 @@ pub struct RunSpec {
     /// The host may snapshot this run: listen for [`HostMessage`]s.
     #[serde(default)]
     pub snapshot: bool,
+    /// The guest gets a network: the agent terminates its TCP and DNS
+    /// and sends them to the host as egress requests (`crate::egress`),
+    /// where the policy decides.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub network: bool,
 }
 
 /// Host to agent on CONTROL, one JSON object per line, after the run
@@ -245,6 +250,7 @@ mod tests {
                 ..Policy::default()
             },
             snapshot: true,
+            network: true,
         };
         let line = spec.line();
         assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));

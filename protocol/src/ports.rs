@@ -16,8 +16,18 @@ pub const STDERR_PORT: u32 = 1026;
 /// The workspace's tar, each way (only when the run spec has one).
 pub const WORKSPACE_PORT: u32 = 1027;
 
+/// The guest's network: one stream per connection or DNS lookup (only
+/// when the run spec has `network`; see `crate::egress`).
+pub const EGRESS_PORT: u32 = 1028;
+
 /// Every port the agent may connect to, in the order it connects.
-pub const ALL: [u32; 4] = [CONTROL_PORT, STDIO_PORT, STDERR_PORT, WORKSPACE_PORT];
+pub const ALL: [u32; 5] = [
+    CONTROL_PORT,
+    STDIO_PORT,
+    STDERR_PORT,
+    WORKSPACE_PORT,
+    EGRESS_PORT,
+];
 
 /// Where the workspace appears in the guest.
 pub const WORKSPACE_DIR: &str = "/workspace";
