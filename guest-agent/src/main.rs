@@ -11,6 +11,7 @@
 //! `mcpvm-protocol` crate.
 
 mod canaries;
+mod egress;
 mod exit;
 mod links;
 mod ports;

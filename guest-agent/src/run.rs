@@ -180,9 +180,11 @@ struct Started {
     child: std::process::Child,
     supervisor: Option<server_seccomp::Watch>,
     kernel_log: KernelLog,
-    /// Under a recording policy: what the server is doing, and what the
-    /// recorder hands on.
-    recording: Option<(Arc<Calls>, mpsc::Receiver<Recorded>)>,
+    /// What the server is doing (under a recording policy or with a
+    /// network).
+    calls: Option<Arc<Calls>>,
+    /// Under a recording policy: what the recorder hands on.
+    recording: Option<mpsc::Receiver<Recorded>>,
     canaries: Option<crate::canaries::Planted>,
 }
 
@@ -192,10 +194,17 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(Failure::new("empty argv", 127));
     };
+    let policy = &spec.policy;
+    // What the server is doing, for recorded calls and network requests.
+    let calls = (spec.network || policy.seccomp.as_ref().is_some_and(|s| s.record))
+        .then(|| Arc::new(Calls::default()));
+    if spec.network {
+        crate::egress::start(calls.clone())
+            .map_err(|e| Failure::new(format!("cannot bring up the guest's network: {e}"), 126))?;
+    }
     if let Some(setup) = &spec.setup {
         run_setup(setup, spec, stderr_ch).map_err(|msg| Failure::new(msg, 126))?;
     }
-    let policy = &spec.policy;
     // Before the mounts: a read-only root would keep them out.
     let canaries = policy
         .canaries
@@ -225,12 +234,13 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         .seccomp
         .as_ref()
         .filter(|s| s.record)
-        .map(|_| (Arc::new(Calls::default()), mpsc::channel()));
+        .and(calls.clone())
+        .map(|calls| (calls, mpsc::channel()));
     let recorder = recording
         .as_ref()
         .map(|(calls, (tx, _))| Recorder::new(calls.clone(), tx.clone()));
     let supervisor = supervise.supervise(recorder);
-    let recording = recording.map(|(calls, (_, rx))| (calls, rx));
+    let recording = recording.map(|(_, (_, rx))| rx);
     if let Some(cwd) = &spec.cwd {
         cmd.current_dir(cwd);
     }
@@ -244,6 +254,7 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         child,
         supervisor,
         kernel_log: KernelLog::from_now(),
+        calls,
         recording,
         canaries,
     })
@@ -259,7 +270,7 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
     }));
     let child = &mut started.child;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    let calls = started.recording.as_ref().map(|(c, _)| c.clone());
+    let calls = started.calls.clone();
     // Host -> server stdin; EOF from the host closes the server's stdin.
     // Not waited for: the host closes stdio after our EOF.
     let l = links.clone();
@@ -294,7 +305,7 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
         }
     });
     // What the recorder saw, sent as it comes, then its tally.
-    let effects_done = started.recording.take().map(|(_, rx)| {
+    let effects_done = started.recording.take().map(|rx| {
         let l = links.clone();
         spawn_done(move || {
             for r in rx {
