@@ -10,6 +10,7 @@
 //! `profiles.toml` beside this file; a user's file adds to or replaces
 //! them by name.
 
+pub mod network;
 pub mod profile;
 
 pub use profile::Profiles;

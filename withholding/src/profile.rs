@@ -52,6 +52,11 @@ pub struct Knobs {
     /// Plant canary secrets (credential files, a variable, a sibling of
     /// the workspace, a link out of it) before the server starts.
     pub canaries: Option<bool>,
+    /// No network, whatever the catalogue and `--allow-net` allow.
+    pub deny_net: Option<bool>,
+    /// Only these of the server's network rules (`HOST[:PORT]`, as the
+    /// catalogue writes them) stay. Composed lists intersect.
+    pub allow_net: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,6 +131,31 @@ pub struct Profile {
     pub policy: Policy,
     /// The definitions it was composed from, for reports and re-runs.
     pub parts: BTreeMap<String, Knobs>,
+    /// How it narrows the server's network (docs/network.md).
+    pub network: NetworkLimit,
+}
+
+/// What a profile leaves of a server's network rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NetworkLimit {
+    /// None of them.
+    pub deny: bool,
+    /// Only these (None: all).
+    pub only: Option<Vec<String>>,
+}
+
+impl NetworkLimit {
+    /// `rules` as this limit leaves them.
+    pub fn narrow(&self, rules: Vec<String>) -> Vec<String> {
+        match (&self.deny, &self.only) {
+            (true, _) => Vec::new(),
+            (false, Some(only)) => rules
+                .into_iter()
+                .filter(|r| only.iter().any(|o| o.eq_ignore_ascii_case(r)))
+                .collect(),
+            (false, None) => rules,
+        }
+    }
 }
 
 impl Profiles {
@@ -278,6 +308,10 @@ impl Profiles {
                 ),
             },
             parts,
+            network: NetworkLimit {
+                deny: merged.deny_net.unwrap_or(false),
+                only: merged.allow_net,
+            },
         })
     }
 }
@@ -300,13 +334,20 @@ fn apply(mut over: Knobs, k: &Knobs) -> Knobs {
         deny_exec,
         log_syscalls,
         record_effects,
-        canaries
+        canaries,
+        deny_net
     );
     over.env.extend(k.env.clone());
     over.rlimits.extend(k.rlimits.clone());
     over.deny.extend(k.deny.iter().cloned());
     over.deny_socket_families
         .extend(k.deny_socket_families.iter().cloned());
+    if let Some(only) = &k.allow_net {
+        over.allow_net = Some(match over.allow_net.take() {
+            Some(before) => before.into_iter().filter(|r| only.contains(r)).collect(),
+            None => only.clone(),
+        });
+    }
     if let Some(allow) = &k.allow {
         over.allow = Some(match over.allow.take() {
             Some(before) => before.into_iter().filter(|c| allow.contains(c)).collect(),

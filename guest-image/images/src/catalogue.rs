@@ -59,9 +59,11 @@ pub struct Entry {
     /// Environment; a value may name a credential as `${KEY}`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// The server needs a network (the guest has none).
+    /// What the server may reach (docs/network.md): `HOST[:PORT]` rules
+    /// such as `api.github.com:443`, `*.googleapis.com:443` or `*:443`.
+    /// Empty: no network.
     #[serde(default)]
-    pub network: bool,
+    pub network: Vec<String>,
     /// Environment keys the user must supply (API keys, tokens).
     #[serde(default)]
     pub credentials: Vec<String>,
@@ -278,6 +280,9 @@ impl Catalogue {
                     return Err(bad("extras", format!("'{x}' is not an extra's name")));
                 }
             }
+            for r in &e.network {
+                withholding::network::Rule::parse(r).map_err(|why| bad("network", why))?;
+            }
             for r in &e.roots {
                 if !r.starts_with('/') || r.split('/').any(|c| c == "." || c == "..") {
                     return Err(bad(
@@ -419,12 +424,12 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
         ] {
             let e = c.get(name).unwrap();
             assert!(
-                !e.network && e.credentials.is_empty(),
+                e.network.is_empty() && e.credentials.is_empty(),
                 "{name} must run offline"
             );
         }
         let gh = c.get("github").unwrap();
-        assert!(gh.network && gh.credentials == ["GITHUB_TOKEN"]);
+        assert!(gh.network == ["api.github.com:443"] && gh.credentials == ["GITHUB_TOKEN"]);
     }
 
     #[test]
