@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod commands;
 pub mod disk_arg;
+pub mod egress;
 pub mod hints;
 pub mod image;
 pub mod logger;

@@ -41,6 +41,12 @@ enum Command {
     /// Benchmarks, side by side with a peer measured in the same run.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
+    /// The egress proxy of a run (`mcpvm run` starts it; docs/network.md).
+    #[command(hide = true)]
+    Egress {
+        #[arg(long, default_value = "on")]
+        seccomp: vmm::SeccompMode,
+    },
 }
 
 fn main() -> ExitCode {
@@ -55,6 +61,9 @@ fn main() -> ExitCode {
         Command::Boot(args) => commands::boot::run(args, start, cli.json),
         Command::Bench(cmd) => commands::bench::run(cmd, cli.json),
         Command::Image(cmd) => commands::image::run(cmd, cli.json),
+        Command::Egress { seccomp } => mcpvm::egress::process::main(seccomp)
+            .map(|()| 0)
+            .map_err(|e| format!("egress proxy: {e}").into()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -14,6 +14,8 @@ pub struct ServerPlan {
     pub env: Vec<(String, String)>,
     /// A shell line the agent runs before the server, outside its policy.
     pub setup: Option<String>,
+    /// What it may reach: the catalogue's `HOST[:PORT]` rules.
+    pub network: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,16 +63,12 @@ pub fn plan(
             server: name.to_string(),
             key,
         })?;
-    if entry.network {
-        log::warn!(
-            "server '{name}' needs a network and the guest has none: expect its calls to fail"
-        );
-    }
     Ok(ServerPlan {
         runtime,
         layer,
         argv: entry.argv(name),
         env,
         setup: entry.setup.clone(),
+        network: entry.network.clone(),
     })
 }

@@ -88,6 +88,12 @@ pub enum ThreadKind {
     HostFiles,
     /// Forwards the process's signals to the VM (`crate::signals`).
     Signals,
+    /// An embedder's process that connects to the network on the guest's
+    /// behalf (mcpvm's egress proxy): stream sockets of the internet
+    /// families, the host's resolver (its files, DNS over UDP, nscd's
+    /// socket, netlink for address checks), threads; no file writes,
+    /// no exec.
+    Egress,
 }
 
 impl ThreadKind {
@@ -103,6 +109,7 @@ impl ThreadKind {
             ThreadKind::Channels => "channels",
             ThreadKind::HostFiles => "host-files",
             ThreadKind::Signals => "signals",
+            ThreadKind::Egress => "egress",
         }
     }
 }
@@ -280,6 +287,29 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
         ThreadKind::HostFiles => &[SOCKET_PEER, FILE_TREE],
         // Reads signal numbers from its pipe.
         ThreadKind::Signals => &[&[libc::SYS_read]],
+        // socket() is limited by family below.
+        ThreadKind::Egress => &[
+            SOCKET_PEER,
+            START_CONFINED_THREAD,
+            &[
+                libc::SYS_connect,
+                libc::SYS_bind,
+                libc::SYS_getsockname,
+                libc::SYS_getpeername,
+                libc::SYS_setsockopt,
+                libc::SYS_getsockopt,
+                libc::SYS_recvmsg,
+                libc::SYS_sendmsg,
+                libc::SYS_sendmmsg,
+                libc::SYS_poll,
+                libc::SYS_ppoll,
+                libc::SYS_fstat,
+                libc::SYS_newfstatat,
+                libc::SYS_statx,
+                libc::SYS_lseek,
+                libc::SYS_uname,
+            ],
+        ],
     };
     let mut all: Vec<i64> = COMMON
         .iter()
@@ -312,6 +342,23 @@ fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
         ThreadKind::Vsock => vec![(libc::SYS_ioctl, 1, libc::FIONBIO)],
         ThreadKind::VsockConnector => vec![(libc::SYS_socket, 0, libc::AF_UNIX as u64)],
         ThreadKind::Relay | ThreadKind::Channels => ioctls(&[libc::TCGETS]),
+        // Its sockets, and FIONREAD (the resolver sizes a UDP answer).
+        ThreadKind::Egress => [
+            libc::AF_INET,
+            libc::AF_INET6,
+            libc::AF_UNIX,
+            libc::AF_NETLINK,
+        ]
+        .iter()
+        .map(|&f| (libc::SYS_socket, 0, f as u64))
+        // Files only as the resolver opens them: read-only.
+        .chain([(
+            libc::SYS_openat,
+            2,
+            (libc::O_RDONLY | libc::O_CLOEXEC) as u64,
+        )])
+        .chain(ioctls(&[libc::FIONREAD, libc::FIONBIO, libc::TCGETS]))
+        .collect(),
         _ => Vec::new(),
     }
 }
@@ -365,7 +412,7 @@ pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
 }
 
 /// Every kind, in the order docs/security.md lists them.
-pub const KINDS: [ThreadKind; 10] = [
+pub const KINDS: [ThreadKind; 11] = [
     ThreadKind::Main,
     ThreadKind::Vcpu,
     ThreadKind::Block,
@@ -376,6 +423,7 @@ pub const KINDS: [ThreadKind; 10] = [
     ThreadKind::Channels,
     ThreadKind::Relay,
     ThreadKind::HostFiles,
+    ThreadKind::Egress,
 ];
 
 /// The allow-lists as the Markdown table in docs/security.md (a test
@@ -670,14 +718,17 @@ mod tests {
         }
         assert!(allowed_names(ThreadKind::Vcpu).contains(&"ioctl(arg1 = 0xae80)".to_string()));
         // Only the channels thread starts threads (a new thread carries
-        // its creator's filter, then stacks its own): no other kind may,
-        // none may fork, and what it starts, relays, must fit inside its
-        // own list, or the stacked filters would refuse a relay's calls.
+        // its creator's filter, then stacks its own): no other kind of
+        // the VMM's may (the egress proxy is a process of its own, with
+        // no VM in it, and opens files read-only only), none may fork,
+        // and what it starts, relays, must fit inside its own list, or
+        // the stacked filters would refuse a relay's calls.
+        assert!(!calls(ThreadKind::Egress).contains(&libc::SYS_openat));
         for kind in KINDS {
             for nr in [libc::SYS_fork, libc::SYS_vfork, libc::SYS_execve] {
                 assert!(!calls(kind).contains(&nr), "{kind:?} may fork or exec");
             }
-            if kind != ThreadKind::Channels {
+            if kind != ThreadKind::Channels && kind != ThreadKind::Egress {
                 for nr in [libc::SYS_clone, libc::SYS_clone3] {
                     assert!(!calls(kind).contains(&nr), "{kind:?} may start threads");
                 }

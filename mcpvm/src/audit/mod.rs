@@ -158,7 +158,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         None => catalogue
             .servers
             .iter()
-            .filter(|(_, e)| !e.network && e.credentials.is_empty())
+            .filter(|(_, e)| e.network.is_empty() && e.credentials.is_empty())
             .map(|(n, _)| n.clone())
             .collect(),
     };

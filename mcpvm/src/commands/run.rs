@@ -112,6 +112,15 @@ pub fn run(
     // (A jailed run could not name the timings file when it ends: it is
     // made now and filled then.)
     let timings_file = args.timings.as_deref().map(create).transpose()?;
+    // The egress proxy, outside the jail: the guest's network, when the
+    // plan gives it one (docs/network.md).
+    let egress = match plan.as_ref().filter(|p| !p.network.is_empty()) {
+        Some(p) => Some(
+            crate::egress::process::Egress::spawn(&p.network, args.vm.seccomp)
+                .map_err(RunError::Egress)?,
+        ),
+        None => None,
+    };
     let from_snapshot = args.from_snapshot.is_some();
     let mut disks: Vec<vmm::DiskConfig> = match from_snapshot {
         true => args.vm.disks.iter().map(|d| d.config.clone()).collect(),
@@ -136,6 +145,20 @@ pub fn run(
     // 5. The channels, where the guest's connections arrive.
     let dir = RunDir::create().map_err(RunError::RunDir)?;
     let mut channels = HostChannels::open(dir.path(), args.vm.workspace.is_some())?;
+    if let Some(egress) = &egress {
+        let path = channels
+            .vsock()
+            .port_path(mcpvm_protocol::ports::EGRESS_PORT);
+        let listener = std::os::unix::net::UnixListener::bind(&path)
+            .map_err(|source| RunError::Listen { path, source })?;
+        egress
+            .hand_over(
+                listener,
+                events_file.as_ref(),
+                start.elapsed().as_secs_f64() * 1000.0,
+            )
+            .map_err(RunError::Egress)?;
+    }
     let transfer = match (&args.vm.workspace, channels.take_workspace()) {
         (Some(ws), Some(listener)) => Some(crate::workspace::serve(
             listener,
@@ -168,6 +191,7 @@ pub fn run(
     let _forwarding = caught.forward_to(&vm)?;
     let outcome = vm.wait()?;
     relays.drain(Instant::now() + RELAY_DRAIN);
+    drop(egress);
 
     // 8. What the run leaves: the workspace back, the snapshot's
     //    `initialize` answer, the timings, the exit status.

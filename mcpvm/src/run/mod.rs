@@ -50,6 +50,8 @@ pub enum RunError {
     Snapshot(#[from] vmm::snapshot::SnapshotError),
     #[error("No snapshot written to {dir}: the VM ended first ({why}); see --console for what the server did")]
     NoSnapshot { dir: PathBuf, why: String },
+    #[error("Cannot start the guest's egress proxy")]
+    Egress(#[source] io::Error),
     #[error("Cannot key the warm-start cache on the VM's files")]
     Warm(#[source] io::Error),
     #[error("Cannot take the warm snapshot ({status}); the messages above say why")]

@@ -88,6 +88,30 @@ pub struct VmOptions {
     /// Largest workspace the guest may send back, MiB.
     #[arg(long, default_value_t = DEFAULT_WORKSPACE_LIMIT_MIB)]
     pub workspace_limit: u64,
+    /// Let the guest reach HOST[:PORT] (repeatable; docs/network.md):
+    /// a name, *.domain, *, an address, or host.mcpvm.internal. Adds to
+    /// the catalogue's rules; a profile may narrow them.
+    #[arg(long = "allow-net", value_name = "HOST[:PORT]", value_parser = parse_net_rule)]
+    pub allow_net: Vec<String>,
+}
+
+/// Who the guest may reach: the server's rules and the user's, as the
+/// profile leaves them.
+fn network(
+    server: Option<&ServerPlan>,
+    allow_net: &[String],
+    profile: Option<&Profile>,
+) -> Result<withholding::network::Policy, String> {
+    let mut rules: Vec<String> = server.iter().flat_map(|s| s.network.clone()).collect();
+    rules.extend(allow_net.iter().cloned());
+    if let Some(p) = profile {
+        rules = p.network.narrow(rules);
+    }
+    withholding::network::Policy::parse(&rules)
+}
+
+fn parse_net_rule(s: &str) -> Result<String, String> {
+    withholding::network::Rule::parse(s).map(|r| r.to_string())
 }
 
 const DEFAULT_WORKSPACE_LIMIT_MIB: u64 = 1024;
@@ -118,6 +142,7 @@ impl Default for VmOptions {
             seccomp: vmm::SeccompMode::On,
             jail: vmm::jail::JailMode::Auto,
             workspace_limit: DEFAULT_WORKSPACE_LIMIT_MIB,
+            allow_net: Vec::new(),
         }
     }
 }
@@ -127,6 +152,9 @@ pub struct Checked {
     pub profile: Option<Profile>,
     pub server: Option<ServerPlan>,
     pub root_image: Option<PathBuf>,
+    /// Who the guest may reach: the server's rules and --allow-net, as
+    /// the profile narrows them.
+    pub network: withholding::network::Policy,
 }
 
 impl VmOptions {
@@ -162,10 +190,12 @@ impl VmOptions {
         if let Some(ws) = &self.workspace {
             crate::workspace::check(ws)?;
         }
+        let network = network(server.as_ref(), &self.allow_net, profile.as_ref())?;
         Ok(Checked {
             profile,
             server,
             root_image,
+            network,
         })
     }
 
@@ -204,6 +234,9 @@ impl VmOptions {
         a.value("seccomp", &Some(self.seccomp.as_str()));
         a.value("jail", &Some(self.jail.as_str()));
         a.value("workspace-limit", &Some(self.workspace_limit));
+        for r in &self.allow_net {
+            a.push(format!("--allow-net={r}"));
+        }
         a.0
     }
 }
@@ -259,6 +292,54 @@ mod tests {
     }
 
     #[test]
+    fn the_network_is_the_servers_and_the_users_rules_as_the_profile_leaves_them() {
+        let server = ServerPlan {
+            runtime: "r".into(),
+            layer: "l".into(),
+            argv: vec![],
+            env: vec![],
+            setup: None,
+            network: vec!["api.github.com:443".into()],
+        };
+        let user = ["198.51.100.7:8080".to_string()];
+        let rules = |p: &withholding::network::Policy| -> Vec<String> {
+            p.rules.iter().map(|r| r.to_string()).collect()
+        };
+        let all = network(Some(&server), &user, None).unwrap();
+        assert_eq!(rules(&all), ["api.github.com:443", "198.51.100.7:8080"]);
+        assert!(
+            network(None, &[], None).unwrap().is_empty(),
+            "none by default"
+        );
+        let profiles = Profiles::parse(
+            "[profile.github-only]\nallow_net = [\"api.github.com:443\"]\n",
+            "test",
+        )
+        .unwrap();
+        let narrow = profiles.resolve("github-only").unwrap();
+        assert_eq!(
+            rules(&network(Some(&server), &user, Some(&narrow)).unwrap()),
+            ["api.github.com:443"]
+        );
+        let deny = Profiles::built_in().resolve("observe+deny-net").unwrap();
+        assert!(network(Some(&server), &user, Some(&deny))
+            .unwrap()
+            .is_empty());
+        let bad = ServerPlan {
+            network: vec!["no such:rule".into()],
+            ..server
+        };
+        assert!(network(Some(&bad), &[], None)
+            .unwrap_err()
+            .contains("HOST[:PORT]"));
+        // --allow-net is checked as it is read.
+        let e = Cli::try_parse_from(["mcpvm", "--allow-net", "10.0.0.1:0"])
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("port"), "{e}");
+    }
+
+    #[test]
     fn options_survive_the_trip_through_arguments() {
         let all = VmOptions {
             kernel: Some("/k/vmlinux".into()),
@@ -283,6 +364,7 @@ mod tests {
             seccomp: vmm::SeccompMode::Log,
             jail: vmm::jail::JailMode::Off,
             workspace_limit: 7,
+            allow_net: vec!["api.github.com:443".into(), "[2001:db8::1]".into()],
         };
         assert_eq!(parsed(&all.to_args()), all);
         let image = VmOptions {

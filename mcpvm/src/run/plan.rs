@@ -31,6 +31,8 @@ pub struct RunPlan {
     /// In guest order: /dev/vda, /dev/vdb, …
     pub disks: Vec<vmm::DiskConfig>,
     pub spec: RunSpec,
+    /// Who the guest may reach; empty: no network (docs/network.md).
+    pub network: withholding::network::Policy,
 }
 
 impl RunPlan {
@@ -96,7 +98,9 @@ impl RunPlan {
                     .map(|p| p.policy.clone())
                     .unwrap_or_default(),
                 snapshot,
+                network: !checked.network.is_empty(),
             },
+            network: checked.network.clone(),
         }
     }
 
@@ -199,6 +203,7 @@ mod tests {
             profile: None,
             server: None,
             root_image: None,
+            network: Default::default(),
         }
     }
 
@@ -222,8 +227,10 @@ mod tests {
                 argv: vec!["node".into(), "server.js".into()],
                 env: vec![("FROM".into(), "catalogue".into())],
                 setup: Some("git init".into()),
+                network: vec![],
             }),
             root_image: Some("runtime.erofs".into()),
+            network: Default::default(),
         };
         let opts = VmOptions {
             disks: vec![crate::disk_arg::parse_disk("data.img,rw").unwrap()],
@@ -259,6 +266,7 @@ mod tests {
             profile: Some(profiles.resolve("tiny-mem+no-rng+no-env").unwrap()),
             server: None,
             root_image: None,
+            network: Default::default(),
         };
         let p = plan(&VmOptions::default(), &checked, &["/bin/s"]);
         let profile = checked.profile.as_ref().unwrap();

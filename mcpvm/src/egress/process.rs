@@ -1,0 +1,233 @@
+//! The egress proxy's own process. `mcpvm run` starts it before it jails
+//! itself (the jail has no network namespace of the host's), then hands
+//! it the listening socket of the run's egress port and the `--events`
+//! file over a Unix socket (SCM_RIGHTS). It confines itself with the
+//! `egress` seccomp filter and serves until that socket closes (the run
+//! ended) — or dies with the run (`PR_SET_PDEATHSIG`).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use withholding::network::Policy;
+
+use super::proxy::{NetLog, Proxy};
+
+/// What the run tells the proxy with the sockets.
+#[derive(Serialize, Deserialize)]
+struct Handover {
+    policy: Policy,
+    /// How long the run had been going (ms), for events' `at_ms`.
+    since_start_ms: f64,
+    events: bool,
+}
+
+/// The running proxy, seen from the run. Dropping it ends the proxy.
+pub struct Egress {
+    child: Child,
+    control: UnixStream,
+    policy: Policy,
+}
+
+impl Egress {
+    /// Starts `mcpvm egress` (this very binary), waiting for its sockets.
+    pub fn spawn(policy: &Policy, seccomp: vmm::SeccompMode) -> io::Result<Egress> {
+        Egress::spawn_exe(&std::env::current_exe()?, policy, seccomp)
+    }
+
+    /// [`Egress::spawn`] of the `mcpvm` binary at `exe`.
+    pub fn spawn_exe(
+        exe: &std::path::Path,
+        policy: &Policy,
+        seccomp: vmm::SeccompMode,
+    ) -> io::Result<Egress> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("egress")
+            .arg(format!("--seccomp={}", seccomp.as_str()))
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
+            .stdout(Stdio::null());
+        if log::log_enabled!(log::Level::Info) {
+            cmd.arg("--verbose");
+        }
+        // SAFETY: prctl is async-signal-safe; the child dies with us.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn()?;
+        Ok(Egress {
+            child,
+            control: ours,
+            policy: policy.clone(),
+        })
+    }
+
+    /// Gives the proxy its listener and the events file.
+    pub fn hand_over(
+        &self,
+        listener: UnixListener,
+        events: Option<&File>,
+        since_start_ms: f64,
+    ) -> io::Result<()> {
+        let handover = Handover {
+            policy: self.policy.clone(),
+            since_start_ms,
+            events: events.is_some(),
+        };
+        let payload = serde_json::to_vec(&handover).expect("handovers serialize");
+        let mut fds = vec![listener.as_raw_fd()];
+        fds.extend(events.map(|f| f.as_raw_fd()));
+        send_fds(&self.control, &payload, &fds)
+    }
+}
+
+impl Drop for Egress {
+    fn drop(&mut self) {
+        // Closing the control socket ends it; the kill is for a proxy
+        // that does not notice.
+        let _ = self.control.shutdown(std::net::Shutdown::Both);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `mcpvm egress`: the proxy's process. Reads its handover from stdin.
+pub fn main(seccomp: vmm::SeccompMode) -> io::Result<()> {
+    // SAFETY: fd 0 is the control socket the run gave us.
+    let control = unsafe { UnixStream::from_raw_fd(0) };
+    let (payload, fds) = recv_fds(&control)?;
+    let handover: Handover = serde_json::from_slice(&payload)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad handover: {e}")))?;
+    let mut fds = fds.into_iter();
+    let listener = UnixListener::from(
+        fds.next()
+            .ok_or_else(|| io::Error::other("no listener handed over"))?,
+    );
+    let events = match handover.events {
+        true => fds.next().map(File::from),
+        false => None,
+    };
+    vmm::host_seccomp::confine(vmm::ThreadKind::Egress, seccomp).map_err(io::Error::other)?;
+    let proxy = Arc::new(Proxy::new(
+        handover.policy,
+        NetLog::new(events, handover.since_start_ms),
+    ));
+    let server = proxy.clone();
+    std::thread::Builder::new()
+        .name("egress".into())
+        .spawn(move || server.serve(listener))?;
+    // Until the run closes its end.
+    let mut b = [0u8; 64];
+    while matches!((&control).read(&mut b), Ok(n) if n > 0) {}
+    proxy.log.finish();
+    Ok(())
+}
+
+fn send_fds(sock: &UnixStream, payload: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let fd_bytes = std::mem::size_of_val(fds);
+    // SAFETY: CMSG_SPACE is pure arithmetic.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_ptr() as *mut libc::c_void,
+        iov_len: payload.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below outlives the
+    // sendmsg call, and the cmsg header is written inside `control`.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as usize;
+        std::ptr::copy_nonoverlapping(
+            fds.as_ptr(),
+            libc::CMSG_DATA(cmsg).cast::<RawFd>(),
+            fds.len(),
+        );
+        if libc::sendmsg(sock.as_raw_fd(), &msg, 0) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+fn recv_fds(sock: &UnixStream) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut payload = vec![0u8; 1 << 20];
+    // SAFETY: CMSG_SPACE is pure arithmetic.
+    let space = unsafe { libc::CMSG_SPACE((4 * std::mem::size_of::<RawFd>()) as u32) } as usize;
+    let mut control = vec![0u8; space];
+    let mut iov = libc::iovec {
+        iov_base: payload.as_mut_ptr().cast(),
+        iov_len: payload.len(),
+    };
+    let mut fds = Vec::new();
+    // SAFETY: the buffers outlive recvmsg; the kernel fills at most their
+    // lengths; the cmsg walk stays inside `control` (CMSG_NXTHDR checks).
+    let n = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let count =
+                    ((*cmsg).cmsg_len - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<RawFd>();
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                for i in 0..count {
+                    fds.push(OwnedFd::from_raw_fd(*data.add(i)));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        n as usize
+    };
+    payload.truncate(n);
+    Ok((payload, fds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sockets_and_files_cross_with_their_handover() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        let listener = UnixListener::bind(dir.path().join("l.sock")).unwrap();
+        let file = File::create(dir.path().join("events")).unwrap();
+        send_fds(&a, b"{\"x\":1}", &[listener.as_raw_fd(), file.as_raw_fd()]).unwrap();
+        let (payload, fds) = recv_fds(&b).unwrap();
+        assert_eq!(payload, b"{\"x\":1}");
+        assert_eq!(fds.len(), 2);
+        let got = UnixListener::from(fds.into_iter().next().unwrap());
+        assert_eq!(
+            got.local_addr().unwrap().as_pathname(),
+            Some(dir.path().join("l.sock").as_path())
+        );
+    }
+}
