@@ -45,6 +45,11 @@ pub struct Effects {
     pub executed: Vec<Vec<String>>,
     /// Addresses connected or sent to, bound, listened on.
     pub connected: Vec<String>,
+    /// What the host's egress proxy saw (docs/network.md): each DNS
+    /// lookup and connection, "dns NAME allowed" or "connect
+    /// NAME@ADDR:PORT denied (why)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
     /// Recorded calls the policy denied.
     pub denied: u64,
     /// Every recorded call of this step (runtime reads included).
@@ -143,6 +148,18 @@ impl Effects {
         self.omitted += omitted;
     }
 
+    /// A `net` event of the host's egress proxy.
+    fn add_net(&mut self, e: &Value) {
+        let Some(item) = net_item(e) else { return };
+        if self.network.contains(&item) {
+            return;
+        }
+        match self.network.len() < MAX_ITEMS {
+            true => self.network.push(item),
+            false => self.omitted += 1,
+        }
+    }
+
     /// One line for a person.
     pub fn line(&self) -> String {
         let list = |items: &[String]| {
@@ -167,6 +184,9 @@ impl Effects {
         if !self.connected.is_empty() {
             parts.push(format!("connected to {}", list(&self.connected)));
         }
+        if !self.network.is_empty() {
+            parts.push(format!("network: {}", list(&self.network)));
+        }
         if self.denied > 0 {
             parts.push(format!("{} denied", self.denied));
         }
@@ -175,6 +195,30 @@ impl Effects {
             false => parts.join("; "),
         }
     }
+}
+
+/// A `net` event of the host's egress proxy in a line: "dns NAME
+/// allowed", "connect NAME@ADDR:PORT denied (why)".
+pub fn net_item(e: &Value) -> Option<String> {
+    let name = e["name"].as_str();
+    let target = match (
+        e["kind"].as_str(),
+        name,
+        e["address"].as_str(),
+        e["port"].as_u64(),
+    ) {
+        (Some("dns"), Some(n), ..) => format!("dns {n}"),
+        (_, Some(n), Some(a), Some(p)) => format!("connect {n}@{a}:{p}"),
+        (_, None, Some(a), Some(p)) => format!("connect {a}:{p}"),
+        _ => return None,
+    };
+    let verdict = match (e["allowed"].as_bool(), e["reason"].as_str()) {
+        (Some(true), None) => "allowed".to_string(),
+        (Some(true), Some(why)) => format!("allowed, failed ({why})"),
+        (_, Some(why)) => format!("denied ({why})"),
+        _ => "denied".to_string(),
+    };
+    Some(format!("{target} {verdict}"))
 }
 
 /// The requests a step sent: (id, method) of each request line.
@@ -190,9 +234,10 @@ pub fn requests(exchange: &[Entry]) -> Vec<(Value, String)> {
         .collect()
 }
 
-/// Groups the guest's events: for each step (by the requests it sent),
-/// its effects; and the recording as a whole. None when nothing was
-/// recorded (no recording profile).
+/// Groups the guest's events (the agent's `effect`s and the egress
+/// proxy's `net` events): for each step (by the requests it sent), its
+/// effects; and the recording as a whole. None when nothing was recorded
+/// (no recording profile, no network).
 pub fn group(
     events: &[Value],
     steps: &[Vec<(Value, String)>],
@@ -210,7 +255,7 @@ pub fn group(
                     .unwrap_or(0);
                 recording.dropped = e["dropped"].as_u64().unwrap_or(0);
             }
-            Some("effect") => {
+            Some(kind @ ("effect" | "net")) => {
                 any = true;
                 let during = &e["during"];
                 let phase = during["phase"].as_str().unwrap_or("start_up");
@@ -230,7 +275,10 @@ pub fn group(
                         .entry(phase.to_string())
                         .or_default(),
                 };
-                into.add(e);
+                match kind {
+                    "net" => into.add_net(e),
+                    _ => into.add(e),
+                }
             }
             _ => {}
         }
@@ -343,5 +391,40 @@ mod tests {
         let (per_step, _) = group(&events, &[vec![(json!(1), "tools/call".into())]]).unwrap();
         let e = per_step[0].as_ref().unwrap();
         assert_eq!((e.read.len(), e.omitted), (MAX_ITEMS, 7));
+    }
+
+    #[test]
+    fn the_proxys_net_events_go_to_the_step_whose_call_caused_them() {
+        let call = json!({"phase": "request", "id": 2, "method": "tools/call", "tool": "fetch"});
+        let events = vec![
+            json!({"event": "net", "kind": "dns", "name": "allowed.test", "qtype": "A",
+                "allowed": true, "addresses": ["198.51.100.7"], "during": call}),
+            json!({"event": "net", "kind": "connect", "name": "allowed.test", "address": "198.51.100.7",
+                "port": 8080, "allowed": true, "bytes_out": 90, "bytes_in": 300, "during": call}),
+            json!({"event": "net", "kind": "connect", "address": "169.254.169.254", "port": 80,
+                "allowed": false, "reason": "link-local", "during": call}),
+            json!({"event": "net", "kind": "dns", "name": "telemetry.example", "allowed": false,
+                "reason": "telemetry.example is not allowed", "during": {"phase": "start_up"}}),
+        ];
+        let steps = vec![vec![(json!(2), "tools/call".to_string())]];
+        let (per_step, recording) = group(&events, &steps).unwrap();
+        let e = per_step[0].as_ref().unwrap();
+        assert_eq!(
+            e.network,
+            [
+                "dns allowed.test allowed",
+                "connect allowed.test@198.51.100.7:8080 allowed",
+                "connect 169.254.169.254:80 denied (link-local)"
+            ]
+        );
+        assert!(
+            e.line().contains("network: dns allowed.test allowed"),
+            "{}",
+            e.line()
+        );
+        assert_eq!(
+            recording.outside_calls["start_up"].network,
+            ["dns telemetry.example denied (telemetry.example is not allowed)"]
+        );
     }
 }

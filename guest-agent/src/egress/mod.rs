@@ -38,7 +38,7 @@ pub fn start(calls: Option<Arc<Calls>>) -> io::Result<()> {
     let tun = tun::open(GUEST_ADDR, PREFIX)?;
     let listener = TcpListener::bind((GUEST_ADDR, nat::LISTEN_PORT))?;
     let dns = UdpSocket::bind((GUEST_ADDR, 53))?;
-    std::fs::write("/etc/resolv.conf", format!("nameserver {GUEST_ADDR}\n"))?;
+    point_resolver_here()?;
     let (events, inbox) = mpsc::channel();
     let wake = Wake::new()?;
     let streams: Streams = Arc::default();
@@ -52,6 +52,44 @@ pub fn start(calls: Option<Arc<Calls>>) -> io::Result<()> {
     }
     spawn(move || route(tun, inbox, events, wake, streams, calls));
     Ok(())
+}
+
+/// Names the agent as the guest's DNS server in /etc/resolv.conf; on a
+/// read-only root, by a file in /run bound over it.
+fn point_resolver_here() -> io::Result<()> {
+    let text = format!("nameserver {GUEST_ADDR}\noptions ndots:1\n");
+    let target = "/etc/resolv.conf";
+    match std::fs::write(target, &text) {
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => {
+            let ours = "/run/mcpvm-resolv.conf";
+            std::fs::write(ours, &text)?;
+            let (src, dst) = (
+                std::ffi::CString::new(ours).expect("no NUL"),
+                std::ffi::CString::new(target).expect("no NUL"),
+            );
+            // SAFETY: a bind mount of two paths we own the strings of.
+            let rc = unsafe {
+                libc::mount(
+                    src.as_ptr(),
+                    dst.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            };
+            match rc {
+                0 => Ok(()),
+                _ => Err(io::Error::new(
+                    e.kind(),
+                    format!(
+                        "cannot name the agent in {target} on a read-only root: {}",
+                        io::Error::last_os_error()
+                    ),
+                )),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Host streams of allowed flows, by NAT port, until the listener

@@ -9,6 +9,7 @@
 
 pub mod journal;
 pub mod matrix;
+pub mod network;
 pub mod record;
 pub mod report;
 pub mod security;

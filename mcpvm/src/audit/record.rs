@@ -132,9 +132,17 @@ pub struct Record {
     /// attacks found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<Security>,
+    /// What the server tried to reach (the egress proxy's `net` events,
+    /// docs/network.md): each distinct lookup and connection with its
+    /// verdict, at most [`MAX_NETWORK`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
 }
+
+/// Network tries a record keeps.
+pub const MAX_NETWORK: usize = 50;
 
 /// What attacking every tool found (`mcpvm probe --security`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -201,6 +209,7 @@ impl Record {
             syscalls_used: None,
             samples: Vec::new(),
             security: None,
+            network: Vec::new(),
             finished_at: now(),
         }
     }
@@ -269,6 +278,7 @@ impl Record {
             syscalls_used: (!used.is_empty()).then_some(used),
             samples: Vec::new(),
             security: Security::of(probe),
+            network: events.network(),
             finished_at: now(),
         }
     }
@@ -333,6 +343,18 @@ impl GuestEvents<'_> {
     }
 
     /// The denied and used system calls of the server's report.
+    /// Each distinct network try, in the order first made.
+    fn network(&self) -> Vec<String> {
+        let mut tries: Vec<String> = Vec::new();
+        let nets = self.0.iter().filter(|e| e["event"] == "net");
+        for item in nets.filter_map(probes::effects::net_item) {
+            if !tries.contains(&item) && tries.len() < MAX_NETWORK {
+                tries.push(item);
+            }
+        }
+        tries
+    }
+
     fn syscalls(&self) -> (Vec<SyscallCount>, Vec<SyscallCount>) {
         match self.find("syscalls").cloned().map(serde_json::from_value) {
             Some(Ok(Event::Syscalls { denied, used, .. })) => (denied, used),

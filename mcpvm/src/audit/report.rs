@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::matrix::Shard;
 use super::record::{Outcome, Record};
 use super::verdict::{self, Effect, Spread, BASELINE};
-use super::{security, SECURITY};
+use super::{network, security, SECURITY};
 
 /// `audit.json`: what the audit ran on, so it can be repeated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -336,6 +336,9 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
     if meta.profiles.iter().any(|p| p == SECURITY) {
         let _ = writeln!(m, "\n{}", security::markdown(meta, records));
     }
+    if let Some(section) = network::markdown(meta, records) {
+        let _ = writeln!(m, "\n{section}");
+    }
     let _ = writeln!(m, "\n## Matrix\n");
     let _ = write!(m, "| server |");
     for p in &meta.profiles {
@@ -655,6 +658,7 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
     if meta.profiles.iter().any(|p| p == SECURITY) {
         page += &security::html(meta, records);
     }
+    page += &network::html(meta, records).unwrap_or_default();
     page += "<h2>Timings</h2>";
     let all: Vec<&Record> = records.values().collect();
     let boot: Vec<f64> = all.iter().filter_map(|r| r.timings.boot_ms).collect();
@@ -914,6 +918,7 @@ mod tests {
             }),
             samples: vec![],
             security: None,
+            network: Vec::new(),
             finished_at: 0,
         }
     }
@@ -927,6 +932,47 @@ mod tests {
         .into_iter()
         .map(|r| ((r.server.clone(), r.profile.clone()), r))
         .collect()
+    }
+
+    #[test]
+    fn the_network_section_shows_what_each_server_tried_under_each_profile() {
+        let meta = meta();
+        let mut rs = records();
+        assert!(
+            !markdown(&meta, &rs).contains("## Network"),
+            "no tries, no section"
+        );
+        let git = rs.get_mut(&("git".into(), "baseline".into())).unwrap();
+        git.network = vec![
+            "dns allowed.test allowed".into(),
+            "connect allowed.test@198.51.100.7:80 allowed".into(),
+        ];
+        let denied = rs.get_mut(&("git".into(), "deny-exec".into())).unwrap();
+        denied.network = vec!["dns allowed.test denied (allowed.test is not allowed)".into()];
+        denied
+            .network
+            .extend((0..10).map(|i| format!("dns n{i}.test denied (<no>)")));
+        let text = markdown(&meta, &rs);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("| git |") && l.contains("dns allowed.test allowed"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            row.contains("connect allowed.test@198.51.100.7:80 allowed"),
+            "{row}"
+        );
+        assert!(
+            row.contains("dns allowed.test denied (allowed.test is not allowed)"),
+            "{row}"
+        );
+        assert!(row.contains("and 3 more"), "{row}");
+        let page = html(&meta, &rs);
+        assert!(page.contains("<h2>Network</h2>"));
+        assert!(
+            page.contains("✗ dns n0.test denied (&lt;no&gt;)"),
+            "escaped"
+        );
+        assert!(page.contains("✓ dns allowed.test allowed"));
     }
 
     #[test]

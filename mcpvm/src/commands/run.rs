@@ -114,9 +114,9 @@ pub fn run(
     let timings_file = args.timings.as_deref().map(create).transpose()?;
     // The egress proxy, outside the jail: the guest's network, when the
     // plan gives it one (docs/network.md).
-    let egress = match plan.as_ref().filter(|p| !p.network.is_empty()) {
-        Some(p) => Some(
-            crate::egress::process::Egress::spawn(&p.network, args.vm.seccomp)
+    let egress = match plan.as_ref().and_then(|p| p.network.as_ref()) {
+        Some(policy) => Some(
+            crate::egress::process::Egress::spawn(policy, args.vm.seccomp)
                 .map_err(RunError::Egress)?,
         ),
         None => None,

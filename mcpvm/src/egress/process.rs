@@ -29,6 +29,8 @@ struct Handover {
 
 /// The running proxy, seen from the run. Dropping it ends the proxy.
 pub struct Egress {
+    /// Never waited for (see `Drop`).
+    #[allow(dead_code)]
     child: Child,
     control: UnixStream,
     policy: Policy,
@@ -65,6 +67,7 @@ impl Egress {
             });
         }
         let child = cmd.spawn()?;
+        ours.set_read_timeout(Some(FINISH))?;
         Ok(Egress {
             child,
             control: ours,
@@ -92,18 +95,22 @@ impl Egress {
 }
 
 impl Drop for Egress {
+    /// Ends the proxy: it reads EOF on its control socket, writes its last
+    /// event line and exits, which closes its end; we wait for that (at
+    /// most [`FINISH`]). The run's main thread may not wait for or signal
+    /// a process (its seccomp filter): a proxy that does not end dies with
+    /// the run (`PR_SET_PDEATHSIG`), and init reaps it.
     fn drop(&mut self) {
-        // Closing the control socket ends it; the kill is for a proxy
-        // that does not notice.
-        let _ = self.control.shutdown(std::net::Shutdown::Both);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
-        while matches!(self.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.control.shutdown(std::net::Shutdown::Write);
+        // read(2), not std's recv: the main thread's filter has read.
+        let mut b = [0u8; 64];
+        // SAFETY: reads into a buffer we own from a socket we own.
+        while unsafe { libc::read(self.control.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) } > 0 {}
     }
 }
+
+/// How long a run waits for its proxy to finish.
+const FINISH: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `mcpvm egress`: the proxy's process. Reads its handover from stdin.
 pub fn main(seccomp: vmm::SeccompMode) -> io::Result<()> {

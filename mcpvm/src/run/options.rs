@@ -96,18 +96,23 @@ pub struct VmOptions {
 }
 
 /// Who the guest may reach: the server's rules and the user's, as the
-/// profile leaves them.
+/// profile leaves them; None when neither gave any (no network device,
+/// no proxy). A profile that takes every rule away leaves the network
+/// on, denying and logging each attempt: that is what an audit shows.
 fn network(
     server: Option<&ServerPlan>,
     allow_net: &[String],
     profile: Option<&Profile>,
-) -> Result<withholding::network::Policy, String> {
+) -> Result<Option<withholding::network::Policy>, String> {
     let mut rules: Vec<String> = server.iter().flat_map(|s| s.network.clone()).collect();
     rules.extend(allow_net.iter().cloned());
+    if rules.is_empty() {
+        return Ok(None);
+    }
     if let Some(p) = profile {
         rules = p.network.narrow(rules);
     }
-    withholding::network::Policy::parse(&rules)
+    withholding::network::Policy::parse(&rules).map(Some)
 }
 
 fn parse_net_rule(s: &str) -> Result<String, String> {
@@ -153,8 +158,9 @@ pub struct Checked {
     pub server: Option<ServerPlan>,
     pub root_image: Option<PathBuf>,
     /// Who the guest may reach: the server's rules and --allow-net, as
-    /// the profile narrows them.
-    pub network: withholding::network::Policy,
+    /// the profile narrows them. None: no network at all (no rules were
+    /// given); a policy the profile emptied still logs every attempt.
+    pub network: Option<withholding::network::Policy>,
 }
 
 impl VmOptions {
@@ -302,15 +308,17 @@ mod tests {
             network: vec!["api.github.com:443".into()],
         };
         let user = ["198.51.100.7:8080".to_string()];
-        let rules = |p: &withholding::network::Policy| -> Vec<String> {
-            p.rules.iter().map(|r| r.to_string()).collect()
+        let rules = |p: &Option<withholding::network::Policy>| -> Vec<String> {
+            p.as_ref()
+                .unwrap()
+                .rules
+                .iter()
+                .map(|r| r.to_string())
+                .collect()
         };
         let all = network(Some(&server), &user, None).unwrap();
         assert_eq!(rules(&all), ["api.github.com:443", "198.51.100.7:8080"]);
-        assert!(
-            network(None, &[], None).unwrap().is_empty(),
-            "none by default"
-        );
+        assert_eq!(network(None, &[], None).unwrap(), None, "none by default");
         let profiles = Profiles::parse(
             "[profile.github-only]\nallow_net = [\"api.github.com:443\"]\n",
             "test",
@@ -322,9 +330,11 @@ mod tests {
             ["api.github.com:443"]
         );
         let deny = Profiles::built_in().resolve("observe+deny-net").unwrap();
-        assert!(network(Some(&server), &user, Some(&deny))
-            .unwrap()
-            .is_empty());
+        let denied = network(Some(&server), &user, Some(&deny)).unwrap();
+        assert!(
+            denied.unwrap().is_empty(),
+            "on, every attempt denied and logged"
+        );
         let bad = ServerPlan {
             network: vec!["no such:rule".into()],
             ..server

@@ -31,8 +31,8 @@ pub struct RunPlan {
     /// In guest order: /dev/vda, /dev/vdb, …
     pub disks: Vec<vmm::DiskConfig>,
     pub spec: RunSpec,
-    /// Who the guest may reach; empty: no network (docs/network.md).
-    pub network: withholding::network::Policy,
+    /// Who the guest may reach; None: no network (docs/network.md).
+    pub network: Option<withholding::network::Policy>,
 }
 
 impl RunPlan {
@@ -98,7 +98,7 @@ impl RunPlan {
                     .map(|p| p.policy.clone())
                     .unwrap_or_default(),
                 snapshot,
-                network: !checked.network.is_empty(),
+                network: checked.network.is_some(),
             },
             network: checked.network.clone(),
         }

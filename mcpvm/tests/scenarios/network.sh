@@ -1,0 +1,75 @@
+# The guest's network through the host's egress proxy (docs/network.md),
+# run on real KVM by testbed/run. The testbed host stands in for the
+# internet, and nothing leaves it: an address of its own (198.51.100.7,
+# TEST-NET-2, on its loopback), names for it in its /etc/hosts, and busybox
+# httpd serving a page there and on its own 127.0.0.1.
+# Each case leaves $MCPVM_OUT/<case>.out, .err, .rc and <case>.events.
+# Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/ (the
+# store with the fetch server's layer), net-catalogue.toml.
+set -u
+. ./case.sh
+CASE_LIMIT=600
+
+ip link set lo up
+ip addr add 198.51.100.7/32 dev lo
+mkdir -p /etc /srv/www
+cat > /etc/hosts <<'HOSTS'
+127.0.0.1 localhost
+198.51.100.7 allowed.test other.test
+169.254.169.254 meta.test
+127.0.0.1 rebind.test
+10.0.0.1 private.test
+fd00::1 v6.test
+::ffff:127.0.0.1 mapped.test
+HOSTS
+echo 'hosts: files' > /etc/nsswitch.conf
+echo 'hello from the testbed host' > /srv/www/index.html
+busybox httpd -p 198.51.100.7:8080 -h /srv/www
+busybox httpd -p 198.51.100.7:80 -h /srv/www
+busybox httpd -p 127.0.0.1:8081 -h /srv/www
+
+R="mcpvm run --timeout 200"
+ev() { echo "--events=$MCPVM_OUT/$1.events"; }
+# (No -T: Debian's static busybox wget crashes with it.)
+get() { echo "wget -qO- http://$1/; echo \"rc=\$?\""; }
+
+case_ allowed $R --allow-net allowed.test:8080 $(ev allowed) -- /bin/sh -c "$(get allowed.test:8080)"
+case_ other_name $R --allow-net allowed.test:8080 $(ev other_name) -- /bin/sh -c "$(get other.test:8080)"
+case_ other_port $R --allow-net allowed.test:80 $(ev other_port) -- /bin/sh -c "$(get allowed.test:8080)"
+case_ direct_ip $R --allow-net allowed.test:8080 $(ev direct_ip) -- /bin/sh -c "$(get 198.51.100.7:8080)"
+# Any name on 8080: the names that lead to the host's loopback, link-local
+# (metadata), private and unique-local addresses, and those addresses
+# written directly, are all refused; the guest's own 127.0.0.1 is its own.
+case_ ssrf $R --allow-net '*:8080' $(ev ssrf) -- /bin/sh -c "
+  for n in meta.test rebind.test private.test v6.test mapped.test 169.254.169.254 10.1.2.3 127.0.0.1; do
+    echo \"== \$n\"; $(get '$n:8080')
+  done
+  $(get '127.0.0.1:8081')"
+case_ host_allowed $R --allow-net host.mcpvm.internal:8081 $(ev host_allowed) -- /bin/sh -c "
+  $(get host.mcpvm.internal:8081); $(get host.mcpvm.internal:8080)"
+case_ host_unnamed $R --allow-net allowed.test:8080 $(ev host_unnamed) -- /bin/sh -c "$(get host.mcpvm.internal:8081)"
+case_ deny_net $R --profile deny-net --allow-net allowed.test:8080 $(ev deny_net) -- /bin/sh -c "$(get allowed.test:8080)"
+case_ no_network $R $(ev no_network) -- /bin/sh -c "$(get allowed.test:8080); ls /sys/class/net"
+# A flood: 300 connections at once and 300 lookups, then one request
+# that must still be answered.
+case_ flood $R --mem 512 --allow-net allowed.test:8080 $(ev flood) -- /bin/sh -c "
+  i=0; while [ \$i -lt 300 ]; do nc -w 5 allowed.test 8080 </dev/null >/dev/null 2>&1 & i=\$((i+1)); done
+  i=0; while [ \$i -lt 300 ]; do nslookup n\$i.test >/dev/null 2>&1 & i=\$((i+1)); done
+  wait; sleep 1; $(get allowed.test:8080)"
+
+# The fetch server as catalogued (network = *:80, *:443) fetching the page:
+# allowed as catalogued, refused under deny-net, recorded under observe.
+P="mcpvm probe --json --images images --mem 768 --vcpus 1 --init-timeout 400 --step-timeout 200"
+F='--catalogue net-catalogue.toml --only-given --call fetch={"url":"http://allowed.test/"}'
+case_ fetch_allowed $P $F --server fetch --profile observe
+case_ fetch_denied $P $F --server fetch --profile observe+deny-net
+
+# The same server audited: the network section shows both cells.
+printf '[defaults]\nvcpus = 1\n' > testbed-profiles.toml
+case_ audit_fetch mcpvm audit --images images --catalogue net-catalogue.toml \
+  --profiles-file testbed-profiles.toml --servers fetch --profiles observe,deny-net \
+  --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out a
+cp a/results.jsonl a/report.md "$MCPVM_OUT/" 2>/dev/null
+
+ps > "$MCPVM_OUT/ps.txt" 2>&1
+ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
