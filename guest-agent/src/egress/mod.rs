@@ -36,7 +36,7 @@ const THREAD_STACK: usize = 128 << 10;
 /// request to what the server was doing.
 pub fn start(calls: Option<Arc<Calls>>) -> io::Result<()> {
     let tun = tun::open(GUEST_ADDR, PREFIX)?;
-    let listener = TcpListener::bind((GUEST_ADDR, nat::LISTEN_PORT))?;
+    let listener = listen(GUEST_ADDR, nat::LISTEN_PORT, nat::MAX_FLOWS as i32)?;
     let dns = UdpSocket::bind((GUEST_ADDR, 53))?;
     point_resolver_here()?;
     let (events, inbox) = mpsc::channel();
@@ -52,6 +52,43 @@ pub fn start(calls: Option<Arc<Calls>>) -> io::Result<()> {
     }
     spawn(move || route(tun, inbox, events, wake, streams, calls));
     Ok(())
+}
+
+/// The NAT's listener, with room for every flow the NAT admits: a burst
+/// of connections must not overflow the accept queue, where the kernel
+/// would drop their handshakes silently (and a client that had already
+/// sent its FIN would wait forever). An overflow resets the client instead.
+fn listen(addr: Ipv4Addr, port: u16, backlog: i32) -> io::Result<TcpListener> {
+    let _ = std::fs::write("/proc/sys/net/ipv4/tcp_abort_on_overflow", "1");
+    let _ = std::fs::write("/proc/sys/net/core/somaxconn", backlog.to_string());
+    let _ = std::fs::write(
+        "/proc/sys/net/ipv4/tcp_max_syn_backlog",
+        backlog.to_string(),
+    );
+    // SAFETY: plain socket calls on a fresh fd we own; the sockaddr is
+    // fully initialised before bind reads it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let listener = <TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd);
+        let sin = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(addr).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if libc::bind(fd, (&sin as *const libc::sockaddr_in).cast(), len) != 0
+            || libc::listen(fd, backlog) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(listener)
+    }
 }
 
 /// Names the agent as the guest's DNS server in /etc/resolv.conf; on a

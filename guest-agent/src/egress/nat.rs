@@ -23,8 +23,10 @@ use super::packet::{self, Tcp};
 pub const LISTEN_PORT: u16 = 65300;
 /// Flows (pending, open or closing) at most; more SYNs are refused.
 pub const MAX_FLOWS: usize = 1024;
-/// How long a closed flow still passes its last packets (FIN, ACK).
-const LINGER: Duration = Duration::from_secs(5);
+/// How long a closed flow still passes its last packets (FIN, ACK, and
+/// their retransmissions, which back off to many seconds on a slow
+/// guest). A closed flow also gives way earlier when the table is full.
+const LINGER: Duration = Duration::from_secs(120);
 /// The NAT's ports.
 const PORTS: std::ops::Range<u16> = 1024..60000;
 
@@ -90,14 +92,20 @@ impl Nat {
         };
         if let Some(&port) = self.flows.get(&flow) {
             let e = self.ports.get_mut(&port).expect("flows and ports agree");
-            return match e.state {
+            match e.state {
                 // Retransmitted SYNs wait with the first.
-                State::Pending(_) => Action::Drop,
+                State::Pending(_) => return Action::Drop,
+                // A SYN on a closed flow is a new connection from a reused
+                // source port: it gets its own port and its own decision
+                // (the old one lingers under its port for its last packets).
+                State::Closed(_) if t.is_syn() => {
+                    self.flows.remove(&flow);
+                }
                 State::Open | State::Closed(_) => {
                     packet::rewrite(&mut p, &t, (NAT_ADDR, port), (GUEST_ADDR, LISTEN_PORT));
-                    Action::Inject(p)
+                    return Action::Inject(p);
                 }
-            };
+            }
         }
         if !t.is_syn() {
             return Action::Drop;
@@ -132,10 +140,18 @@ impl Nat {
             packet::rewrite(&mut syn, &t, (NAT_ADDR, port), (GUEST_ADDR, LISTEN_PORT));
             return Action::Inject(syn);
         }
-        let flow = e.flow;
-        self.ports.remove(&port);
-        self.flows.remove(&flow);
+        self.forget(port);
         Action::Inject(packet::refusal(&t))
+    }
+
+    /// Drops the flow on `port` (and its key, if a newer flow has not
+    /// taken it over).
+    fn forget(&mut self, port: u16) {
+        if let Some(e) = self.ports.remove(&port) {
+            if self.flows.get(&e.flow) == Some(&port) {
+                self.flows.remove(&e.flow);
+            }
+        }
     }
 
     /// The flow's relay ended; its last packets still pass for a while.
@@ -147,17 +163,16 @@ impl Nat {
 
     /// Forgets flows closed for longer than their linger.
     pub fn purge(&mut self, now: Instant) {
-        let old: Vec<(u16, Flow)> = self
+        let old: Vec<u16> = self
             .ports
             .iter()
             .filter(
                 |(_, e)| matches!(e.state, State::Closed(at) if now.duration_since(at) > LINGER),
             )
-            .map(|(p, e)| (*p, e.flow))
+            .map(|(p, _)| *p)
             .collect();
-        for (port, flow) in old {
-            self.ports.remove(&port);
-            self.flows.remove(&flow);
+        for port in old {
+            self.forget(port);
         }
     }
 
@@ -168,7 +183,16 @@ impl Nat {
 
     fn free_port(&mut self) -> Option<u16> {
         if self.ports.len() >= MAX_FLOWS {
-            return None;
+            // The flow closed longest ago makes room, if there is one.
+            let (_, oldest) = self
+                .ports
+                .iter()
+                .filter_map(|(p, e)| match e.state {
+                    State::Closed(at) => Some((at, *p)),
+                    _ => None,
+                })
+                .min_by_key(|(at, _)| *at)?;
+            self.forget(oldest);
         }
         // Round robin: a port comes back only after every other one,
         // long after the listener's TIME_WAIT for it ended.
@@ -231,6 +255,36 @@ mod tests {
     }
 
     #[test]
+    fn a_new_connection_from_a_reused_port_gets_its_own_decision() {
+        let mut nat = Nat::default();
+        let Action::Ask(first, _) = nat.outbound(syn()) else {
+            panic!()
+        };
+        nat.decided(first, true);
+        assert!(
+            matches!(nat.outbound(syn()), Action::Inject(_)),
+            "a retransmitted SYN passes"
+        );
+        nat.closed(first, Instant::now());
+        let Action::Ask(second, _) = nat.outbound(syn()) else {
+            panic!("a SYN on a closed flow is a new connection")
+        };
+        assert_ne!(first, second);
+        nat.decided(second, true);
+        // The old flow's last packets still find their way back.
+        let mut last = syn();
+        let a = Tcp::parse(&last).unwrap();
+        packet::rewrite(&mut last, &a, (GUEST_ADDR, LISTEN_PORT), (NAT_ADDR, first));
+        assert!(matches!(nat.outbound(last), Action::Inject(_)));
+        // Purging the old one leaves the new one in place.
+        nat.purge(Instant::now() + Duration::from_secs(121));
+        let mut ack = syn();
+        ack[33] = ACK;
+        let t = inject(nat.outbound(ack));
+        assert_eq!(t.sport, second);
+    }
+
+    #[test]
     fn a_denied_connection_is_reset_and_forgotten() {
         let mut nat = Nat::default();
         let Action::Ask(port, _) = nat.outbound(syn()) else {
@@ -257,9 +311,9 @@ mod tests {
         nat.decided(port, true);
         let t0 = Instant::now();
         nat.closed(port, t0);
-        nat.purge(t0 + Duration::from_secs(1));
-        assert_eq!(nat.len(), 1);
-        nat.purge(t0 + Duration::from_secs(6));
+        nat.purge(t0 + Duration::from_secs(60));
+        assert_eq!(nat.len(), 1, "a closed flow lingers for its last packets");
+        nat.purge(t0 + Duration::from_secs(121));
         assert_eq!(nat.len(), 0);
         for sport in 0..MAX_FLOWS as u16 {
             let mut p = syn();
@@ -270,5 +324,11 @@ mod tests {
         }
         let refused = inject(nat.outbound(syn()));
         assert_eq!(refused.flags, RST | ACK, "past the bound: refused");
+        // A closed flow gives way to a new one when the table is full.
+        let some = *nat.ports.keys().next().unwrap();
+        nat.decided(some, true);
+        nat.closed(some, Instant::now());
+        assert!(matches!(nat.outbound(syn()), Action::Ask(..)));
+        assert_eq!(nat.len(), MAX_FLOWS);
     }
 }

@@ -12,6 +12,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 pub const NAME: &str = "tun0";
 /// Large packets, few of them: every packet passes through the agent.
 pub const MTU: i32 = 65000;
+/// Packets the kernel queues for the agent to read.
+const TX_QUEUE: i32 = 4096;
+const SIOCSIFTXQLEN: libc::Ioctl = 0x8943;
 
 /// Opens `/dev/net/tun` as [`NAME`] (IP packets, no header), addresses
 /// it, brings it and `lo` up, and routes everything not local through
@@ -35,6 +38,12 @@ pub fn open(addr: Ipv4Addr, prefix: u8) -> io::Result<File> {
     req.ifr_ifru.ifru_mtu = MTU;
     // SAFETY: SIOCSIFMTU reads an ifreq we own.
     check(unsafe { libc::ioctl(fd, libc::SIOCSIFMTU, &mut req) })?;
+    // A burst of connections outruns one reader: queue, don't drop.
+    let mut req = ifreq(NAME);
+    req.ifr_ifru.ifru_metric = TX_QUEUE;
+    // SAFETY: SIOCSIFTXQLEN reads an ifreq we own (ifr_qlen shares the
+    // int member of the union).
+    check(unsafe { libc::ioctl(fd, SIOCSIFTXQLEN, &mut req) })?;
     up(fd, NAME)?;
     up(fd, "lo")?;
     default_route(fd, NAME)

@@ -60,7 +60,7 @@ case_ flood $R --mem 512 --allow-net allowed.test:8080 $(ev flood) -- /bin/sh -c
 # The fetch server as catalogued (network = *:80, *:443) fetching the page:
 # allowed as catalogued, refused under deny-net, recorded under observe.
 P="mcpvm probe --json --images images --mem 768 --vcpus 1 --init-timeout 400 --step-timeout 200"
-F='--catalogue net-catalogue.toml --only-given --call fetch={"url":"http://allowed.test/"}'
+F='--catalogue net-catalogue.toml --only-given --call fetch={"url":"http://allowed.test/","raw":true}'
 case_ fetch_allowed $P $F --server fetch --profile observe
 case_ fetch_denied $P $F --server fetch --profile observe+deny-net
 
