@@ -685,3 +685,36 @@ fn an_audit_on_a_host_that_cannot_boot_linux_is_refused_up_front() {
     );
     assert!(!out.exists(), "nothing written");
 }
+
+#[test]
+fn bad_network_rules_are_one_error_before_anything_runs() {
+    for (rule, why) in [
+        ("api.github.com:0", "the port is a number from 1 to 65535"),
+        ("2001:db8::1", "an IPv6 address goes in brackets"),
+        ("not a host", "not a host name"),
+    ] {
+        assert_error(&["run", "--allow-net", rule, "--", "/bin/true"], 2, why);
+    }
+    // A profile's allow_net is checked as the profile is put together,
+    // before a VM or a proxy exists.
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("p.toml");
+    std::fs::write(
+        &profiles,
+        "[profile.narrow]\nallow_net = [\"api.github.com:http\"]\n",
+    )
+    .unwrap();
+    assert_error(
+        &[
+            "run",
+            "--profiles",
+            profiles.to_str().unwrap(),
+            "--profile",
+            "narrow",
+            "--",
+            "/bin/true",
+        ],
+        1,
+        "Profile 'narrow': allow_net: network rule \"api.github.com:http\": the port is a number",
+    );
+}

@@ -254,6 +254,13 @@ impl Profiles {
         let mut descriptions = Vec::new();
         for name in &names {
             let k = self.knobs(name)?;
+            for r in k.allow_net.iter().flatten() {
+                crate::network::Rule::parse(r).map_err(|why| ProfileError::Field {
+                    profile: name.to_string(),
+                    field: "allow_net",
+                    why,
+                })?;
+            }
             rules.extend(rules_of(name, &k)?);
             if let Some(list) = &k.allow {
                 let calls = allow_list(name, &k, list)?;

@@ -1,0 +1,61 @@
+//! Network rules as users write them (`--allow-net`, a catalogue's
+//! `network`, a profile's `allow_net`), and the decisions made with them:
+//! any text is read or refused with an error; a rule read prints as text
+//! that reads back to it; deciding a name, an address or the host with a
+//! policy of such rules never panics, and an address in a refused range
+//! is allowed only by a rule naming it.
+#![no_main]
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use libfuzzer_sys::fuzz_target;
+use withholding::network::{refused_range, Policy, Rule, Verdict};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut lines = text.lines();
+    let rules: Vec<String> = lines.by_ref().take(4).map(String::from).collect();
+    for r in &rules {
+        if let Ok(rule) = Rule::parse(r) {
+            assert_eq!(Rule::parse(&rule.to_string()).as_ref(), Ok(&rule), "{r:?}");
+        }
+    }
+    let Ok(policy) = Policy::parse(&rules) else {
+        return;
+    };
+    // The rest: names and addresses to decide.
+    let bytes: Vec<u8> = text.bytes().collect();
+    for name in lines {
+        let _ = policy.resolve(name);
+    }
+    for chunk in bytes.chunks(18) {
+        let mut v6 = [0u8; 16];
+        v6[..chunk.len().min(16)].copy_from_slice(&chunk[..chunk.len().min(16)]);
+        let port = u16::from_le_bytes([chunk[chunk.len() - 1], chunk[0]]);
+        for a in [
+            IpAddr::V4(Ipv4Addr::new(v6[0], v6[1], v6[2], v6[3])),
+            IpAddr::V6(Ipv6Addr::from(v6)),
+        ] {
+            let named = policy.rules.iter().any(|r| {
+                matches!(r.host, withholding::network::Host::Address(x) if x == a)
+            });
+            let verdict = policy.connect(Some("example.org"), a, port);
+            if refused_range(a).is_some() && verdict == Verdict::Allow && !named {
+                // A mapped form of a named address is that address.
+                let v4 = match a {
+                    IpAddr::V6(v6) => v6.to_ipv4(),
+                    IpAddr::V4(v4) => Some(v4),
+                };
+                assert!(
+                    policy.rules.iter().any(|r| matches!(r.host,
+                        withholding::network::Host::Address(IpAddr::V4(x)) if Some(x) == v4)),
+                    "{a} allowed by {policy:?}"
+                );
+            }
+            let _ = policy.answer_ok(a);
+        }
+        let _ = policy.this_host(port);
+    }
+});
