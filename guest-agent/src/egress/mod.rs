@@ -299,13 +299,17 @@ fn copy(mut from: impl Read, mut to: impl Write) {
     }
 }
 
+/// A name's latest answer: when, its rcode, its addresses.
+type Answers = Arc<Mutex<HashMap<String, (Instant, u8, Vec<Ipv4Addr>)>>>;
+
 /// Answers the guest's DNS queries, each asked of the host on its own
 /// thread; the latest answer for a name serves its other query types for
-/// a while, so one lookup (A and AAAA) is one decision.
+/// a while (an AAAA asked after its A is not asked again; the two sent at
+/// once, as glibc does, are two requests).
 fn serve_dns(sock: UdpSocket, calls: Option<Arc<Calls>>) {
     let sock = Arc::new(sock);
     let waiting = Arc::new(AtomicUsize::new(0));
-    let cache: Arc<Mutex<HashMap<String, (Instant, u8, Vec<Ipv4Addr>)>>> = Arc::default();
+    let cache: Answers = Arc::default();
     let mut buf = [0u8; 1500];
     loop {
         let Ok((n, from)) = sock.recv_from(&mut buf) else {
