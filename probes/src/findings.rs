@@ -101,7 +101,8 @@ pub fn judge(steps: &[StepResult], events: &[Value], roots: &[String]) -> Vec<Fi
         let sent = crate::effects::requests(&step.exchange);
         let mine: Vec<&Value> = events
             .iter()
-            .filter(|e| e["event"] == "effect" && e["during"]["phase"] == "request")
+            .filter(|e| e["event"] == "effect" || e["event"] == "net")
+            .filter(|e| e["during"]["phase"] == "request")
             .filter(|e| {
                 sent.iter()
                     .any(|(id, m)| e["during"]["id"] == *id && e["during"]["method"] == m.as_str())
@@ -263,10 +264,24 @@ pub fn judge(steps: &[StepResult], events: &[Value], roots: &[String]) -> Vec<Fi
             }
         }
         if let Some(address) = attack["address"].as_str().filter(|_| class == "ssrf") {
+            // The guest's own connect, as recorded; or, with a network,
+            // the host's egress proxy's `net` event for it (allowed or
+            // refused: the server tried either way).
+            let proxied = |e: &Value| {
+                e["event"] == "net"
+                    && e["kind"] == "connect"
+                    && e["address"]
+                        .as_str()
+                        .zip(e["port"].as_u64())
+                        .is_some_and(|(a, p)| format!("inet {a}:{p}") == address)
+            };
             let reached: Vec<Value> = mine
                 .iter()
-                .filter(|e| matches!(e["call"].as_str(), Some("connect" | "sendto")))
-                .filter(|e| e["address"] == address)
+                .filter(|e| {
+                    (matches!(e["call"].as_str(), Some("connect" | "sendto"))
+                        && e["address"] == address)
+                        || proxied(e)
+                })
                 .map(|e| (*e).clone())
                 .collect();
             add(
@@ -704,6 +719,21 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].class, "ssrf");
         assert_eq!(f[0].evidence[0]["address"], "inet 169.254.169.254:80");
+        // With a network, the egress proxy's event is evidence too (here
+        // without a recording: the host refused it).
+        let refused = json!({"event": "net", "kind": "connect", "address": "127.0.0.1", "port": 22,
+            "allowed": false, "reason": "127.0.0.1 is loopback (127.0.0.0/8)",
+            "during": {"phase": "request", "id": 2, "method": "tools/call"}});
+        let f = judge(&steps, &[canaries(), refused], &roots());
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            (f[0].class.as_str(), f[0].step.as_str()),
+            ("ssrf", "attack:fetch")
+        );
+        assert_eq!(
+            f[0].evidence[0]["reason"],
+            "127.0.0.1 is loopback (127.0.0.0/8)"
+        );
     }
 
     #[test]

@@ -111,6 +111,10 @@ pub fn markdown(meta: &Meta, records: &Records) -> String {
 /// An effect (or an answer's excerpt) in a line: `openat /etc/x (read)
 /// by /usr/bin/node, pid 12`.
 fn evidence(e: &Value) -> String {
+    if e["event"] == "net" {
+        let seen = probes::effects::net_item(e).unwrap_or_else(|| e.to_string());
+        return format!("{seen}, by the host's egress proxy");
+    }
     let Some(call) = e["call"].as_str() else {
         return e.as_str().map_or_else(|| e.to_string(), str::to_string);
     };
