@@ -31,6 +31,8 @@ const MAX_LOOKUPS: usize = 64;
 /// How long a lookup's answer serves the same name's other query types.
 const LOOKUP_CACHE: Duration = Duration::from_secs(10);
 const THREAD_STACK: usize = 128 << 10;
+/// How long the agent waits for the host's answer to a request.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Brings the network up and starts its threads. `calls` attributes each
 /// request to what the server was doing.
@@ -148,6 +150,9 @@ fn spawn(f: impl FnOnce() + Send + 'static) {
 /// allowed connection's bytes).
 fn ask(req: &Request) -> io::Result<(Reply, File)> {
     let mut s = vsock::connect(HOST_CID, EGRESS_PORT)?;
+    // The host answers within its own connect timeout; a host that does
+    // not answer must not hold a flow (and a thread) for ever.
+    set_read_timeout(&s, REPLY_TIMEOUT)?;
     s.write_all(req.line().as_bytes())?;
     // Byte by byte: what follows the line is the connection's.
     let mut line = Vec::new();
@@ -162,7 +167,30 @@ fn ask(req: &Request) -> io::Result<(Reply, File)> {
     let reply = serde_json::from_slice(&line).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidData, format!("bad egress reply: {e}"))
     })?;
+    set_read_timeout(&s, Duration::ZERO)?;
     Ok((reply, s))
+}
+
+/// SO_RCVTIMEO on a socket held as a File (zero: none).
+fn set_read_timeout(s: &File, t: Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: setsockopt reads a timeval we own, on an fd we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    match rc {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
 }
 
 /// The TUN loop: every packet through the NAT; the host's answers and the
