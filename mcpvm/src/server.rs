@@ -30,16 +30,21 @@ pub enum ServerError {
     Both,
 }
 
-fn load(catalogue: &Option<PathBuf>) -> Result<Catalogue, CatalogueError> {
-    match catalogue {
-        Some(p) => Catalogue::load(p),
-        None => Ok(Catalogue::built_in()),
-    }
+fn load(catalogue: &CatalogueArg) -> Result<Catalogue, CatalogueError> {
+    Catalogue::choose(catalogue.path.as_deref(), catalogue.only)
+}
+
+/// `--catalogue FILE` (added to the built-in catalogue) and
+/// `--catalogue-only` (FILE alone), as the commands take them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CatalogueArg {
+    pub path: Option<PathBuf>,
+    pub only: bool,
 }
 
 /// What the server is meant to reach (guest paths): its catalogue
 /// entry's `roots`, or the workspace and its own layer.
-pub fn roots(name: &str, catalogue: &Option<PathBuf>) -> Result<Vec<String>, ServerError> {
+pub fn roots(name: &str, catalogue: &CatalogueArg) -> Result<Vec<String>, ServerError> {
     let catalogue = load(catalogue)?;
     Ok(catalogue
         .get(name)?
@@ -48,7 +53,7 @@ pub fn roots(name: &str, catalogue: &Option<PathBuf>) -> Result<Vec<String>, Ser
 
 pub fn plan(
     name: &str,
-    catalogue: &Option<PathBuf>,
+    catalogue: &CatalogueArg,
     images: &Option<PathBuf>,
 ) -> Result<ServerPlan, ServerError> {
     let catalogue = load(catalogue)?;

@@ -65,7 +65,15 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
     let store = dir.path().join("store");
     let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
 
-    let (rc, out, err) = mcpvm(&["image", "build", "--catalogue", c, "--images", s]);
+    let (rc, out, err) = mcpvm(&[
+        "image",
+        "build",
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+    ]);
     assert_eq!(rc, 3, "some layers failed: {out}\n{err}");
     let bad = out
         .lines()
@@ -126,7 +134,16 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
         "nothing half-made: {files:?}"
     );
 
-    let (rc, out, _) = mcpvm(&["--json", "image", "list", "--catalogue", c, "--images", s]);
+    let (rc, out, _) = mcpvm(&[
+        "--json",
+        "image",
+        "list",
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+    ]);
     assert_eq!(rc, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let state = |name: &str| {

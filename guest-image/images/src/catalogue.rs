@@ -178,6 +178,24 @@ impl Catalogue {
         Self::parse(BUILT_IN, "(built in)").expect("the built-in catalogue is valid")
     }
 
+    /// The catalogue a command uses: the built-in one; with `user`, the
+    /// built-in one and the user's entries on top (an entry of the same
+    /// name replaces the built-in one), or, with `only`, the user's
+    /// alone.
+    pub fn choose(user: Option<&Path>, only: bool) -> Result<Self, CatalogueError> {
+        let Some(path) = user else {
+            return Ok(Self::built_in());
+        };
+        let theirs = Self::load(path)?;
+        if only {
+            return Ok(theirs);
+        }
+        let mut all = Self::built_in();
+        all.source = format!("(built in) + {}", theirs.source);
+        all.servers.extend(theirs.servers);
+        Ok(all)
+    }
+
     pub fn load(path: &Path) -> Result<Self, CatalogueError> {
         let text = std::fs::read_to_string(path).map_err(|source| CatalogueError::Read {
             path: path.to_path_buf(),
@@ -602,5 +620,34 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
             e.contains("No server 'nope'") && e.contains("memory"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_users_catalogue_adds_to_the_built_in_one_unless_it_is_the_only_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.toml");
+        std::fs::write(
+            &user,
+            "[servers.fetch]\npackage = \"mcp-server-fetch\"\nversion = \"1.0.0\"\nruntime = \"python\"\ncommand = \"mcp-server-fetch\"\n\n[servers.mine]\npackage = \"my-server\"\nversion = \"0.1.0\"\nruntime = \"node\"\ncommand = \"my-server\"\n",
+        )
+        .unwrap();
+        let added = Catalogue::choose(Some(&user), false).unwrap();
+        assert!(
+            added.servers.contains_key("memory"),
+            "the built-in entries stay"
+        );
+        assert_eq!(
+            added.servers["fetch"].version, "1.0.0",
+            "the user's entry replaces the built-in one"
+        );
+        assert!(added.servers.contains_key("mine"));
+        assert!(
+            added.source.starts_with("(built in) + "),
+            "{}",
+            added.source
+        );
+        let only = Catalogue::choose(Some(&user), true).unwrap();
+        assert_eq!(only.servers.keys().collect::<Vec<_>>(), ["fetch", "mine"]);
+        assert_eq!(Catalogue::choose(None, false).unwrap().source, "(built in)");
     }
 }

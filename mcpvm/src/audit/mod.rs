@@ -53,7 +53,7 @@ pub const DEFAULT_PROFILES: &[&str] = &[
 pub const SECURITY: &str = "security";
 
 pub struct AuditOptions {
-    pub catalogue: Option<PathBuf>,
+    pub catalogue: crate::server::CatalogueArg,
     pub images: Option<PathBuf>,
     pub servers: Option<Vec<String>>,
     pub profiles: Vec<String>,
@@ -150,10 +150,7 @@ pub fn default_jobs(guest_mib: u64) -> usize {
 
 /// Everything an audit is about, checked before any VM starts.
 fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Error>> {
-    let catalogue = match &o.catalogue {
-        Some(p) => Catalogue::load(p)?,
-        None => Catalogue::built_in(),
-    };
+    let catalogue = Catalogue::choose(o.catalogue.path.as_deref(), o.catalogue.only)?;
     let names: Vec<String> = match &o.servers {
         Some(list) => list.clone(),
         None => catalogue
@@ -552,7 +549,7 @@ impl PdeathSig for Command {
 struct CellContext {
     exe: PathBuf,
     out: PathBuf,
-    catalogue: Option<PathBuf>,
+    catalogue: crate::server::CatalogueArg,
     images: Option<PathBuf>,
     profiles_file: Option<PathBuf>,
     calls: BTreeMap<String, PathBuf>,
@@ -592,7 +589,8 @@ impl CellContext {
                     false => c.profile.clone(),
                 }),
                 timeout: Some(self.run_timeout),
-                catalogue: self.catalogue.clone(),
+                catalogue: self.catalogue.path.clone(),
+                catalogue_only: self.catalogue.only,
                 images: self.images.clone(),
                 profiles: self.profiles_file.clone(),
                 workspace: self
@@ -745,7 +743,7 @@ mod tests {
         let mut ctx = CellContext {
             exe: "mcpvm".into(),
             out: "out".into(),
-            catalogue: None,
+            catalogue: Default::default(),
             images: None,
             profiles_file: None,
             calls: BTreeMap::new(),

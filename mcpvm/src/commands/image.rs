@@ -18,9 +18,13 @@ pub enum ImageCommand {
 
 #[derive(Args)]
 pub struct ListArgs {
-    /// Server catalogue (TOML); default: the built-in one.
+    /// Server catalogue (TOML), added to the built-in one (its entries
+    /// replace built-in ones of the same name).
     #[arg(long)]
     catalogue: Option<PathBuf>,
+    /// Use --catalogue's servers alone, without the built-in ones.
+    #[arg(long, requires = "catalogue")]
+    catalogue_only: bool,
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
@@ -41,7 +45,7 @@ struct Listed {
 }
 
 fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
-    let catalogue = load_catalogue(&a.catalogue)?;
+    let catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
     let dir = a.images.unwrap_or_else(store::default_dir);
     let index = store::Index::load_or_new(&dir)?;
     let rt_key = index.runtime_key();
@@ -99,9 +103,13 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
 
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Server catalogue (TOML); default: the built-in one.
+    /// Server catalogue (TOML), added to the built-in one (its entries
+    /// replace built-in ones of the same name).
     #[arg(long)]
     catalogue: Option<PathBuf>,
+    /// Use --catalogue's servers alone, without the built-in ones.
+    #[arg(long, requires = "catalogue")]
+    catalogue_only: bool,
     /// Only these servers (comma-separated); default: every one.
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
@@ -110,18 +118,18 @@ pub struct BuildArgs {
     images: Option<PathBuf>,
 }
 
-pub fn load_catalogue(path: &Option<PathBuf>) -> Result<Catalogue, Box<dyn std::error::Error>> {
-    Ok(match path {
-        Some(p) => Catalogue::load(p)?,
-        None => Catalogue::built_in(),
-    })
+pub fn load_catalogue(
+    path: &Option<PathBuf>,
+    only: bool,
+) -> Result<Catalogue, Box<dyn std::error::Error>> {
+    Ok(Catalogue::choose(path.as_deref(), only)?)
 }
 
 pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
         ImageCommand::List(a) => list(a, json),
         ImageCommand::Build(a) => {
-            let catalogue = load_catalogue(&a.catalogue)?;
+            let catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
             let dir = a.images.unwrap_or_else(store::default_dir);
             let report = build(&catalogue, &a.servers, &dir, &mut |msg| {
                 eprintln!("image: {msg}")

@@ -353,17 +353,12 @@ impl Proxy {
             during,
             ..NetEvent::default()
         };
+        // Each event is written before the guest hears the answer.
         if let Verdict::Deny(reason) = verdict {
-            let _ = (&stream).write_all(
-                Reply::Denied {
-                    reason: reason.clone(),
-                }
-                .line()
-                .as_bytes(),
-            );
-            event.reason = Some(reason);
+            event.reason = Some(reason.clone());
             event.duration_ms = t.elapsed().as_secs_f64() * 1000.0;
             self.log.add(&event);
+            let _ = (&stream).write_all(Reply::Denied { reason }.line().as_bytes());
             return;
         }
         event.allowed = true;
@@ -371,16 +366,10 @@ impl Proxy {
             Ok(r) => r,
             Err(e) => {
                 let reason = format!("cannot connect to {target}: {e}");
-                let _ = (&stream).write_all(
-                    Reply::Failed {
-                        reason: reason.clone(),
-                    }
-                    .line()
-                    .as_bytes(),
-                );
-                event.reason = Some(reason);
+                event.reason = Some(reason.clone());
                 event.duration_ms = t.elapsed().as_secs_f64() * 1000.0;
                 self.log.add(&event);
+                let _ = (&stream).write_all(Reply::Failed { reason }.line().as_bytes());
                 return;
             }
         };

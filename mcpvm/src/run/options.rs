@@ -54,9 +54,13 @@ pub struct VmOptions {
     /// instead of a command.
     #[arg(long, conflicts_with = "image")]
     pub server: Option<String>,
-    /// Server catalogue (TOML) for --server [default: the built-in one].
+    /// Server catalogue (TOML) for --server, added to the built-in one
+    /// (its entries replace built-in ones of the same name).
     #[arg(long, requires = "server")]
     pub catalogue: Option<PathBuf>,
+    /// Use --catalogue's servers alone, without the built-in ones.
+    #[arg(long, requires = "catalogue")]
+    pub catalogue_only: bool,
     /// The image store for --server [default: ~/.cache/mcpvm/images].
     #[arg(long, requires = "server")]
     pub images: Option<PathBuf>,
@@ -139,6 +143,7 @@ impl Default for VmOptions {
             read_only_root: false,
             server: None,
             catalogue: None,
+            catalogue_only: false,
             images: None,
             workspace: None,
             profile: None,
@@ -174,9 +179,11 @@ impl VmOptions {
             None => None,
         };
         let server = match &self.server {
-            Some(name) if !has_command => {
-                Some(crate::server::plan(name, &self.catalogue, &self.images)?)
-            }
+            Some(name) if !has_command => Some(crate::server::plan(
+                name,
+                &self.catalogue_arg(),
+                &self.images,
+            )?),
             Some(_) => return Err(crate::server::ServerError::Both.into()),
             None => None,
         };
@@ -203,6 +210,14 @@ impl VmOptions {
             root_image,
             network,
         })
+    }
+
+    /// --catalogue and --catalogue-only together.
+    pub fn catalogue_arg(&self) -> crate::server::CatalogueArg {
+        crate::server::CatalogueArg {
+            path: self.catalogue.clone(),
+            only: self.catalogue_only,
+        }
     }
 
     /// The catalogued server asked for, if any.
@@ -232,6 +247,7 @@ impl VmOptions {
         a.flag("read-only-root", self.read_only_root);
         a.value("server", &self.server);
         a.path("catalogue", &self.catalogue);
+        a.flag("catalogue-only", self.catalogue_only);
         a.path("images", &self.images);
         a.value("workspace", &self.workspace.as_ref().map(|w| &w.text));
         a.value("profile", &self.profile);
@@ -366,6 +382,7 @@ mod tests {
             read_only_root: true,
             server: Some("memory".into()),
             catalogue: Some("cat.toml".into()),
+            catalogue_only: true,
             images: Some("/images".into()),
             workspace: Some(parse_workspace("ws,rw").unwrap()),
             profile: Some("no-tmp+deny-exec".into()),
