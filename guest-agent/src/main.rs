@@ -13,6 +13,7 @@
 mod canaries;
 mod egress;
 mod exit;
+mod inbound;
 mod links;
 mod ports;
 mod root;

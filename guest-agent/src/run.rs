@@ -202,6 +202,14 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         crate::egress::start(calls.clone())
             .map_err(|e| Failure::new(format!("cannot bring up the guest's network: {e}"), 126))?;
     }
+    if let Some(port) = spec.inbound {
+        crate::inbound::start(port).map_err(|e| {
+            Failure::new(
+                format!("cannot forward the host's connections to port {port}: {e}"),
+                126,
+            )
+        })?;
+    }
     if let Some(setup) = &spec.setup {
         run_setup(setup, spec, stderr_ch).map_err(|msg| Failure::new(msg, 126))?;
     }

@@ -16,6 +16,8 @@ pub struct ServerPlan {
     pub setup: Option<String>,
     /// What it may reach: the catalogue's `HOST[:PORT]` rules.
     pub network: Vec<String>,
+    /// It speaks Streamable HTTP on this guest port (`transport = "http"`).
+    pub http_port: Option<u16>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,5 +77,9 @@ pub fn plan(
         env,
         setup: entry.setup.clone(),
         network: entry.network.clone(),
+        http_port: match entry.transport {
+            mcpvm_images::catalogue::Transport::Http => entry.port,
+            mcpvm_images::catalogue::Transport::Stdio => None,
+        },
     })
 }

@@ -17,7 +17,7 @@ fn results() -> &'static Results {
     R.get_or_init(|| {
         let ws = common::workspace();
         let mut files = common::run_payload();
-        files.extend(common::image_store_files(&["fetch"]));
+        files.extend(common::image_store_files(&["fetch", "everything"]));
         files.push(format!(
             "{}:net-catalogue.toml",
             ws.join("mcpvm/tests/fixtures/net-catalogue.toml").display()
@@ -268,6 +268,19 @@ fn the_audit_shows_what_fetch_tried_under_each_profile() {
     );
     let report = results().file("report.md");
     assert!(report.contains("## Network"), "{report}");
+}
+
+#[test]
+fn a_streamable_http_server_in_a_vm_answers_from_the_host_through_listen() {
+    let c = case("http_listen");
+    assert!(c.stdout.contains("answered after"), "{c:?}");
+    let answer = results().file("http_init.out");
+    assert!(
+        answer.contains("\"serverInfo\"") && answer.contains("\"id\":1"),
+        "{answer}"
+    );
+    // SIGTERM ends the run (128 + 15) and the VM with it.
+    assert!(c.stdout.contains("run rc=143"), "{c:?}");
 }
 
 #[test]

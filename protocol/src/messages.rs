@@ -31,6 +31,10 @@ pub struct RunSpec {
     /// where the policy decides.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub network: bool,
+    /// The server speaks HTTP on this guest port: the agent forwards the
+    /// host's connections on [`crate::ports::INBOUND_PORT`] to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbound: Option<u16>,
 }
 
 /// Host to agent on CONTROL, one JSON object per line, after the run
@@ -251,6 +255,7 @@ mod tests {
             },
             snapshot: true,
             network: true,
+            inbound: Some(3001),
         };
         let line = spec.line();
         assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));

@@ -20,6 +20,11 @@ pub const WORKSPACE_PORT: u32 = 1027;
 /// when the run spec has `network`; see `crate::egress`).
 pub const EGRESS_PORT: u32 = 1028;
 
+/// Where the agent listens for the host's connections to a server that
+/// speaks HTTP (only when the run spec has `inbound`): each is forwarded
+/// to the server's port on the guest's loopback.
+pub const INBOUND_PORT: u32 = 1029;
+
 /// Every port the agent may connect to, in the order it connects.
 pub const ALL: [u32; 5] = [
     CONTROL_PORT,

@@ -88,6 +88,11 @@ pub enum ThreadKind {
     HostFiles,
     /// Forwards the process's signals to the VM (`crate::signals`).
     Signals,
+    /// An embedder's thread that accepts the host's connections to a
+    /// server in the guest (`mcpvm run --listen`) and, on a thread per
+    /// connection, connects each to the VMM's vsock socket and copies:
+    /// Unix sockets only, no files.
+    Inbound,
     /// An embedder's process that connects to the network on the guest's
     /// behalf (mcpvm's egress proxy): stream sockets of the internet
     /// families, the host's resolver (its files, DNS over UDP, nscd's
@@ -109,6 +114,7 @@ impl ThreadKind {
             ThreadKind::Channels => "channels",
             ThreadKind::HostFiles => "host-files",
             ThreadKind::Signals => "signals",
+            ThreadKind::Inbound => "inbound",
             ThreadKind::Egress => "egress",
         }
     }
@@ -287,6 +293,12 @@ fn calls(kind: ThreadKind) -> Vec<i64> {
         ThreadKind::HostFiles => &[SOCKET_PEER, FILE_TREE],
         // Reads signal numbers from its pipe.
         ThreadKind::Signals => &[&[libc::SYS_read]],
+        // socket() is limited to AF_UNIX below.
+        ThreadKind::Inbound => &[
+            SOCKET_PEER,
+            START_CONFINED_THREAD,
+            &[libc::SYS_connect, libc::SYS_setsockopt],
+        ],
         // socket() is limited by family below.
         ThreadKind::Egress => &[
             SOCKET_PEER,
@@ -340,7 +352,9 @@ fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
             .collect(),
         // std's set_nonblocking is ioctl(FIONBIO).
         ThreadKind::Vsock => vec![(libc::SYS_ioctl, 1, libc::FIONBIO)],
-        ThreadKind::VsockConnector => vec![(libc::SYS_socket, 0, libc::AF_UNIX as u64)],
+        ThreadKind::VsockConnector | ThreadKind::Inbound => {
+            vec![(libc::SYS_socket, 0, libc::AF_UNIX as u64)]
+        }
         ThreadKind::Relay | ThreadKind::Channels => ioctls(&[libc::TCGETS]),
         // Its sockets, and FIONREAD (the resolver sizes a UDP answer).
         ThreadKind::Egress => [
@@ -412,7 +426,7 @@ pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
 }
 
 /// Every kind, in the order docs/security.md lists them.
-pub const KINDS: [ThreadKind; 11] = [
+pub const KINDS: [ThreadKind; 12] = [
     ThreadKind::Main,
     ThreadKind::Vcpu,
     ThreadKind::Block,
@@ -423,6 +437,7 @@ pub const KINDS: [ThreadKind; 11] = [
     ThreadKind::Channels,
     ThreadKind::Relay,
     ThreadKind::HostFiles,
+    ThreadKind::Inbound,
     ThreadKind::Egress,
 ];
 
@@ -728,7 +743,10 @@ mod tests {
             for nr in [libc::SYS_fork, libc::SYS_vfork, libc::SYS_execve] {
                 assert!(!calls(kind).contains(&nr), "{kind:?} may fork or exec");
             }
-            if kind != ThreadKind::Channels && kind != ThreadKind::Egress {
+            if !matches!(
+                kind,
+                ThreadKind::Channels | ThreadKind::Egress | ThreadKind::Inbound
+            ) {
                 for nr in [libc::SYS_clone, libc::SYS_clone3] {
                     assert!(!calls(kind).contains(&nr), "{kind:?} may start threads");
                 }

@@ -56,6 +56,12 @@ pub fn start(calls: Option<Arc<Calls>>) -> io::Result<()> {
     Ok(())
 }
 
+/// Brings the guest's loopback up (a server listening on 127.0.0.1
+/// needs it; the kernel leaves it down).
+pub fn loopback_up() -> io::Result<()> {
+    tun::loopback_up()
+}
+
 /// The NAT's listener, with room for every flow the NAT admits: a burst
 /// of connections must not overflow the accept queue, where the kernel
 /// would drop their handshakes silently (and a client that had already
@@ -318,7 +324,7 @@ fn relay(guest: TcpStream, host: File) {
     let _ = done.recv();
 }
 
-fn copy(mut from: impl Read, mut to: impl Write) {
+pub fn copy(mut from: impl Read, mut to: impl Write) {
     let mut buf = vec![0u8; 64 << 10];
     while let Ok(n) = from.read(&mut buf) {
         if n == 0 || to.write_all(&buf[..n]).is_err() {

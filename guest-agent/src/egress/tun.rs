@@ -51,6 +51,16 @@ pub fn open(addr: Ipv4Addr, prefix: u8) -> io::Result<File> {
     Ok(dev)
 }
 
+/// Brings `lo` up (on its own, for a guest without a network).
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: a plain socket for the interface ioctls.
+    let ctl = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    check(ctl)?;
+    // SAFETY: ctl is a fresh fd we own.
+    let ctl = unsafe { OwnedFd::from_raw_fd(ctl) };
+    up(ctl.as_raw_fd(), "lo")
+}
+
 fn open_device() -> io::Result<File> {
     let path = "/dev/net/tun";
     if !std::path::Path::new(path).exists() {

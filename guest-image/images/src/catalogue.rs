@@ -59,6 +59,14 @@ pub struct Entry {
     /// Environment; a value may name a credential as `${KEY}`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// How a client talks to it: "stdio" (default) or "http"
+    /// (Streamable HTTP on `port` in the guest, reached from the host
+    /// with `mcpvm run --listen`).
+    #[serde(default)]
+    pub transport: Transport,
+    /// The guest port an "http" server listens on.
+    #[serde(default)]
+    pub port: Option<u16>,
     /// What the server may reach (docs/network.md): `HOST[:PORT]` rules
     /// such as `api.github.com:443`, `*.googleapis.com:443` or `*:443`.
     /// Empty: no network.
@@ -97,6 +105,16 @@ pub struct Entry {
     pub audit_calls: BTreeMap<String, toml::Table>,
     #[serde(default)]
     pub notes: Option<String>,
+}
+
+/// How a client talks to a server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    #[default]
+    Stdio,
+    /// Streamable HTTP.
+    Http,
 }
 
 #[derive(Debug, Deserialize)]
@@ -297,6 +315,21 @@ impl Catalogue {
                 if !ok {
                     return Err(bad("extras", format!("'{x}' is not an extra's name")));
                 }
+            }
+            match (e.transport, e.port) {
+                (Transport::Http, None) | (Transport::Http, Some(0)) => {
+                    return Err(bad(
+                        "port",
+                        "an http server needs the guest port it listens on".into(),
+                    ))
+                }
+                (Transport::Stdio, Some(_)) => {
+                    return Err(bad(
+                        "port",
+                        "only an http server (transport = \"http\") has a port".into(),
+                    ))
+                }
+                _ => {}
             }
             for r in &e.network {
                 withholding::network::Rule::parse(r).map_err(|why| bad("network", why))?;

@@ -121,6 +121,18 @@ pub fn run(
         ),
         None => None,
     };
+    // --listen: bound now, in the host's network namespace.
+    let inbound = match args.vm.listen {
+        Some(addr) => {
+            Some(
+                std::net::TcpListener::bind(addr).map_err(|source| RunError::Listen {
+                    path: addr.to_string().into(),
+                    source,
+                })?,
+            )
+        }
+        None => None,
+    };
     let from_snapshot = args.from_snapshot.is_some();
     let mut disks: Vec<vmm::DiskConfig> = match from_snapshot {
         true => args.vm.disks.iter().map(|d| d.config.clone()).collect(),
@@ -174,6 +186,7 @@ pub fn run(
         (None, Some(plan)) => FirstLine::Spec(plan.spec.clone()),
         _ => FirstLine::Resume,
     };
+    let channels_uds = channels.vsock().uds_path;
     let mut config = vm_config(&args, plan, restore_from, channels.vsock(), console, start);
     if from_snapshot {
         config.disks = disks;
@@ -188,6 +201,9 @@ pub fn run(
     };
     let sink = EventSink::new(start, events_file, Some(vm.control()));
     let relays = channels.serve(first, stdio, sink, args.vm.seccomp)?;
+    if let Some(listener) = inbound {
+        crate::run::inbound::serve(listener, channels_uds, args.vm.seccomp);
+    }
     let _forwarding = caught.forward_to(&vm)?;
     let outcome = vm.wait()?;
     relays.drain(Instant::now() + RELAY_DRAIN);

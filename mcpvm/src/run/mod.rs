@@ -18,6 +18,7 @@
 
 pub mod channels;
 pub mod events;
+pub mod inbound;
 pub mod jail;
 pub mod options;
 pub mod plan;

@@ -97,6 +97,15 @@ pub struct VmOptions {
     /// the catalogue's rules; a profile may narrow them.
     #[arg(long = "allow-net", value_name = "HOST[:PORT]", value_parser = parse_net_rule)]
     pub allow_net: Vec<String>,
+    /// Listen here on the host (e.g. 127.0.0.1:8931) and forward each
+    /// connection to a server that speaks Streamable HTTP in the guest:
+    /// a catalogued server with `transport = "http"`, or a command's
+    /// --guest-port.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The guest port the command listens on, for --listen.
+    #[arg(long, value_name = "PORT", requires = "listen")]
+    pub guest_port: Option<u16>,
 }
 
 /// Who the guest may reach: the server's rules and the user's, as the
@@ -153,6 +162,8 @@ impl Default for VmOptions {
             jail: vmm::jail::JailMode::Auto,
             workspace_limit: DEFAULT_WORKSPACE_LIMIT_MIB,
             allow_net: Vec::new(),
+            listen: None,
+            guest_port: None,
         }
     }
 }
@@ -166,6 +177,8 @@ pub struct Checked {
     /// the profile narrows them. None: no network at all (no rules were
     /// given); a policy the profile emptied still logs every attempt.
     pub network: Option<withholding::network::Policy>,
+    /// The guest port --listen forwards to.
+    pub inbound: Option<u16>,
 }
 
 impl VmOptions {
@@ -204,11 +217,23 @@ impl VmOptions {
             crate::workspace::check(ws)?;
         }
         let network = network(server.as_ref(), &self.allow_net, profile.as_ref())?;
+        let http_port = server.as_ref().and_then(|s| s.http_port);
+        let inbound = match (self.listen, self.guest_port.or(http_port)) {
+            (None, _) => None,
+            (Some(_), Some(port)) => Some(port),
+            (Some(addr), None) => {
+                return Err(format!(
+                    "--listen {addr} needs a server that speaks HTTP: a catalogued one with transport = \"http\", or --guest-port PORT for a command"
+                )
+                .into())
+            }
+        };
         Ok(Checked {
             profile,
             server,
             root_image,
             network,
+            inbound,
         })
     }
 
@@ -259,6 +284,8 @@ impl VmOptions {
         for r in &self.allow_net {
             a.push(format!("--allow-net={r}"));
         }
+        a.value("listen", &self.listen);
+        a.value("guest-port", &self.guest_port);
         a.0
     }
 }
@@ -322,6 +349,7 @@ mod tests {
             env: vec![],
             setup: None,
             network: vec!["api.github.com:443".into()],
+            http_port: None,
         };
         let user = ["198.51.100.7:8080".to_string()];
         let rules = |p: &Option<withholding::network::Policy>| -> Vec<String> {
@@ -392,6 +420,8 @@ mod tests {
             jail: vmm::jail::JailMode::Off,
             workspace_limit: 7,
             allow_net: vec!["api.github.com:443".into(), "[2001:db8::1]".into()],
+            listen: Some("127.0.0.1:8931".parse().unwrap()),
+            guest_port: Some(3001),
         };
         assert_eq!(parsed(&all.to_args()), all);
         let image = VmOptions {

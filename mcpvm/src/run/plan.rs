@@ -99,6 +99,7 @@ impl RunPlan {
                     .unwrap_or_default(),
                 snapshot,
                 network: checked.network.is_some(),
+                inbound: checked.inbound,
             },
             network: checked.network.clone(),
         }
@@ -204,6 +205,7 @@ mod tests {
             server: None,
             root_image: None,
             network: Default::default(),
+            inbound: None,
         }
     }
 
@@ -228,9 +230,11 @@ mod tests {
                 env: vec![("FROM".into(), "catalogue".into())],
                 setup: Some("git init".into()),
                 network: vec![],
+                http_port: None,
             }),
             root_image: Some("runtime.erofs".into()),
             network: Default::default(),
+            inbound: None,
         };
         let opts = VmOptions {
             disks: vec![crate::disk_arg::parse_disk("data.img,rw").unwrap()],
@@ -267,6 +271,7 @@ mod tests {
             server: None,
             root_image: None,
             network: Default::default(),
+            inbound: None,
         };
         let p = plan(&VmOptions::default(), &checked, &["/bin/s"]);
         let profile = checked.profile.as_ref().unwrap();

@@ -5,7 +5,7 @@
 # httpd serving a page there and on its own 127.0.0.1.
 # Each case leaves $MCPVM_OUT/<case>.out, .err, .rc and <case>.events.
 # Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/ (the
-# store with the fetch server's layer), net-catalogue.toml.
+# store with the fetch and everything layers), net-catalogue.toml.
 set -u
 . ./case.sh
 CASE_LIMIT=600
@@ -70,6 +70,27 @@ case_ audit_fetch mcpvm audit --images images --catalogue net-catalogue.toml \
   --profiles-file testbed-profiles.toml --servers fetch --profiles observe,deny-net \
   --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out a
 cp a/results.jsonl a/report.md "$MCPVM_OUT/" 2>/dev/null
+
+# Inbound: server-everything speaking Streamable HTTP in a VM, reached
+# from the testbed host through `mcpvm run --listen`; an MCP initialize
+# POSTed there is answered, then the run is stopped with SIGTERM.
+cat > http.sh <<'HTTP'
+ip link set lo up
+mcpvm run --timeout 500 --images images --mem 768 --vcpus 1 --catalogue net-catalogue.toml \
+  --server everything --listen 127.0.0.1:8931 < /dev/null > "$MCPVM_OUT/http_server.out" 2> "$MCPVM_OUT/http_server.err" &
+pid=$!
+init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"wget","version":"1"}}}'
+i=0
+while [ $i -lt 200 ]; do
+  if wget -qO "$MCPVM_OUT/http_init.out" --header 'Content-Type: application/json' \
+      --header 'Accept: application/json, text/event-stream' --post-data "$init" http://127.0.0.1:8931/mcp 2>> "$MCPVM_OUT/http_init.err"; then
+    echo "answered after $i tries"; break
+  fi
+  i=$((i+1)); sleep 2
+done
+kill -TERM $pid; wait $pid; echo "run rc=$?"
+HTTP
+case_ http_listen sh http.sh
 
 ps > "$MCPVM_OUT/ps.txt" 2>&1
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
