@@ -718,3 +718,17 @@ fn bad_network_rules_are_one_error_before_anything_runs() {
         "Profile 'narrow': allow_net: network rule \"api.github.com:http\": the port is a number",
     );
 }
+
+#[test]
+fn listen_needs_a_server_that_speaks_http() {
+    assert_error(
+        &["run", "--listen", "127.0.0.1:0", "--", "/bin/true"],
+        1,
+        "needs a server that speaks HTTP",
+    );
+    assert_error(
+        &["run", "--guest-port", "3001", "--", "/bin/true"],
+        2,
+        "--listen",
+    );
+}

@@ -683,4 +683,21 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
         assert_eq!(only.servers.keys().collect::<Vec<_>>(), ["fetch", "mine"]);
         assert_eq!(Catalogue::choose(None, false).unwrap().source, "(built in)");
     }
+
+    #[test]
+    fn an_http_server_names_its_port_and_only_it_does() {
+        let entry = |extra: &str| {
+            format!("[servers.s]\npackage = \"p\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"s\"\n{extra}")
+        };
+        let ok = Catalogue::parse(&entry("transport = \"http\"\nport = 3001\n"), "t").unwrap();
+        assert_eq!(
+            (ok.servers["s"].transport, ok.servers["s"].port),
+            (Transport::Http, Some(3001))
+        );
+        let e = Catalogue::parse(&entry("transport = \"http\"\n"), "t").unwrap_err();
+        assert!(e.to_string().contains("needs the guest port"), "{e}");
+        let e = Catalogue::parse(&entry("port = 3001\n"), "t").unwrap_err();
+        assert!(e.to_string().contains("only an http server"), "{e}");
+        assert!(Catalogue::parse(&entry("transport = \"sse\"\n"), "t").is_err());
+    }
 }
