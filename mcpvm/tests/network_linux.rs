@@ -284,6 +284,24 @@ fn a_streamable_http_server_in_a_vm_answers_from_the_host_through_listen() {
 }
 
 #[test]
+fn mcpvm_probe_speaks_streamable_http_to_such_a_server() {
+    let c = case("http_probe");
+    let r = c.json();
+    assert_eq!(r["transport"], "vm", "{c:?}");
+    assert_eq!(r["lifecycle"], "initialize", "{r}");
+    assert!(r["tools"].as_array().is_some_and(|t| t.len() > 5), "{r}");
+    for step in ["initialize", "tools/list", "ping"] {
+        let s = r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"] == step)
+            .unwrap();
+        assert_eq!(s["outcome"], "ok", "{s}");
+    }
+}
+
+#[test]
 fn no_proxy_process_or_run_directory_is_left_behind() {
     let ps = results().file("ps.txt");
     assert!(!ps.contains("mcpvm egress"), "{ps}");

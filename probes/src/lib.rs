@@ -20,6 +20,7 @@ pub mod conformance;
 pub mod effects;
 pub mod exchange;
 pub mod findings;
+pub mod http;
 pub mod result;
 pub mod robustness;
 pub mod run;

@@ -64,6 +64,9 @@ pub struct ProbeOptions {
     /// The server's boundary (guest paths): what a traversal payload may
     /// reach (`crate::findings`).
     pub roots: Vec<String>,
+    /// The server speaks Streamable HTTP here (`crate::http`), not on
+    /// the command's stdio.
+    pub http: Option<crate::http::Endpoint>,
 }
 
 impl Default for ProbeOptions {
@@ -85,6 +88,7 @@ impl Default for ProbeOptions {
             security: false,
             payloads: Vec::new(),
             roots: Vec::new(),
+            http: None,
         }
     }
 }
@@ -114,7 +118,10 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         "process"
     };
     let mut result = ProbeResult::new(command, transport);
-    let mut wire = Wire::spawn(command)?;
+    let mut wire = match &opts.http {
+        Some(to) => Wire::spawn_http(command, to.clone())?,
+        None => Wire::spawn(command)?,
+    };
     let mut hs = conformance::handshake(&mut wire, opts, opts.lifecycle, &mut result.steps).await;
     if matches!(hs, Handshake::RetryWithInitialize) {
         wire.shutdown(opts.exit_grace).await;

@@ -120,25 +120,45 @@ pub struct Wire {
     ended: Option<ExitSummary>,
     /// When this process was started (the exchange's clock may be older).
     spawned: Instant,
+    /// The server speaks Streamable HTTP here (its stdout is then a log).
+    http: Option<crate::http::Endpoint>,
 }
 
 impl Wire {
     /// Spawns `command` in its own process group (so that a server that
     /// forks, like `npx` starting node, is ended whole).
     pub fn spawn(command: &[String]) -> Result<Wire, WireError> {
-        Self::spawn_recording(command, Exchange::new(Instant::now()), Arc::default())
+        Self::spawn_recording(command, Exchange::new(Instant::now()), Arc::default(), None)
+    }
+
+    /// [`Wire::spawn`] of a server that speaks Streamable HTTP at `http`
+    /// (`crate::http`): lines go there as POSTs, and its stdout is kept
+    /// as a log beside stderr.
+    pub fn spawn_http(command: &[String], http: crate::http::Endpoint) -> Result<Wire, WireError> {
+        Self::spawn_recording(
+            command,
+            Exchange::new(Instant::now()),
+            Arc::default(),
+            Some(http),
+        )
     }
 
     /// Starts `command` again as a new server process whose lines and
     /// stderr join this one's record (one timeline for a whole probe run).
     pub fn respawn(&self, command: &[String]) -> Result<Wire, WireError> {
-        Self::spawn_recording(command, self.exchange.clone(), self.stderr.clone())
+        Self::spawn_recording(
+            command,
+            self.exchange.clone(),
+            self.stderr.clone(),
+            self.http.clone(),
+        )
     }
 
     fn spawn_recording(
         command: &[String],
         exchange: Exchange,
         stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
+        http: Option<crate::http::Endpoint>,
     ) -> Result<Wire, WireError> {
         let (program, args) = command.split_first().ok_or(WireError::NoCommand)?;
         let mut cmd = Command::new(program);
@@ -164,16 +184,33 @@ impl Wire {
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (in_tx, in_rx) = mpsc::channel(INCOMING);
         let first_stdout_byte = Arc::new(OnceLock::new());
-        if let Some(stdin) = child.stdin.take() {
-            tokio::spawn(write_stdin(stdin, out_rx));
-        }
-        if let Some(stdout) = child.stdout.take() {
-            tokio::spawn(read_stdout(
-                stdout,
-                in_tx,
-                exchange.clone(),
-                first_stdout_byte.clone(),
-            ));
+        match &http {
+            // The process's stdin stays open (its end is the run's end).
+            Some(to) => {
+                tokio::spawn(post_lines(
+                    to.clone(),
+                    out_rx,
+                    in_tx,
+                    exchange.clone(),
+                    first_stdout_byte.clone(),
+                ));
+                if let Some(stdout) = child.stdout.take() {
+                    tokio::spawn(read_stderr(stdout, stderr.clone()));
+                }
+            }
+            None => {
+                if let Some(stdin) = child.stdin.take() {
+                    tokio::spawn(write_stdin(stdin, out_rx));
+                }
+                if let Some(stdout) = child.stdout.take() {
+                    tokio::spawn(read_stdout(
+                        stdout,
+                        in_tx,
+                        exchange.clone(),
+                        first_stdout_byte.clone(),
+                    ));
+                }
+            }
         }
         if let Some(err) = child.stderr.take() {
             tokio::spawn(read_stderr(err, stderr.clone()));
@@ -191,6 +228,7 @@ impl Wire {
             first_stdout_byte,
             ended: None,
             spawned,
+            http,
         })
     }
 
@@ -259,6 +297,12 @@ impl Wire {
             return e.clone();
         }
         let _ = self.outbox.tx.send(Out::Close);
+        // An HTTP server's input is its requests, not stdin: the end of the
+        // session is a SIGTERM (`mcpvm run` stops its VM on it).
+        if self.http.is_some() && self.pid > 0 {
+            // SAFETY: signals the process we spawned.
+            unsafe { libc::kill(self.pid, libc::SIGTERM) };
+        }
         let summary = match tokio::time::timeout(grace, self.child.wait()).await {
             Ok(Ok(status)) => ExitSummary::from_status(status, true),
             _ => {
@@ -323,6 +367,44 @@ async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>
         }
     }
     // Dropping stdin is the server's end of input.
+}
+
+/// The probe's lines POSTed, one at a time, to a server that speaks
+/// Streamable HTTP; each message of each answer recorded and delivered
+/// as a stdout line would be (the first answer's time is the "first
+/// stdout byte").
+async fn post_lines(
+    to: crate::http::Endpoint,
+    mut rx: mpsc::UnboundedReceiver<Out>,
+    tx: mpsc::Sender<serde_json::Value>,
+    exchange: Exchange,
+    first_byte: Arc<OnceLock<f64>>,
+) {
+    let start = exchange.start();
+    let mut session: Option<String> = None;
+    while let Some(Out::Line(mut line)) = rx.recv().await {
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        match crate::http::post(&to, session.as_deref(), &line).await {
+            Ok(answer) => {
+                first_byte.get_or_init(|| ms_since(start));
+                if answer.session.is_some() {
+                    session = answer.session;
+                }
+                if answer.status >= 400 && answer.messages.is_empty() {
+                    log::info!("http: the server answered {} to a POST", answer.status);
+                }
+                for mut m in answer.messages {
+                    deliver(&mut m, &tx, &exchange).await;
+                }
+            }
+            Err(e) => {
+                log::info!("http: no answer from {}{}: {e}", to.authority, to.path);
+                return;
+            }
+        }
+    }
 }
 
 /// Splits stdout into lines, records each, forwards the JSON ones.

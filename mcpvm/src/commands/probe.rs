@@ -387,13 +387,29 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     let command = if in_vm {
         // `mcpvm run` would refuse these too, but once per spawn and
         // inside the probe's report: say it once, here.
-        args.vm_options.check(!args.command.is_empty())?;
+        let checked = args.vm_options.check(!args.command.is_empty())?;
+        // A server that speaks HTTP is reached through --listen on a
+        // free loopback port.
+        let http_port = checked.server.as_ref().and_then(|s| s.http_port);
+        let mut vm_options = args.vm_options;
+        if http_port.is_some() && vm_options.listen.is_none() {
+            let free = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(ProbeCliError::RunDir)?;
+            vm_options.listen = Some(free);
+        }
+        if let (Some(_), Some(addr)) = (http_port, vm_options.listen) {
+            opts.http = Some(probes::http::Endpoint {
+                authority: addr.to_string(),
+                path: "/mcp".into(),
+            });
+        }
         let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
         let timings = dir.path().join("probe-timings.json");
         let exe = std::env::current_exe().map_err(ProbeCliError::Exe)?;
         let events = dir.path().join("probe-events.jsonl");
         let run = RunArgs {
-            vm: args.vm_options,
+            vm: vm_options,
             timings: Some(timings.clone()),
             events: Some(events.clone()),
             warm: args.warm,

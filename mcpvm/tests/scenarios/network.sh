@@ -91,6 +91,9 @@ done
 kill -TERM $pid; wait $pid; echo "run rc=$?"
 HTTP
 case_ http_listen sh http.sh
+# The same server probed over Streamable HTTP (mcpvm probe picks a free
+# port for --listen and POSTs there).
+case_ http_probe $P --catalogue net-catalogue.toml --server everything --only-given
 
 ps > "$MCPVM_OUT/ps.txt" 2>&1
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
