@@ -274,7 +274,7 @@ fn the_audit_shows_what_fetch_tried_under_each_profile() {
 fn a_streamable_http_server_in_a_vm_answers_from_the_host_through_listen() {
     let c = case("http_listen");
     assert!(c.stdout.contains("answered after"), "{c:?}");
-    let answer = results().file("http_init.out");
+    let answer = results().file("http_init.txt");
     assert!(
         answer.contains("\"serverInfo\"") && answer.contains("\"id\":1"),
         "{answer}"

@@ -77,13 +77,13 @@ cp a/results.jsonl a/report.md "$MCPVM_OUT/" 2>/dev/null
 cat > http.sh <<'HTTP'
 ip link set lo up
 mcpvm run --timeout 500 --images images --mem 768 --vcpus 1 --catalogue net-catalogue.toml \
-  --server everything --listen 127.0.0.1:8931 < /dev/null > "$MCPVM_OUT/http_server.out" 2> "$MCPVM_OUT/http_server.err" &
+  --server everything --listen 127.0.0.1:8931 < /dev/null > "$MCPVM_OUT/http_server_out.txt" 2> "$MCPVM_OUT/http_server_err.txt" &
 pid=$!
 init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"wget","version":"1"}}}'
 i=0
 while [ $i -lt 200 ]; do
-  if wget -qO "$MCPVM_OUT/http_init.out" --header 'Content-Type: application/json' \
-      --header 'Accept: application/json, text/event-stream' --post-data "$init" http://127.0.0.1:8931/mcp 2>> "$MCPVM_OUT/http_init.err"; then
+  if wget -qO "$MCPVM_OUT/http_init.txt" --header 'Content-Type: application/json' \
+      --header 'Accept: application/json, text/event-stream' --post-data "$init" http://127.0.0.1:8931/mcp 2>> "$MCPVM_OUT/http_init_err.txt"; then
     echo "answered after $i tries"; break
   fi
   i=$((i+1)); sleep 2
