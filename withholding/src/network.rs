@@ -223,7 +223,7 @@ impl Policy {
 
 /// An IPv6 form of an IPv4 address (mapped, compatible, NAT64, 6to4) as
 /// that IPv4 address; anything else as itself.
-fn canonical(a: IpAddr) -> IpAddr {
+pub fn canonical(a: IpAddr) -> IpAddr {
     match a {
         IpAddr::V6(v6) => embedded_v4(v6).map_or(a, IpAddr::V4),
         v4 => v4,
@@ -456,6 +456,24 @@ mod tests {
             p.connect(None, "198.51.100.7".parse().unwrap(), 80),
             Verdict::Allow
         );
+    }
+
+    #[test]
+    fn a_rule_in_an_ipv6_form_names_the_ipv4_address_it_carries() {
+        // Found by the network_rules fuzz target: [::8] and 0.0.0.8.
+        let compat = policy(&["[::8]:80"]);
+        assert_eq!(
+            compat.connect(None, "0.0.0.8".parse().unwrap(), 80),
+            Verdict::Allow
+        );
+        assert_eq!(
+            canonical("::8".parse().unwrap()),
+            "0.0.0.8".parse::<IpAddr>().unwrap()
+        );
+        assert!(matches!(
+            compat.connect(None, "0.0.0.9".parse().unwrap(), 80),
+            Verdict::Deny(_)
+        ));
     }
 
     #[test]
