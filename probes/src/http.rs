@@ -152,24 +152,26 @@ fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// The data of each event of an event stream.
+/// The data of each event of an event stream, as bytes (a message that
+/// is not UTF-8 is the server's to answer for, not ours to rewrite).
 fn events(body: &[u8]) -> Vec<Vec<u8>> {
-    let text = String::from_utf8_lossy(body);
     let mut out = Vec::new();
-    let mut data: Vec<&str> = Vec::new();
-    for line in text.split('\n').map(|l| l.trim_end_matches('\r')) {
+    let mut data: Vec<&[u8]> = Vec::new();
+    let flush = |data: &mut Vec<&[u8]>, out: &mut Vec<Vec<u8>>| {
+        if !data.is_empty() {
+            out.push(data.join(&b'\n'));
+            data.clear();
+        }
+    };
+    for line in body.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
-            if !data.is_empty() {
-                out.push(data.join("\n").into_bytes());
-                data.clear();
-            }
-        } else if let Some(d) = line.strip_prefix("data:") {
-            data.push(d.strip_prefix(' ').unwrap_or(d));
+            flush(&mut data, &mut out);
+        } else if let Some(d) = line.strip_prefix(b"data:") {
+            data.push(d.strip_prefix(b" ").unwrap_or(d));
         }
     }
-    if !data.is_empty() {
-        out.push(data.join("\n").into_bytes());
-    }
+    flush(&mut data, &mut out);
     out
 }
 
