@@ -48,6 +48,9 @@ enum State {
 struct Entry {
     flow: Flow,
     state: State,
+    /// The sequence number of the SYN that opened it: a SYN with another
+    /// is a new connection from a reused source port.
+    isn: u32,
 }
 
 /// What to do with a packet.
@@ -95,9 +98,14 @@ impl Nat {
             match e.state {
                 // Retransmitted SYNs wait with the first.
                 State::Pending(_) => return Action::Drop,
-                // A SYN on a closed flow is a new connection from a reused
-                // source port: it gets its own port and its own decision
-                // (the old one lingers under its port for its last packets).
+                // A SYN that did not open this flow is a new connection
+                // from a reused source port (the guest may reuse one as
+                // soon as its side is closed, before our relay has ended):
+                // it gets its own port and its own decision; the old flow
+                // lingers under its port for its last packets.
+                State::Open | State::Closed(_) if t.is_syn() && t.seq != e.isn => {
+                    self.flows.remove(&flow);
+                }
                 State::Closed(_) if t.is_syn() => {
                     self.flows.remove(&flow);
                 }
@@ -119,6 +127,7 @@ impl Nat {
             Entry {
                 flow,
                 state: State::Pending(p),
+                isn: t.seq,
             },
         );
         Action::Ask(port, flow)
@@ -282,6 +291,25 @@ mod tests {
         ack[33] = ACK;
         let t = inject(nat.outbound(ack));
         assert_eq!(t.sport, second);
+    }
+
+    #[test]
+    fn a_new_syn_on_a_flow_still_open_is_a_new_connection() {
+        let mut nat = Nat::default();
+        let Action::Ask(first, _) = nat.outbound(syn()) else {
+            panic!()
+        };
+        nat.decided(first, true);
+        // The same SYN again: a retransmission, to the same port.
+        assert_eq!(inject(nat.outbound(syn())).sport, first);
+        // Another ISN from the same source port: the guest closed its
+        // side and reused the port before our relay ended.
+        let mut again = syn();
+        again[24..28].copy_from_slice(&77_000u32.to_be_bytes());
+        let Action::Ask(second, _) = nat.outbound(again) else {
+            panic!("a new connection asks the host")
+        };
+        assert_ne!(first, second);
     }
 
     #[test]
