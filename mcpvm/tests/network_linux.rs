@@ -196,16 +196,38 @@ fn without_rules_the_guest_has_no_network_device_and_no_proxy() {
 #[test]
 fn a_flood_of_connections_and_lookups_is_bounded_and_the_proxy_stays_up() {
     let c = case("flood");
+    // The run ends by itself, not at its time limit: nothing hung.
     assert_eq!(c.rc, 0, "{c:?}");
     assert!(
-        c.stdout.contains(PAGE) && c.stdout.contains("rc=0"),
-        "answered after the flood: {c:?}"
+        c.stdout.contains("after"),
+        "the script got past the flood: {c:?}"
     );
     let ev = net("flood");
     assert!(
         ev.len() > 300,
         "the flood reached the proxy: {} events",
         ev.len()
+    );
+    // The host's proxy stays up: after the flood's last lookup it still
+    // decides the guest's requests (the guest's own agent may be worn out
+    // by its flood for a while: a guest breaks only itself; see
+    // docs/network.md).
+    let at = |e: &Value| e["at_ms"].as_f64().unwrap_or(0.0);
+    let flood_end = ev
+        .iter()
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with('n') && n.ends_with(".test"))
+        })
+        .map(at)
+        .fold(0.0, f64::max);
+    assert!(
+        ev.iter().any(|e| e["kind"] == "dns"
+            && e["name"] == "allowed.test"
+            && e["allowed"] == true
+            && at(e) > flood_end),
+        "no decision after the flood: {c:?}"
     );
 }
 
