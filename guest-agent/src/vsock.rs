@@ -4,29 +4,39 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 
-/// Connects to `cid:port`; the stream is a plain File for read/write.
-pub fn connect(cid: u32, port: u32) -> io::Result<File> {
-    // SAFETY: plain syscalls on a fresh fd we own; sockaddr_vm is fully
-    // initialised before connect reads it.
+/// A fresh stream socket and the address `cid:port`.
+fn socket(cid: u32, port: u32) -> io::Result<(File, libc::sockaddr_vm)> {
+    // SAFETY: socket returns a fresh fd we then own; sockaddr_vm is plain
+    // data, zero is valid, and every field we use is set.
     unsafe {
         let fd = libc::socket(libc::AF_VSOCK, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        let file = File::from_raw_fd(fd);
         let mut addr: libc::sockaddr_vm = std::mem::zeroed();
         addr.svm_family = libc::AF_VSOCK as libc::sa_family_t;
         addr.svm_cid = cid;
         addr.svm_port = port;
-        let rc = libc::connect(
-            fd,
+        Ok((File::from_raw_fd(fd), addr))
+    }
+}
+
+const ADDR_LEN: libc::socklen_t = std::mem::size_of::<libc::sockaddr_vm>() as libc::socklen_t;
+
+/// Connects to `cid:port`; the stream is a plain File for read/write.
+pub fn connect(cid: u32, port: u32) -> io::Result<File> {
+    let (file, addr) = socket(cid, port)?;
+    // SAFETY: connect reads the address we own, on an fd we own.
+    let rc = unsafe {
+        libc::connect(
+            file.as_raw_fd(),
             (&addr as *const libc::sockaddr_vm).cast(),
-            std::mem::size_of::<libc::sockaddr_vm>() as libc::socklen_t,
-        );
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(file)
+            ADDR_LEN,
+        )
+    };
+    match rc {
+        0 => Ok(file),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 
@@ -39,26 +49,15 @@ pub fn shutdown_write(f: &File) {
 /// Listens on `port` for the host's connections; each accepted stream is
 /// a plain File.
 pub fn listen(port: u32) -> io::Result<File> {
-    // SAFETY: plain syscalls on a fresh fd we own; sockaddr_vm is fully
-    // initialised before bind reads it.
-    unsafe {
-        let fd = libc::socket(libc::AF_VSOCK, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let file = File::from_raw_fd(fd);
-        let mut addr: libc::sockaddr_vm = std::mem::zeroed();
-        addr.svm_family = libc::AF_VSOCK as libc::sa_family_t;
-        addr.svm_cid = libc::VMADDR_CID_ANY;
-        addr.svm_port = port;
-        let len = std::mem::size_of::<libc::sockaddr_vm>() as libc::socklen_t;
-        if libc::bind(fd, (&addr as *const libc::sockaddr_vm).cast(), len) != 0
-            || libc::listen(fd, 64) != 0
-        {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(file)
+    let (file, addr) = socket(libc::VMADDR_CID_ANY, port)?;
+    let fd = file.as_raw_fd();
+    // SAFETY: bind reads the address we own; listen takes our fd.
+    let bound = unsafe { libc::bind(fd, (&addr as *const libc::sockaddr_vm).cast(), ADDR_LEN) };
+    // SAFETY: as above.
+    if bound != 0 || unsafe { libc::listen(fd, 64) } != 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(file)
 }
 
 /// Accepts one connection on a listener from [`listen`].
