@@ -8,6 +8,7 @@ pub mod disk_arg;
 pub mod egress;
 pub mod hints;
 pub mod image;
+pub mod install_scripts;
 pub mod logger;
 pub mod run;
 pub mod rundir;

@@ -4,12 +4,19 @@
 //! the store; `mcpvm image list` shows which is which. Installs a real npm
 //! package from the registry into a store of its own (the runtime image
 //! comes from the cache scripts/build filled).
+//!
+//! Install scripts run in a microVM, never on the host: the build boots
+//! one through testbed/run (directly where /dev/kvm boots Linux, in the
+//! nested testbed host here), so these tests run the static binary and
+//! the kernel scripts/build made.
+
+mod common;
 
 use std::path::Path;
 use std::process::Command;
 
 fn mcpvm(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+    let out = Command::new(common::artifact("bin/mcpvm"))
         .args(args)
         .output()
         .unwrap();
@@ -33,8 +40,9 @@ version = "0.0.0-mcpvm-no-such-version"
 runtime = "node"
 command = "mcp-server-memory"
 
-# Its dependency's install script downloads a browser, which fails
-# offline: the batch names the cause; told to skip it, it builds.
+# Its dependency's install script downloads a browser: in the microVM
+# the scripts run in, with no network, that fails and the batch names
+# the cause; told to skip it, the scripts run and it builds.
 [servers.puppeteer]
 package = "@modelcontextprotocol/server-puppeteer"
 version = "2025.5.12"
@@ -103,8 +111,9 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
         .find(|l| l.starts_with("puppeteer ") && l.contains("FAILED"))
         .unwrap_or_else(|| panic!("the browser download fails offline: {out}"));
     assert!(
-        download.contains("PUPPETEER_SKIP_DOWNLOAD"),
-        "with its cause: {download}"
+        download.contains("PUPPETEER_SKIP_DOWNLOAD")
+            && download.contains("the install scripts of puppeteer (in a microVM)"),
+        "with its cause, from the VM: {download}"
     );
     assert!(
         out.lines()
@@ -158,4 +167,96 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
     assert_eq!(state("bad").as_deref(), Some("missing"));
     assert_eq!(state("needs-node22").as_deref(), Some("missing"));
     assert!(Path::new(s).join(v["runtime"].as_str().unwrap()).exists());
+}
+
+/// A package whose postinstall writes outside its own directory, and
+/// inside it: the host never sees the first; the second is in the layer,
+/// written under the guest's kernel, not the host's. With
+/// `ignore_scripts` the script does not run at all.
+#[test]
+fn install_scripts_run_in_a_microvm_not_on_the_host() {
+    let marker = Path::new("/tmp/mcpvm-fixture-postinstall-ran");
+    // Only the fixture writes it; left by a manual run, it would hide one.
+    let _ = std::fs::remove_file(marker);
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fixture = common::workspace().join("mcpvm/tests/fixtures/npm-scripted");
+    let pack = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(dir.path())
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    assert!(pack.status.success(), "npm pack: {pack:?}");
+    let catalogue = dir.path().join("scripted.toml");
+    let entry = |name: &str, extra: &str| {
+        format!(
+            "[servers.{name}]\npackage = \"mcpvm-fixture-scripted\"\nversion = \"1.0.0\"\n\
+             source = \"mcpvm-fixture-scripted-1.0.0.tgz\"\nruntime = \"node\"\n\
+             command = \"mcpvm-fixture-scripted\"\n{extra}\n"
+        )
+    };
+    std::fs::write(
+        &catalogue,
+        entry(
+            "scripted",
+            "install_env = { MCPVM_FIXTURE_SKIP_DOWNLOAD = \"1\" }",
+        ) + &entry("scripted-ignored", "ignore_scripts = true"),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+    let (rc, out, err) = mcpvm(&[
+        "image",
+        "build",
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+    ]);
+    assert_eq!(rc, 0, "{out}\n{err}");
+    assert!(
+        err.contains(
+            "scripted: install scripts of mcpvm-fixture-scripted: running them in a microVM"
+        ) && err.contains("> node postinstall.js"),
+        "{err}"
+    );
+    assert!(
+        err.contains("not running the install scripts of mcpvm-fixture-scripted (ignore_scripts)"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the postinstall ran on the host");
+
+    // What the layers hold, read back with erofs-utils.
+    let layer_file = |name: &str| {
+        let f = std::fs::read_dir(&store)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&format!("layer-{name}-"))
+            })
+            .unwrap_or_else(|| panic!("no layer for {name}"));
+        let to = dir.path().join(format!("x-{name}"));
+        let ok = Command::new("fsck.erofs")
+            .arg(format!("--extract={}", to.display()))
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "{ok:?}");
+        to.join(format!(
+            "opt/mcp/{name}/node_modules/mcpvm-fixture-scripted/built-by-postinstall.txt"
+        ))
+    };
+    let written = std::fs::read_to_string(layer_file("scripted")).unwrap();
+    let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let guest_kernel = written.trim().strip_prefix("kernel ").unwrap();
+    assert!(
+        !guest_kernel.is_empty() && guest_kernel != host_kernel.trim(),
+        "written under the guest's kernel ({written:?}), not the host's ({host_kernel:?})"
+    );
+    assert!(!layer_file("scripted-ignored").exists());
 }

@@ -5,12 +5,17 @@
 //! A layer holds only `/opt/mcp/<name>`: the package installed by the
 //! pinned node's npm (guest-image/runtimes/node.lock, the node the
 //! runtime image carries) or the host's pip (python 3.11, as in the
-//! image) at the catalogue's exact version. The guest stacks it over the
+//! image) at the catalogue's exact version. No package's code runs on
+//! the host: npm installs with `--ignore-scripts` and pip takes wheels
+//! only; the install scripts the tree has then run in a microVM that is
+//! thrown away ([`ScriptSandbox`]), with the server's directory as its
+//! writable workspace and no network. The guest stacks it over the
 //! runtime with overlayfs (guest-agent/src/root.rs), so a server costs its
 //! own files only. A layer's key hashes the recipe, the entry's package
 //! fields and the runtime image's key: it is rebuilt when and only when
 //! one of them changes.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -27,7 +32,7 @@ const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
 const FETCH_NODE: &str = include_str!("../../runtimes/fetch-node");
 const NODE_LOCK: &str = include_str!("../../runtimes/node.lock");
 /// Bump when the way layers are made changes.
-const LAYER_RECIPE: &str = "layer-recipe-2";
+const LAYER_RECIPE: &str = "layer-recipe-3";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -53,6 +58,55 @@ pub enum BuildError {
     },
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// Where a layer's install scripts run: a microVM thrown away after
+/// (mcpvm's `install_scripts`), never the host.
+pub trait ScriptSandbox {
+    /// Runs `job`; on failure, the end of what it printed.
+    fn run(&self, job: &ScriptJob<'_>, progress: &mut dyn FnMut(&str)) -> Result<(), String>;
+}
+
+/// Install scripts to run: `shell` in a guest on `runtime`, with `stage`
+/// (the server's directory) as its writable /workspace, what comes back
+/// replacing it.
+pub struct ScriptJob<'a> {
+    pub server: &'a str,
+    pub stage: &'a Path,
+    pub runtime: &'a Path,
+    pub env: &'a BTreeMap<String, String>,
+    pub shell: String,
+}
+
+/// The guest's command for a node tree installed with `--ignore-scripts`:
+/// npm's own rebuild runs every package's install scripts, in order, with
+/// the node the server will run on.
+fn npm_rebuild_line(own_node: bool) -> String {
+    let path = match own_node {
+        true => format!("PATH=/workspace/{}/bin:$PATH ", crate::catalogue::OWN_NODE),
+        false => String::new(),
+    };
+    format!("cd /workspace && {path}exec npm rebuild --foreground-scripts --no-audit --no-fund")
+}
+
+/// The packages of an npm tree (its `node_modules/.package-lock.json`)
+/// that have install scripts.
+pub fn with_install_scripts(target: &Path) -> Vec<String> {
+    let lock = target.join("node_modules/.package-lock.json");
+    let Ok(text) = std::fs::read_to_string(lock) else {
+        return Vec::new();
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    let Some(packages) = v["packages"].as_object() else {
+        return Vec::new();
+    };
+    packages
+        .iter()
+        .filter(|(_, p)| p["hasInstallScript"] == true)
+        .map(|(k, _)| k.rsplit("node_modules/").next().unwrap_or(k).to_string())
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -90,8 +144,9 @@ fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
 }
 
 /// The last lines of an installer's output that say something: not its
-/// stack frames, lone braces or where its own log went.
-fn cause(text: &str) -> String {
+/// stack frames, lone braces, the fields of an error object or where its
+/// own log went.
+pub fn cause(text: &str) -> String {
     let said: Vec<&str> = text
         .lines()
         .map(|l| l.trim_start_matches("npm error").trim())
@@ -100,9 +155,18 @@ fn cause(text: &str) -> String {
                 && !l.starts_with("at ")
                 && !matches!(*l, "{" | "}" | "]")
                 && !l.starts_with("A complete log of this run")
+                && !is_error_field(l)
         })
         .collect();
     said[said.len().saturating_sub(8)..].join(" | ")
+}
+
+/// `errno: -3001,`: a field of an error object node printed.
+fn is_error_field(line: &str) -> bool {
+    line.ends_with(',')
+        && line.split_once(": ").is_some_and(|(k, _)| {
+            !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        })
 }
 
 /// Runs a command; on failure the error carries the end of its output.
@@ -146,6 +210,15 @@ pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
     for pin in &e.pins {
         h.update(pin.as_bytes());
         h.update([1]);
+    }
+    // A local package is what its file holds (unreadable: its path, and
+    // the build says why).
+    if let Some(src) = &e.source {
+        match std::fs::read(src) {
+            Ok(bytes) => h.update(Sha256::digest(bytes)),
+            Err(_) => h.update(src.to_string_lossy().as_bytes()),
+        }
+        h.update([5]);
     }
     for (k, v) in &e.install_env {
         h.update(format!("{k}={v}").as_bytes());
@@ -317,12 +390,28 @@ fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
 /// packages with the npm of the node they run on (`node`: its
 /// directory), refusing a package whose `engines` that node does not
 /// meet, and a layer with a node of its own gets that node.
-fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), BuildError> {
+fn install(
+    name: &str,
+    e: &Entry,
+    stage: &Path,
+    node: &Path,
+    scripts: (&Path, &dyn ScriptSandbox),
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), BuildError> {
     let target = stage.join(Entry::dir(name).trim_start_matches('/'));
     std::fs::create_dir_all(&target).map_err(io_err(&target))?;
+    if let Some(src) = e.source.as_ref().filter(|s| !s.is_file()) {
+        return Err(BuildError::Failed {
+            what: format!("the package file {}", src.display()),
+            tail: "it does not exist or is not a file; fix `source` in the catalogue".into(),
+        });
+    }
     let (what, bin_dir) = match e.runtime {
         Runtime::Node | Runtime::Node20 | Runtime::Node22 | Runtime::Node24 => {
-            let spec = format!("{}@{}", e.package, e.version);
+            let spec = match &e.source {
+                Some(src) => format!("{}@file:{}", e.package, src.display()),
+                None => format!("{}@{}", e.package, e.version),
+            };
             // npm's scripts (and packages' own) run `node`: the pinned one.
             let path = std::env::var("PATH").unwrap_or_default();
             run(
@@ -330,9 +419,9 @@ fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), Build
                 Command::new(node.join("bin/npm"))
                     .env("PATH", format!("{}:{path}", node.join("bin").display()))
                     .envs(&e.install_env)
-                    .args(e.ignore_scripts.then_some("--ignore-scripts"))
                     .args([
                         "install",
+                        "--ignore-scripts",
                         "--engine-strict",
                         "--no-audit",
                         "--no-fund",
@@ -349,17 +438,50 @@ fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), Build
                 std::fs::create_dir_all(&bin).map_err(io_err(&bin))?;
                 std::fs::copy(node.join("bin/node"), bin.join("node")).map_err(io_err(&bin))?;
             }
+            let scripted = with_install_scripts(&target);
+            if !scripted.is_empty() {
+                let list = scripted.join(", ");
+                if e.ignore_scripts {
+                    progress(&format!(
+                        "{name}: not running the install scripts of {list} (ignore_scripts)"
+                    ));
+                } else {
+                    progress(&format!(
+                        "{name}: install scripts of {list}: running them in a microVM"
+                    ));
+                    let (runtime, sandbox) = scripts;
+                    let job = ScriptJob {
+                        server: name,
+                        stage: &target,
+                        runtime,
+                        env: &e.install_env,
+                        shell: npm_rebuild_line(e.runtime.own_node().is_some()),
+                    };
+                    sandbox
+                        .run(&job, progress)
+                        .map_err(|tail| BuildError::Failed {
+                            what: format!("the install scripts of {list} (in a microVM)"),
+                            tail,
+                        })?;
+                }
+            }
             (spec, target.join("node_modules/.bin"))
         }
         Runtime::Python => {
-            let spec = match e.extras.is_empty() {
-                true => format!("{}=={}", e.package, e.version),
-                false => format!("{}[{}]=={}", e.package, e.extras.join(","), e.version),
+            let extras = match e.extras.is_empty() {
+                true => String::new(),
+                false => format!("[{}]", e.extras.join(",")),
+            };
+            let spec = match &e.source {
+                Some(src) => format!("{}{extras} @ file://{}", e.package, src.display()),
+                None => format!("{}{extras}=={}", e.package, e.version),
             };
             // The host's python 3.11 is the image's: scripts get
             // #!/usr/bin/python3 and modules land in <dir> (PYTHONPATH).
+            // Wheels only: installing one runs none of its code, building
+            // an sdist would run its setup on the host.
             run(
-                &format!("pip install {spec}"),
+                &format!("pip install {spec} (wheels only)"),
                 Command::new("/usr/bin/python3")
                     .envs(&e.install_env)
                     .args([
@@ -368,6 +490,7 @@ fn install(name: &str, e: &Entry, stage: &Path, node: &Path) -> Result<(), Build
                         "install",
                         "--quiet",
                         "--disable-pip-version-check",
+                        "--only-binary=:all:",
                     ])
                     .args(["--no-warn-script-location", "--no-compile", "--target"])
                     .arg(&target)
@@ -417,6 +540,7 @@ pub fn build(
     catalogue: &Catalogue,
     names: &[String],
     store: &Path,
+    sandbox: &dyn ScriptSandbox,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, BuildError> {
     let t0 = Instant::now();
@@ -440,7 +564,8 @@ pub fn build(
     let rt_cache = build_runtime(&scripts.0, progress)?;
     let rt_key = runtime_key(&rt_cache);
     let rt_name = format!("runtime-{rt_key}.erofs");
-    let rt_cached = store.join(&rt_name).exists();
+    let rt_path = store.join(&rt_name);
+    let rt_cached = rt_path.exists();
     place(&rt_cache, store, &rt_name)?;
     index.runtime = Some(rt_name.clone());
     index.save(store)?;
@@ -481,7 +606,7 @@ pub fn build(
                 Some(major) => pinned_node(&scripts.0, Some(major)),
                 None => Ok(node.clone()),
             }
-            .and_then(|node| install(name, e, &stage, &node))
+            .and_then(|node| install(name, e, &stage, &node, (&rt_path, sandbox), progress))
             .and_then(|()| erofs(&stage, &tmp));
             let _ = std::fs::remove_dir_all(&stage);
             if let Err(err) = r {
@@ -569,6 +694,9 @@ mod tests {
             npm error Error: ERROR: Failed to set up chrome-headless-shell! Set \"PUPPETEER_SKIP_DOWNLOAD\" env variable to skip download.\n\
             npm error     at downloadBrowser (file:///x/install.js:26:15)\n\
             npm error   [cause]: Error: getaddrinfo ENOTFOUND googlechromelabs.github.io\n\
+            npm error     errno: -3001,\n\
+            npm error     code: 'EAI_AGAIN',\n\
+            npm error     syscall: 'getaddrinfo',\n\
             npm error     at GetAddrInfoReqWrap.onlookupall (node:dns:122:26) {\n\
             npm error     hostname: 'googlechromelabs.github.io'\nnpm error   }\nnpm error }\n\
             npm error A complete log of this run can be found in: /root/.npm/_logs/x.log\n";
@@ -578,7 +706,7 @@ mod tests {
             "{c}"
         );
         assert!(
-            !c.contains("downloadBrowser") && !c.contains("complete log"),
+            !c.contains("downloadBrowser") && !c.contains("complete log") && !c.contains("errno"),
             "{c}"
         );
     }

@@ -51,6 +51,13 @@ pub struct Entry {
     pub package: String,
     /// Exact version.
     pub version: String,
+    /// A local package file installed instead of the registry's: `npm
+    /// pack`'s .tgz, or a wheel, of `package` at `version` (a server in
+    /// development, or one not published). A relative path is taken from
+    /// the catalogue file's directory; its contents are part of the
+    /// layer's key.
+    #[serde(default)]
+    pub source: Option<PathBuf>,
     pub runtime: Runtime,
     /// The package's executable (an npm bin or a Python console script).
     pub command: String,
@@ -219,7 +226,14 @@ impl Catalogue {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::parse(&text, &path.display().to_string())
+        let mut cat = Self::parse(&text, &path.display().to_string())?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for e in cat.servers.values_mut() {
+            if let Some(src) = e.source.as_mut().filter(|s| s.is_relative()) {
+                *src = dir.join(&*src);
+            }
+        }
+        Ok(cat)
     }
 
     pub fn parse(text: &str, source_name: &str) -> Result<Self, CatalogueError> {
@@ -264,6 +278,18 @@ impl Catalogue {
                         e.version
                     ),
                 ));
+            }
+            if let Some(src) = &e.source {
+                let (ext, kind) = match e.runtime {
+                    Runtime::Python => (
+                        ".whl",
+                        "a wheel (.whl): an sdist would run its code on the host",
+                    ),
+                    _ => (".tgz", "`npm pack`'s .tgz"),
+                };
+                if !src.to_string_lossy().ends_with(ext) {
+                    return Err(bad("source", format!("'{}' is not {kind}", src.display())));
+                }
             }
             if e.command.is_empty()
                 || e.command.contains('/')
@@ -699,5 +725,35 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
         let e = Catalogue::parse(&entry("port = 3001\n"), "t").unwrap_err();
         assert!(e.to_string().contains("only an http server"), "{e}");
         assert!(Catalogue::parse(&entry("transport = \"sse\"\n"), "t").is_err());
+    }
+
+    #[test]
+    fn a_local_source_is_a_package_file_found_beside_the_catalogue() {
+        let entry = |runtime: &str, source: &str| {
+            format!("[servers.s]\npackage = \"p\"\nversion = \"1.0.0\"\nruntime = \"{runtime}\"\ncommand = \"s\"\nsource = \"{source}\"\n")
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, entry("node", "pkgs/p-1.0.0.tgz")).unwrap();
+        let c = Catalogue::load(&path).unwrap();
+        assert_eq!(
+            c.servers["s"].source.as_deref(),
+            Some(dir.path().join("pkgs/p-1.0.0.tgz").as_path())
+        );
+        std::fs::write(&path, entry("node", "/abs/p.tgz")).unwrap();
+        let c = Catalogue::load(&path).unwrap();
+        assert_eq!(
+            c.servers["s"].source.as_deref(),
+            Some(Path::new("/abs/p.tgz"))
+        );
+        // A python source must be a wheel: building an sdist runs its code.
+        let e = Catalogue::parse(&entry("python", "p-1.0.0.tar.gz"), "t").unwrap_err();
+        assert!(
+            e.to_string().contains("source") && e.to_string().contains("sdist"),
+            "{e}"
+        );
+        let e = Catalogue::parse(&entry("node22", "p.zip"), "t").unwrap_err();
+        assert!(e.to_string().contains("npm pack"), "{e}");
+        Catalogue::parse(&entry("python", "p-1.0.0-py3-none-any.whl"), "t").unwrap();
     }
 }

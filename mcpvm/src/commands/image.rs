@@ -131,7 +131,8 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
         ImageCommand::Build(a) => {
             let catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
             let dir = a.images.unwrap_or_else(store::default_dir);
-            let report = build(&catalogue, &a.servers, &dir, &mut |msg| {
+            let sandbox = crate::install_scripts::MicroVm;
+            let report = build(&catalogue, &a.servers, &dir, &sandbox, &mut |msg| {
                 eprintln!("image: {msg}")
             })?;
             if json {

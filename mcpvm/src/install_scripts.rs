@@ -1,0 +1,223 @@
+//! Where `mcpvm image build` runs a layer's install scripts: a microVM
+//! booted by this binary on the runtime image, the server's directory as
+//! its writable workspace, no network, thrown away after. The host runs
+//! no package's code; what comes back passes the workspace's take-back
+//! checks (docs/workspace.md) before it becomes the layer.
+//!
+//! The VM runs through testbed/run (embedded here, like the image
+//! scripts): directly on a host whose /dev/kvm boots Linux, inside the
+//! nested testbed host where it does not (kvm_pvm), the way the tests do.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use mcpvm_images::build::{ScriptJob, ScriptSandbox};
+
+const TESTBED: [(&str, &str); 4] = [
+    ("run", include_str!("../../testbed/run")),
+    ("prepare", include_str!("../../testbed/prepare")),
+    ("host-init", include_str!("../../testbed/host-init")),
+    ("case.sh", include_str!("../../testbed/case.sh")),
+];
+
+/// Longest the scripts of one layer may take in their VM.
+const SCRIPT_TIMEOUT_S: u64 = 900;
+
+/// A microVM from this binary and the kernel and initramfs `scripts/build`
+/// put beside it (found when a layer first needs them).
+pub struct MicroVm;
+
+struct Artifacts {
+    mcpvm: PathBuf,
+    kernel: PathBuf,
+    initrd: PathBuf,
+}
+
+fn artifacts() -> Result<Artifacts, String> {
+    use crate::run::plan::default_artifact;
+    let found = |what, rel| default_artifact(what, None, rel).map_err(|e| e.to_string());
+    Ok(Artifacts {
+        mcpvm: std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,
+        kernel: found("kernel", "kernel/vmlinux")?,
+        initrd: found("initrd", "initramfs-test.cpio")?,
+    })
+}
+
+/// `s` as one single-quoted POSIX shell word.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The testbed's scenario: unpack the stage, run the scripts in a VM
+/// with it as the workspace, pack what came back.
+fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64) -> String {
+    let env: String = job
+        .env
+        .iter()
+        .map(|(k, v)| format!(" --env {}", quote(&format!("{k}={v}"))))
+        .collect();
+    format!(
+        "set -u\n\
+         mkdir stage && tar -xf stage.tar -C stage || exit 90\n\
+         rc=0\n\
+         ./bin/mcpvm run --kernel ./vmlinux --initrd ./initrd.cpio --image ./runtime.erofs \\\n  \
+         --workspace ./stage,rw --workspace-limit {limit_mib} --mem {mem_mib} --timeout {SCRIPT_TIMEOUT_S}{env} \\\n  \
+         -- /bin/sh -c {} </dev/null || rc=$?\n\
+         if [ $rc -eq 0 ]; then tar -cf \"$MCPVM_OUT/stage.tar\" -C stage . || rc=91; fi\n\
+         exit $rc\n",
+        quote(&job.shell)
+    )
+}
+
+/// Bytes under `dir`, not following links.
+fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
+
+impl ScriptSandbox for MicroVm {
+    fn run(&self, job: &ScriptJob<'_>, progress: &mut dyn FnMut(&str)) -> Result<(), String> {
+        let vm = artifacts()?;
+        let work = tempfile::Builder::new()
+            .prefix("mcpvm-scripts-")
+            .tempdir()
+            .map_err(|e| format!("cannot make a scratch directory: {e}"))?;
+        let w = work.path();
+        for (name, text) in TESTBED {
+            let path = w.join("testbed").join(name);
+            std::fs::create_dir_all(path.parent().unwrap_or(w))
+                .and_then(|()| std::fs::write(&path, text))
+                .and_then(|()| {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        // Symlinks stay symlinks (npm's .bin), as the workspace keeps them.
+        let stage_tar = w.join("stage.tar");
+        let pack = || -> std::io::Result<()> {
+            let mut b = tar::Builder::new(std::fs::File::create(&stage_tar)?);
+            b.follow_symlinks(false);
+            b.append_dir_all(".", job.stage)?;
+            b.finish()
+        };
+        pack().map_err(|e| format!("cannot pack {}: {e}", job.stage.display()))?;
+
+        // Room for the tree twice (workspace and npm's work) in the guest.
+        let mib = tree_bytes(job.stage) >> 20;
+        let mem = (512 + 3 * mib).clamp(1024, 3072);
+        let limit = (4 * mib).max(1024);
+        let payload = std::fs::metadata(job.runtime)
+            .map(|m| m.len() >> 20)
+            .unwrap_or(0)
+            + 2 * mib;
+        std::fs::write(w.join("scripts.sh"), scenario(job, mem, limit))
+            .map_err(|e| format!("cannot write the scenario: {e}"))?;
+        let file = |src: &Path, name: &str| format!("{}:{name}", src.display());
+        let out = w.join("out");
+        let mut child = Command::new("bash")
+            .arg(w.join("testbed/run"))
+            .args(["--timeout", &(SCRIPT_TIMEOUT_S + 120).to_string()])
+            .arg("--out")
+            .arg(&out)
+            .args(["--file", &file(&vm.mcpvm, "bin/mcpvm")])
+            .args(["--file", &file(&vm.kernel, "vmlinux")])
+            .args(["--file", &file(&vm.initrd, "initrd.cpio")])
+            .args(["--file", &file(job.runtime, "runtime.erofs")])
+            .args(["--file", &file(&stage_tar, "stage.tar")])
+            .args(["--file", &file(&w.join("scripts.sh"), "scripts.sh")])
+            .args(["--", "sh", "scripts.sh"])
+            .env(
+                "MCPVM_TESTBED_MEM",
+                (mem + payload + 1536).max(4096).to_string(),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start testbed/run: {e}"))?;
+        // The scripts' own output (the guest's stdout) is read beside the
+        // progress lines, so that neither pipe fills.
+        let stdout = child.stdout.take().map(|o| {
+            std::thread::spawn(move || {
+                BufReader::new(o)
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect::<Vec<_>>()
+            })
+        });
+        let mut said = Vec::new();
+        if let Some(err) = child.stderr.take() {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                progress(&format!("{}: {line}", job.server));
+                said.push(line);
+            }
+        }
+        let status = child.wait().map_err(|e| format!("testbed/run: {e}"))?;
+        let printed = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
+        for line in &printed {
+            progress(&format!("{}: {line}", job.server));
+        }
+        if !status.success() {
+            // What the guest's npm said on stderr, not the testbed's steps.
+            let said: Vec<&str> = said
+                .iter()
+                .map(String::as_str)
+                .filter(|l| !l.starts_with("testbed: "))
+                .collect();
+            return Err(format!(
+                "exit {}: {}",
+                status.code().map_or("by signal".into(), |c| c.to_string()),
+                mcpvm_images::build::cause(&said.join("\n"))
+            ));
+        }
+        // What came back replaces the stage; the take-back in the VM's
+        // host already refused links out, special files and modes.
+        std::fs::remove_dir_all(job.stage)
+            .and_then(|()| std::fs::create_dir_all(job.stage))
+            .and_then(|()| {
+                let f = std::fs::File::open(out.join("stage.tar"))?;
+                tar::Archive::new(f).unpack(job.stage)
+            })
+            .map_err(|e| format!("cannot put back what the scripts left: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scenario_quotes_what_the_catalogue_says() {
+        let env = [("K".to_string(), "it's; rm -rf /".to_string())].into();
+        let job = ScriptJob {
+            server: "s",
+            stage: Path::new("/x"),
+            runtime: Path::new("/r"),
+            env: &env,
+            shell: "cd /workspace && exec npm rebuild".into(),
+        };
+        let s = scenario(&job, 1024, 2048);
+        assert!(s.contains(r"--env 'K=it'\''s; rm -rf /'"), "{s}");
+        assert!(
+            s.contains("-- /bin/sh -c 'cd /workspace && exec npm rebuild'"),
+            "{s}"
+        );
+        assert!(
+            s.contains("--mem 1024") && s.contains("--workspace-limit 2048"),
+            "{s}"
+        );
+        // Only a run that succeeded sends its tree back.
+        assert!(s.contains("if [ $rc -eq 0 ]; then tar -cf"), "{s}");
+    }
+}
