@@ -89,7 +89,7 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
         .unwrap_or_else(|| panic!("the bad entry is named: {out}"));
     assert!(
         bad.contains(
-            "npm install @modelcontextprotocol/server-memory@0.0.0-mcpvm-no-such-version failed"
+            "npm install @modelcontextprotocol/server-memory@0.0.0-mcpvm-no-such-version (resolving) failed"
         ) && (bad.contains("ETARGET") || bad.contains("No matching version")),
         "with what npm said: {bad}"
     );
@@ -259,4 +259,96 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
         "written under the guest's kernel ({written:?}), not the host's ({host_kernel:?})"
     );
     assert!(!layer_file("scripted-ignored").exists());
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)[..64].to_string()
+}
+
+/// A layer's tree is resolved once and locked: a rebuild (its file lost,
+/// here) installs the locked tree and gives the same bytes, for npm and
+/// for pip; `--update` resolves again on purpose; the lock's digest is in
+/// the index and in `image list`.
+#[test]
+fn a_rebuild_installs_the_locked_tree_and_update_resolves_again() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let store = dir.path().join("store");
+    let s = store.to_str().unwrap();
+    let build = |extra: &[&str]| {
+        let mut args = vec!["image", "build", "--servers", "memory,time", "--images", s];
+        args.extend(extra);
+        let (rc, out, err) = mcpvm(&args);
+        assert_eq!(rc, 0, "{out}\n{err}");
+        err
+    };
+    let err = build(&[]);
+    assert!(
+        err.contains("memory (@modelcontextprotocol/server-memory 2026.8.31): installing (resolving its dependencies)"),
+        "{err}"
+    );
+    let index = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(store.join("index.json")).unwrap()).unwrap()
+    };
+    let first = index();
+    let layer =
+        |i: &serde_json::Value, n: &str| store.join(i["servers"][n]["layer"].as_str().unwrap());
+    let lock =
+        |i: &serde_json::Value, n: &str| i["servers"][n]["lock"].as_str().unwrap().to_string();
+    let digests: Vec<(String, String)> = ["memory", "time"]
+        .iter()
+        .map(|n| (lock(&first, n), sha256(&layer(&first, n))))
+        .collect();
+    assert!(store.join("locks/memory/package-lock.json").is_file());
+    let pinned = std::fs::read_to_string(store.join("locks/time/requirements.lock")).unwrap();
+    assert!(
+        pinned
+            .lines()
+            .all(|l| l.contains("==") && l.contains(" --hash=sha256:"))
+            && pinned.contains("mcp-server-time==2026.10.19"),
+        "{pinned}"
+    );
+
+    for n in ["memory", "time"] {
+        std::fs::remove_file(layer(&first, n)).unwrap();
+    }
+    let err = build(&[]);
+    for (n, (lock_digest, _)) in ["memory", "time"].iter().zip(&digests) {
+        assert!(
+            err.contains(&format!("installing from its lock {lock_digest}")),
+            "{n}: {err}"
+        );
+    }
+    let again = index();
+    for (n, (lock_digest, bytes)) in ["memory", "time"].iter().zip(&digests) {
+        assert_eq!(&lock(&again, n), lock_digest);
+        assert_eq!(
+            &sha256(&layer(&again, n)),
+            bytes,
+            "{n}: the same tree, the same bytes"
+        );
+    }
+
+    let err = build(&["--update", "time"]);
+    assert!(
+        err.contains(
+            "time (mcp-server-time 2026.10.19): installing (--update: resolving it again)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("memory (@modelcontextprotocol/server-memory 2026.8.31): cached"),
+        "{err}"
+    );
+
+    let (rc, out, _) = mcpvm(&["--json", "image", "list", "--images", s]);
+    assert_eq!(rc, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let listed = v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "memory")
+        .unwrap();
+    assert_eq!(listed["lock"].as_str(), Some(digests[0].0.as_str()));
 }

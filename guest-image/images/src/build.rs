@@ -25,6 +25,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::catalogue::{Catalogue, Entry, Runtime};
+use crate::lock::Locks;
 use crate::store::{Index, LayerRecord, StoreError};
 
 const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
@@ -375,15 +376,37 @@ fn place(src: &Path, store: &Path, name: &str) -> Result<(), BuildError> {
     std::fs::rename(&tmp, &dst).map_err(io_err(&dst))
 }
 
+/// `stage` as an EROFS image: the same tree gives the same bytes (fixed
+/// times, owners, and a UUID from the image's name, not a random one).
 fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
+    let h = hex(&Sha256::digest(
+        out.file_name().unwrap_or_default().as_encoded_bytes(),
+    ));
+    let uuid = format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    );
     run(
         "mkfs.erofs",
         Command::new("mkfs.erofs")
             .args(["-zlz4hc", "-T0", "--all-root"])
+            .arg(format!("-U{uuid}"))
             .arg(out)
             .arg(stage),
     )
     .map(drop)
+}
+
+/// Puts a kept lock's files in the server's directory, to install from.
+fn copy_lock(lock: &Path, target: &Path, e: &Entry) -> Result<(), BuildError> {
+    for f in crate::lock::files(e.runtime) {
+        std::fs::copy(lock.join(f), target.join(f)).map_err(io_err(target))?;
+    }
+    Ok(())
 }
 
 /// Installs one server's package into `stage/opt/mcp/<name>`; node
@@ -396,6 +419,7 @@ fn install(
     stage: &Path,
     node: &Path,
     scripts: (&Path, &dyn ScriptSandbox),
+    locked: Option<&Path>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(), BuildError> {
     let target = stage.join(Entry::dir(name).trim_start_matches('/'));
@@ -412,26 +436,34 @@ fn install(
                 Some(src) => format!("{}@file:{}", e.package, src.display()),
                 None => format!("{}@{}", e.package, e.version),
             };
-            // npm's scripts (and packages' own) run `node`: the pinned one.
+            // npm runs `node`: the pinned one.
             let path = std::env::var("PATH").unwrap_or_default();
-            run(
-                &format!("npm install {spec}"),
-                Command::new(node.join("bin/npm"))
-                    .env("PATH", format!("{}:{path}", node.join("bin").display()))
+            let npm = || {
+                let mut c = Command::new(node.join("bin/npm"));
+                c.env("PATH", format!("{}:{path}", node.join("bin").display()))
                     .envs(&e.install_env)
-                    .args([
-                        "install",
-                        "--ignore-scripts",
-                        "--engine-strict",
-                        "--no-audit",
-                        "--no-fund",
-                        "--omit=dev",
-                        "--loglevel=error",
-                    ])
-                    .arg("--prefix")
-                    .arg(&target)
-                    .arg(&spec)
-                    .args(&e.pins),
+                    .args(["--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev"])
+                    .args(["--loglevel=error", "--prefix"])
+                    .arg(&target);
+                c
+            };
+            // Resolve (unless locked) to package-lock.json, then install
+            // that tree, each tarball checked against its integrity: the
+            // first build and every rebuild take the same path.
+            match locked {
+                Some(lock) => copy_lock(lock, &target, e)?,
+                None => run(
+                    &format!("npm install {spec} (resolving)"),
+                    npm()
+                        .args(["install", "--package-lock-only"])
+                        .arg(&spec)
+                        .args(&e.pins),
+                )
+                .map(drop)?,
+            }
+            run(
+                &format!("npm ci {spec}"),
+                npm().args(["ci", "--engine-strict"]),
             )?;
             if e.runtime.own_node().is_some() {
                 let bin = target.join(crate::catalogue::OWN_NODE).join("bin");
@@ -480,22 +512,47 @@ fn install(
             // #!/usr/bin/python3 and modules land in <dir> (PYTHONPATH).
             // Wheels only: installing one runs none of its code, building
             // an sdist would run its setup on the host.
+            let pip = || {
+                let mut c = Command::new("/usr/bin/python3");
+                c.envs(&e.install_env)
+                    .args(["-m", "pip", "install", "--quiet"])
+                    .args(["--disable-pip-version-check", "--only-binary=:all:"])
+                    .args(["--no-warn-script-location", "--no-compile", "--target"])
+                    .arg(&target);
+                c
+            };
+            // Resolve (unless locked) to requirements.lock, then install
+            // exactly those wheels by hash, as every rebuild does.
+            let lock_file = target.join("requirements.lock");
+            match locked {
+                Some(lock) => copy_lock(lock, &target, e)?,
+                None => {
+                    let report = stage.with_extension("pip-report.json");
+                    let ran = run(
+                        &format!("pip install {spec} (wheels only, resolving)"),
+                        pip()
+                            .args(["--dry-run", "--ignore-installed", "--report"])
+                            .arg(&report)
+                            .arg(&spec)
+                            .args(&e.pins),
+                    );
+                    let text = std::fs::read_to_string(&report).unwrap_or_default();
+                    let _ = std::fs::remove_file(&report);
+                    ran?;
+                    let lock = crate::lock::requirements_from_report(&text).ok_or_else(|| {
+                        BuildError::Failed {
+                            what: format!("locking {spec}"),
+                            tail: "pip's installation report names no hashed wheels".into(),
+                        }
+                    })?;
+                    std::fs::write(&lock_file, lock).map_err(io_err(&lock_file))?;
+                }
+            }
             run(
                 &format!("pip install {spec} (wheels only)"),
-                Command::new("/usr/bin/python3")
-                    .envs(&e.install_env)
-                    .args([
-                        "-m",
-                        "pip",
-                        "install",
-                        "--quiet",
-                        "--disable-pip-version-check",
-                        "--only-binary=:all:",
-                    ])
-                    .args(["--no-warn-script-location", "--no-compile", "--target"])
-                    .arg(&target)
-                    .arg(&spec)
-                    .args(&e.pins),
+                pip()
+                    .args(["--no-deps", "--require-hashes", "-r"])
+                    .arg(&lock_file),
             )?;
             // Byte-code checked by hash: layers have fixed timestamps, and
             // without it every start compiles every import again. Files
@@ -539,6 +596,7 @@ fn install(
 pub fn build(
     catalogue: &Catalogue,
     names: &[String],
+    update: &[String],
     store: &Path,
     sandbox: &dyn ScriptSandbox,
     progress: &mut dyn FnMut(&str),
@@ -546,17 +604,20 @@ pub fn build(
     let t0 = Instant::now();
     std::fs::create_dir_all(store).map_err(io_err(store))?;
     let mut index = Index::load_or_new(store)?;
+    let locks = Locks::in_store(store);
     let selected: Vec<String> = if names.is_empty() {
         catalogue.servers.keys().cloned().collect()
     } else {
-        for n in names {
-            catalogue.get(n).map_err(|e| BuildError::Failed {
-                what: "choosing servers".into(),
-                tail: e.to_string(),
-            })?;
-        }
-        names.to_vec()
+        let mut chosen = names.to_vec();
+        chosen.extend(update.iter().filter(|u| !names.contains(u)).cloned());
+        chosen
     };
+    for n in selected.iter().chain(update) {
+        catalogue.get(n).map_err(|e| BuildError::Failed {
+            what: "choosing servers".into(),
+            tail: e.to_string(),
+        })?;
+    }
 
     let t = Instant::now();
     let scripts = Scripts(scripts()?);
@@ -594,11 +655,29 @@ pub fn build(
             e.package,
             e.version
         );
-        let cached = path.exists();
+        // --update: resolve again, even over a layer that is current.
+        let renew = update.contains(name);
+        let cached = path.exists() && !renew;
+        let mut lock = index
+            .servers
+            .get(name)
+            .filter(|r| r.key == key)
+            .and_then(|r| r.lock.clone());
         if cached {
             progress(&format!("{step}: cached"));
         } else {
-            progress(&format!("{step}: installing"));
+            let locked = locks.get(name, e).filter(|_| !renew);
+            progress(&format!(
+                "{step}: installing {}",
+                match (&locked, renew) {
+                    (Some(l), _) => format!(
+                        "from its lock {}",
+                        crate::lock::digest(l, e.runtime).unwrap_or_default()
+                    ),
+                    (None, true) => "(--update: resolving it again)".into(),
+                    (None, false) => "(resolving its dependencies)".into(),
+                }
+            ));
             let stage = store.join(format!(".stage-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&stage);
             let tmp = store.join(format!(".{file}.tmp"));
@@ -606,8 +685,18 @@ pub fn build(
                 Some(major) => pinned_node(&scripts.0, Some(major)),
                 None => Ok(node.clone()),
             }
-            .and_then(|node| install(name, e, &stage, &node, (&rt_path, sandbox), progress))
-            .and_then(|()| erofs(&stage, &tmp));
+            .and_then(|node| {
+                let scripts = (rt_path.as_path(), sandbox);
+                install(name, e, &stage, &node, scripts, locked.as_deref(), progress)
+            })
+            .and_then(|()| {
+                // The tree's lock: kept for the next build, and its digest
+                // in the index.
+                let dir = stage.join(Entry::dir(name).trim_start_matches('/'));
+                locks.put(name, e, &dir).map_err(io_err(&dir))?;
+                lock = crate::lock::digest(&dir, e.runtime);
+                erofs(&stage, &tmp)
+            });
             let _ = std::fs::remove_dir_all(&stage);
             if let Err(err) = r {
                 let _ = std::fs::remove_file(&tmp);
@@ -635,6 +724,7 @@ pub fn build(
                 package: e.package.clone(),
                 version: e.version.clone(),
                 bytes,
+                lock,
             },
         );
         index.save(store)?;

@@ -7,9 +7,12 @@
 //!   npm/PyPI package under /opt/mcp/<name>), each EROFS, content-addressed
 //!   and cached, so hundreds of servers share one runtime and an unchanged
 //!   catalogue rebuilds in seconds.
+//! - [`lock`]: each layer's resolved dependency tree, kept so that a
+//!   rebuild installs the same one.
 //! - [`store`]: the directory of built images and its index, which `mcpvm
 //!   run --server` reads.
 
 pub mod build;
 pub mod catalogue;
+pub mod lock;
 pub mod store;

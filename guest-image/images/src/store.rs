@@ -25,6 +25,9 @@ pub struct LayerRecord {
     pub package: String,
     pub version: String,
     pub bytes: u64,
+    /// The digest of the dependency tree's lock (crate::lock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +159,7 @@ mod tests {
                 package: "p".into(),
                 version: "1".into(),
                 bytes: 1,
+                lock: Some("0123456789abcdef".into()),
             },
         );
         idx.save(d).unwrap();

@@ -183,6 +183,11 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
     }
     let mut servers = BTreeMap::new();
     let mut runtime_image = String::new();
+    let index = o
+        .images
+        .clone()
+        .unwrap_or_else(mcpvm_images::store::default_dir);
+    let index = mcpvm_images::store::Index::load(&index).unwrap_or_default();
     for name in &names {
         let entry = catalogue.get(name)?;
         let plan = crate::server::plan(name, &o.catalogue, &o.images)?;
@@ -199,6 +204,10 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
                 version: entry.version.clone(),
                 runtime: format!("{:?}", entry.runtime).to_lowercase(),
                 layer: file(&plan.layer),
+                lock: index
+                    .servers
+                    .get(name.as_str())
+                    .and_then(|r| r.lock.clone()),
                 roots: match o.security {
                     true => entry.roots(name, mcpvm_protocol::ports::WORKSPACE_DIR),
                     false => Vec::new(),

@@ -61,6 +61,9 @@ pub struct ServerMeta {
     pub runtime: String,
     /// The server layer's content key.
     pub layer: String,
+    /// The digest of its dependency tree's lock (docs/catalogue.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
     /// Its boundary, in an audit with `--security`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
@@ -831,6 +834,7 @@ mod tests {
             version: "1.0".into(),
             runtime: "python".into(),
             layer: "k".into(),
+            lock: None,
             roots: vec![],
         };
         Meta {

@@ -42,6 +42,8 @@ struct Listed {
     state: &'static str,
     layer: Option<String>,
     bytes: Option<u64>,
+    /// The digest of its dependency tree's lock.
+    lock: Option<String>,
 }
 
 fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
@@ -70,6 +72,7 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
                 },
                 layer: current.map(|r| r.layer.clone()),
                 bytes: current.map(|r| r.bytes),
+                lock: current.and_then(|r| r.lock.clone()),
             }
         })
         .collect();
@@ -87,13 +90,14 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     );
     for r in &rows {
         println!(
-            "{:<22} {:<8} {:<8} {:>8}  {}@{}",
+            "{:<22} {:<8} {:<8} {:>8}  {:<16}  {}@{}",
             r.name,
             r.runtime,
             r.state,
             r.bytes
                 .map(|b| format!("{:.1} MB", b as f64 / 1e6))
                 .unwrap_or_default(),
+            r.lock.as_deref().unwrap_or("-"),
             r.package,
             r.version
         );
@@ -113,6 +117,10 @@ pub struct BuildArgs {
     /// Only these servers (comma-separated); default: every one.
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
+    /// Resolve these servers' dependencies again instead of installing
+    /// their locked tree, and rebuild their layers (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "SERVERS")]
+    update: Vec<String>,
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
@@ -132,9 +140,14 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             let catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
             let dir = a.images.unwrap_or_else(store::default_dir);
             let sandbox = crate::install_scripts::MicroVm;
-            let report = build(&catalogue, &a.servers, &dir, &sandbox, &mut |msg| {
-                eprintln!("image: {msg}")
-            })?;
+            let report = build(
+                &catalogue,
+                &a.servers,
+                &a.update,
+                &dir,
+                &sandbox,
+                &mut |msg| eprintln!("image: {msg}"),
+            )?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
