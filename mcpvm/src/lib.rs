@@ -10,6 +10,7 @@ pub mod hints;
 pub mod image;
 pub mod install_scripts;
 pub mod logger;
+pub mod package;
 pub mod run;
 pub mod rundir;
 pub mod server;

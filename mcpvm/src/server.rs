@@ -1,10 +1,10 @@
 //! `--server NAME`: a catalogued server resolved to what a VM needs: the
 //! runtime image, the server's layer, its guest command and environment.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use mcpvm_images::build::layer_key;
-use mcpvm_images::catalogue::{Catalogue, CatalogueError};
+use mcpvm_images::catalogue::{Catalogue, CatalogueError, Entry};
 use mcpvm_images::store::{self, Index, StoreError};
 
 pub struct ServerPlan {
@@ -61,9 +61,14 @@ pub fn plan(
     let catalogue = load(catalogue)?;
     let entry = catalogue.get(name)?;
     let dir = images.clone().unwrap_or_else(store::default_dir);
-    let index = Index::load(&dir)?;
+    plan_entry(name, entry, &dir)
+}
+
+/// [`plan`] for an entry in hand: its built layer in the store `dir`.
+pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, ServerError> {
+    let index = Index::load(dir)?;
     let key = layer_key(name, entry, &index.runtime_key());
-    let (runtime, layer) = index.resolve(&dir, name, &key)?;
+    let (runtime, layer) = index.resolve(dir, name, &key)?;
     let env = entry
         .environment(name, |k| std::env::var(k).ok())
         .map_err(|key| ServerError::Credential {

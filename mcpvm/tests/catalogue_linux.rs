@@ -23,7 +23,8 @@ fn start_sessions() {
 }
 
 /// Catalogues for a scenario, as `NAME.toml` in its directory: the
-/// built-in one (`catalogue`) and the test fixtures (`cve`, `runtimes`).
+/// built-in one (`catalogue`) and the test fixtures (`cve`, `runtimes`,
+/// `apt`).
 fn catalogues(names: &[&str]) -> Vec<String> {
     let ws = common::workspace();
     names
@@ -54,7 +55,7 @@ mod servers {
             let mut files = super::common::run_payload();
             // The store as built: the index and every image it names.
             files.extend(super::common::image_store_files(&[]));
-            files.extend(super::catalogues(&["catalogue", "cve", "runtimes"]));
+            files.extend(super::catalogues(&["catalogue", "cve", "runtimes", "apt"]));
             let scenario = super::common::workspace().join("mcpvm/tests/scenarios/servers.sh");
             // Node and python start-ups under nested emulation take tens of
             // seconds each (docs/testbed.md).
@@ -219,6 +220,38 @@ mod servers {
             .collect();
         assert!(execs.contains(&own), "the server's processes ran {execs:?}");
         assert!(!execs.contains(&"/usr/bin/node"), "{execs:?}");
+    }
+
+    /// `--package npm:NAME@VERSION`: the server runs from the layer the
+    /// store has for that package (built on first use; here by
+    /// scripts/build), with the command the build found in it.
+    #[test]
+    fn a_server_named_by_its_package_runs_from_its_cached_layer() {
+        let c = case("server_package");
+        let r = c.json();
+        assert!(r["lifecycle"].is_string(), "no handshake: {c:?}");
+        assert_eq!(r["server_name"], "memory-server", "{c:?}");
+        let tools: Vec<&str> = r["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect();
+        assert!(tools.contains(&"create_entities"), "{tools:?}");
+        assert!(
+            !c.stderr.contains("building its layer"),
+            "it was cached: {c:?}"
+        );
+    }
+
+    /// `apt = ["ripgrep"]`: the package the runtime lacks is in the
+    /// server's layer and runs in the guest (its setup line prints the
+    /// version), and the server still starts over it.
+    #[test]
+    fn a_debian_package_in_the_layer_runs_in_the_guest() {
+        let c = case("server_apt");
+        assert_eq!(c.rc, 0, "{c:?}");
+        assert!(c.stderr.contains("ripgrep 13."), "{c:?}");
     }
 
     /// Observed, each call shows what it did inside the VM: the read

@@ -732,3 +732,34 @@ fn listen_needs_a_server_that_speaks_http() {
         "--listen",
     );
 }
+
+/// `--package` takes an exact npm or PyPI spec, names the server alone
+/// (not with --server or --image), and says which form it wants.
+#[test]
+fn package_specs_are_checked_before_anything_is_built() {
+    for (spec, why) in [
+        ("memory", "no kind"),
+        ("npm:left-pad", "no @VERSION"),
+        ("npm:left-pad@^1.3.0", "is not an exact version"),
+        ("pypi:mcp-server-time>=1", "no ==VERSION"),
+        ("cargo:ripgrep@14.1.0", "'cargo' is not a kind of package"),
+    ] {
+        let (code, stderr) = mcpvm(&["run", "--package", spec]);
+        assert_eq!(code, 1, "{spec}: {stderr}");
+        assert!(
+            stderr.contains(why) && stderr.contains("npm:NAME@VERSION or pypi:NAME==VERSION"),
+            "{spec}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    }
+    for other in [&["--server", "memory"][..], &["--image", "root.erofs"]] {
+        let mut args = vec!["run", "--package", "npm:left-pad@1.3.0"];
+        args.extend(other);
+        assert_error(&args, 2, "cannot be used with");
+    }
+    assert_error(
+        &["run", "--images", "/tmp", "--", "/bin/true"],
+        2,
+        "--server <SERVER>|--package <SPEC>",
+    );
+}

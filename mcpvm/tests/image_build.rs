@@ -352,3 +352,109 @@ fn a_rebuild_installs_the_locked_tree_and_update_resolves_again() {
         .unwrap();
     assert_eq!(listed["lock"].as_str(), Some(digests[0].0.as_str()));
 }
+
+/// Servers named by their package (`--package`, as `run --package` does
+/// on first use): each layer is stored under a name of its own, with the
+/// package's own executable as its command, not a dependency's.
+#[test]
+fn packages_build_with_their_own_command() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let store = dir.path().join("store");
+    let (rc, out, err) = mcpvm(&[
+        "image",
+        "build",
+        "--package",
+        "npm:@modelcontextprotocol/server-memory@2026.8.31",
+        "--package",
+        "pypi:mcp-server-time==2026.10.19",
+        "--images",
+        store.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{out}\n{err}");
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(store.join("index.json")).unwrap()).unwrap();
+    let servers = index["servers"].as_object().unwrap();
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        [
+            "npm-modelcontextprotocol-server-memory-2026-8-31",
+            "pypi-mcp-server-time-2026-10-19"
+        ],
+        "only the packages were built"
+    );
+    assert_eq!(
+        servers["npm-modelcontextprotocol-server-memory-2026-8-31"]["command"],
+        "mcp-server-memory"
+    );
+    // mcp-server-time's dependencies bring scripts of their own (httpx,
+    // …): the package's console script is the one.
+    assert_eq!(
+        servers["pypi-mcp-server-time-2026-10-19"]["command"],
+        "mcp-server-time"
+    );
+}
+
+/// `apt = [...]`: the Debian package and what it needs that the runtime
+/// lacks are unpacked into the server's layer, listed with their hashes
+/// in `apt.lock`; a package Debian does not have fails that entry alone,
+/// named.
+#[test]
+fn apt_packages_are_unpacked_into_the_layer() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let catalogue = dir.path().join("apt.toml");
+    let entry = |name: &str, apt: &str| {
+        format!(
+            "[servers.{name}]\npackage = \"@modelcontextprotocol/server-memory\"\n\
+             version = \"2026.8.31\"\nruntime = \"node\"\ncommand = \"mcp-server-memory\"\n\
+             apt = [\"{apt}\"]\n\n"
+        )
+    };
+    std::fs::write(
+        &catalogue,
+        entry("with-rg", "ripgrep") + &entry("with-nothing", "mcpvm-no-such-package"),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+    let (rc, out, err) = mcpvm(&[
+        "image",
+        "build",
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+    ]);
+    assert_eq!(rc, 3, "{out}\n{err}");
+    let failed = out
+        .lines()
+        .find(|l| l.starts_with("with-nothing ") && l.contains("FAILED"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        failed.contains("mcpvm-no-such-package") && failed.contains("Unable to locate package"),
+        "{failed}"
+    );
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(store.join("index.json")).unwrap()).unwrap();
+    let layer = store.join(index["servers"]["with-rg"]["layer"].as_str().unwrap());
+    let x = dir.path().join("x");
+    let ok = Command::new("fsck.erofs")
+        .arg(format!("--extract={}", x.display()))
+        .arg(&layer)
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let rg = std::fs::metadata(x.join("usr/bin/rg")).expect("rg in the layer");
+    assert!(rg.permissions().mode() & 0o111 != 0);
+    let lock = std::fs::read_to_string(x.join("opt/mcp/with-rg/apt.lock")).unwrap();
+    assert!(
+        lock.lines()
+            .any(|l| l.starts_with("ripgrep 13.") && l.contains(" sha256:")),
+        "{lock}"
+    );
+    // The server is still there, beside it.
+    assert!(x
+        .join("opt/mcp/with-rg/node_modules/.bin/mcp-server-memory")
+        .exists());
+}

@@ -232,6 +232,10 @@ pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
         h.update(x.as_bytes());
         h.update([4]);
     }
+    for p in &e.apt {
+        h.update(p.as_bytes());
+        h.update([6]);
+    }
     // A layer carrying its own node is rebuilt when that pin moves.
     if let Some(major) = e.runtime.own_node() {
         h.update(locked_node_version(major).as_bytes());
@@ -421,7 +425,7 @@ fn install(
     scripts: (&Path, &dyn ScriptSandbox),
     locked: Option<&Path>,
     progress: &mut dyn FnMut(&str),
-) -> Result<(), BuildError> {
+) -> Result<String, BuildError> {
     let target = stage.join(Entry::dir(name).trim_start_matches('/'));
     std::fs::create_dir_all(&target).map_err(io_err(&target))?;
     if let Some(src) = e.source.as_ref().filter(|s| !s.is_file()) {
@@ -570,7 +574,15 @@ fn install(
             (spec, target.join("bin"))
         }
     };
-    if !bin_dir.join(&e.command).exists() {
+    // An entry from --package names no command: the package's own.
+    let command = match e.command.is_empty() {
+        true => crate::package::own_command(&target, e).map_err(|why| BuildError::Failed {
+            what: format!("choosing the command of {what}"),
+            tail: why,
+        })?,
+        false => e.command.clone(),
+    };
+    if !bin_dir.join(&command).exists() {
         let found = std::fs::read_dir(&bin_dir)
             .map(|d| {
                 d.flatten()
@@ -581,11 +593,11 @@ fn install(
             .unwrap_or_default();
         return Err(BuildError::NoCommand {
             package: what,
-            command: e.command.clone(),
+            command,
             found,
         });
     }
-    Ok(())
+    Ok(command)
 }
 
 /// Builds the runtime image and the layers of `names` (all when empty)
@@ -658,11 +670,9 @@ pub fn build(
         // --update: resolve again, even over a layer that is current.
         let renew = update.contains(name);
         let cached = path.exists() && !renew;
-        let mut lock = index
-            .servers
-            .get(name)
-            .filter(|r| r.key == key)
-            .and_then(|r| r.lock.clone());
+        let current = index.servers.get(name).filter(|r| r.key == key);
+        let mut lock = current.and_then(|r| r.lock.clone());
+        let mut command = current.and_then(|r| r.command.clone());
         if cached {
             progress(&format!("{step}: cached"));
         } else {
@@ -689,7 +699,13 @@ pub fn build(
                 let scripts = (rt_path.as_path(), sandbox);
                 install(name, e, &stage, &node, scripts, locked.as_deref(), progress)
             })
-            .and_then(|()| {
+            .and_then(|found| {
+                command = Some(found);
+                if !e.apt.is_empty() {
+                    let dir = stage.join(Entry::dir(name).trim_start_matches('/'));
+                    let cache = store.join(".apt");
+                    crate::apt::unpack(&e.apt, &rt_path, &cache, &stage, &dir, progress)?;
+                }
                 // The tree's lock: kept for the next build, and its digest
                 // in the index.
                 let dir = stage.join(Entry::dir(name).trim_start_matches('/'));
@@ -725,6 +741,7 @@ pub fn build(
                 version: e.version.clone(),
                 bytes,
                 lock,
+                command,
             },
         );
         index.save(store)?;

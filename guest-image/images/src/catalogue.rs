@@ -101,6 +101,11 @@ pub struct Entry {
     /// Python: the package's extras (`package[extra,…]`).
     #[serde(default)]
     pub extras: Vec<String>,
+    /// Debian 12 packages the server needs beside the runtime's (e.g.
+    /// `ripgrep`): fetched with their dependencies and unpacked into the
+    /// server's layer (docs/catalogue.md).
+    #[serde(default)]
+    pub apt: Vec<String>,
     /// The directories (or files) the server is meant to reach: its
     /// boundary, which a security audit judges reaches against
     /// (docs/security-audit.md). Default: the workspace and the server's
@@ -340,6 +345,17 @@ impl Catalogue {
                         .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
                 if !ok {
                     return Err(bad("extras", format!("'{x}' is not an extra's name")));
+                }
+            }
+            for p in &e.apt {
+                // Debian policy: lowercase letters, digits, + - . ; two or more.
+                let ok = p.len() >= 2
+                    && p.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && p.bytes().all(|b| {
+                        b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b)
+                    });
+                if !ok {
+                    return Err(bad("apt", format!("'{p}' is not a Debian package name")));
                 }
             }
             match (e.transport, e.port) {
@@ -642,6 +658,13 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
                     "runtime = \"node\"\nextras = [\"cli\"]",
                 ),
                 "extras: applies to python packages only",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\napt = [\"ripgrep; rm\"]",
+                ),
+                "apt: 'ripgrep; rm' is not a Debian package name",
             ),
             (
                 ONE.replace(

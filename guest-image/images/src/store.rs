@@ -28,6 +28,9 @@ pub struct LayerRecord {
     /// The digest of the dependency tree's lock (crate::lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<String>,
+    /// The executable it runs (for `--package`, which names none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +163,7 @@ mod tests {
                 version: "1".into(),
                 bytes: 1,
                 lock: Some("0123456789abcdef".into()),
+                command: None,
             },
         );
         idx.save(d).unwrap();

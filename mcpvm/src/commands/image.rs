@@ -117,6 +117,11 @@ pub struct BuildArgs {
     /// Only these servers (comma-separated); default: every one.
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
+    /// Also build the layer of a server named by its package,
+    /// npm:NAME@VERSION or pypi:NAME==VERSION, as `run --package` would
+    /// on first use (repeatable). With no --servers, only these.
+    #[arg(long, value_name = "SPEC")]
+    package: Vec<String>,
     /// Resolve these servers' dependencies again instead of installing
     /// their locked tree, and rebuild their layers (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "SERVERS")]
@@ -137,12 +142,18 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
     match cmd {
         ImageCommand::List(a) => list(a, json),
         ImageCommand::Build(a) => {
-            let catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
+            let mut catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
+            let mut servers = a.servers.clone();
+            for spec in &a.package {
+                let (name, entry) = mcpvm_images::package::entry(spec)?;
+                catalogue.servers.insert(name.clone(), entry);
+                servers.push(name);
+            }
             let dir = a.images.unwrap_or_else(store::default_dir);
             let sandbox = crate::install_scripts::MicroVm;
             let report = build(
                 &catalogue,
-                &a.servers,
+                &servers,
                 &a.update,
                 &dir,
                 &sandbox,

@@ -293,7 +293,7 @@ fn read_calls(path: &Path) -> Result<BTreeMap<String, ToolArgs>, ProbeCliError> 
 
 pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     if args.security {
-        if !(args.vm || args.vm_options.server().is_some()) {
+        if !(args.vm || args.vm_options.names_a_server()) {
             return Err(
                 "--security judges what the server does inside its microVM: give --vm or --server"
                     .into(),
@@ -310,6 +310,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     let server = args
         .vm_options
         .server()
+        .or(args.vm_options.package.as_deref())
         .map(str::to_string)
         .unwrap_or_else(|| args.command.join(" "));
     let sarif = args.sarif.clone();
@@ -380,7 +381,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     // process, whatever happens.
     let mut rundir = None;
     // A catalogued server always runs in a microVM.
-    let in_vm = args.vm || args.vm_options.server().is_some();
+    let in_vm = args.vm || args.vm_options.names_a_server();
     if args.warm && !in_vm {
         return Err("--warm starts a microVM from a snapshot: give --vm or --server".into());
     }

@@ -45,7 +45,7 @@ pub struct RunArgs {
     /// from the snapshot.
     #[arg(long, value_name = "DIR", conflicts_with_all = [
         "command", "snapshot_to", "kernel", "initrd", "mem", "vcpus", "cwd", "env",
-        "image", "read_only_root", "server", "workspace", "profile", "no_rng",
+        "image", "read_only_root", "server", "package", "workspace", "profile", "no_rng",
     ])]
     pub from_snapshot: Option<PathBuf>,
     /// Start the server from the warm-start cache: restored from a
@@ -57,7 +57,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", requires = "warm")]
     pub snapshots: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
-    #[arg(last = true, required_unless_present_any = ["server", "from_snapshot"])]
+    #[arg(last = true, required_unless_present_any = ["server", "package", "from_snapshot"])]
     pub command: Vec<String>,
 }
 
@@ -340,11 +340,12 @@ fn warm_snapshot(args: &RunArgs, plan: &RunPlan, catalogued: bool) -> Result<Pat
         let take = RunArgs {
             vm: args.vm.clone(),
             snapshot_to: Some(dir.to_path_buf()),
-            // A catalogued server's command comes from the catalogue.
-            command: if catalogued {
-                Vec::new()
-            } else {
-                plan.spec.argv.clone()
+            // A catalogued server's command comes from the catalogue; a
+            // package's server takes only the arguments given to it.
+            command: match (catalogued, args.vm.package.is_some()) {
+                (true, true) => args.command.clone(),
+                (true, false) => Vec::new(),
+                (false, _) => plan.spec.argv.clone(),
             },
             ..RunArgs::default()
         };

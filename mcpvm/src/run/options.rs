@@ -11,6 +11,7 @@ use crate::workspace::{parse_workspace, WorkspaceArg};
 
 /// How the microVM is set up: shared by `run` and `probe --vm`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
+#[command(group(clap::ArgGroup::new("named_server").args(["server", "package"])))]
 pub struct VmOptions {
     /// Guest kernel (default: the one `scripts/build` made, next to this binary).
     #[arg(long, env = "MCPVM_KERNEL")]
@@ -54,6 +55,12 @@ pub struct VmOptions {
     /// instead of a command.
     #[arg(long, conflicts_with = "image")]
     pub server: Option<String>,
+    /// A server named by its package instead of a catalogue entry:
+    /// npm:NAME@VERSION or pypi:NAME==VERSION (exact). Its layer is built
+    /// on first use (install scripts in a microVM) and cached; arguments
+    /// after `--` go to the server.
+    #[arg(long, value_name = "SPEC", conflicts_with_all = ["image", "server", "catalogue"])]
+    pub package: Option<String>,
     /// Server catalogue (TOML) for --server, added to the built-in one
     /// (its entries replace built-in ones of the same name).
     #[arg(long, requires = "server")]
@@ -61,8 +68,9 @@ pub struct VmOptions {
     /// Use --catalogue's servers alone, without the built-in ones.
     #[arg(long, requires = "catalogue")]
     pub catalogue_only: bool,
-    /// The image store for --server [default: ~/.cache/mcpvm/images].
-    #[arg(long, requires = "server")]
+    /// The image store for --server and --package [default:
+    /// ~/.cache/mcpvm/images].
+    #[arg(long, requires = "named_server")]
     pub images: Option<PathBuf>,
     /// A host directory at /workspace in the guest: DIR (read-only: the
     /// guest's changes are dropped) or DIR,rw (its copy comes back).
@@ -151,6 +159,7 @@ impl Default for VmOptions {
             image: None,
             read_only_root: false,
             server: None,
+            package: None,
             catalogue: None,
             catalogue_only: false,
             images: None,
@@ -198,7 +207,10 @@ impl VmOptions {
                 &self.images,
             )?),
             Some(_) => return Err(crate::server::ServerError::Both.into()),
-            None => None,
+            None => match &self.package {
+                Some(spec) => Some(crate::package::plan(spec, &self.images)?),
+                None => None,
+            },
         };
         let root_image = server
             .as_ref()
@@ -250,6 +262,12 @@ impl VmOptions {
         self.server.as_deref()
     }
 
+    /// A server from the catalogue or a package: it runs in a microVM
+    /// on its images.
+    pub fn names_a_server(&self) -> bool {
+        self.server.is_some() || self.package.is_some()
+    }
+
     /// The same options as `mcpvm run` arguments: parsing them gives
     /// these options back (a test holds the two to it).
     pub fn to_args(&self) -> Vec<String> {
@@ -271,6 +289,7 @@ impl VmOptions {
         a.path("image", &self.image);
         a.flag("read-only-root", self.read_only_root);
         a.value("server", &self.server);
+        a.value("package", &self.package);
         a.path("catalogue", &self.catalogue);
         a.flag("catalogue-only", self.catalogue_only);
         a.path("images", &self.images);
@@ -409,6 +428,7 @@ mod tests {
             image: None,
             read_only_root: true,
             server: Some("memory".into()),
+            package: None,
             catalogue: Some("cat.toml".into()),
             catalogue_only: true,
             images: Some("/images".into()),
@@ -438,5 +458,11 @@ mod tests {
             parsed(&image.to_args()).image.as_deref(),
             Some(std::path::Path::new("root.erofs"))
         );
+        let package = VmOptions {
+            package: Some("npm:@modelcontextprotocol/server-memory@2026.8.31".into()),
+            images: Some("/store".into()),
+            ..VmOptions::default()
+        };
+        assert_eq!(parsed(&package.to_args()), package);
     }
 }

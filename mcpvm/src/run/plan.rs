@@ -121,6 +121,8 @@ fn command_and_env(
     command: Vec<String>,
 ) -> (Vec<String>, Vec<(String, String)>) {
     let (argv, mut env) = match &checked.server {
+        // A package's server takes the arguments given after `--`.
+        Some(s) if opts.package.is_some() => ([s.argv.clone(), command].concat(), s.env.clone()),
         Some(s) => (s.argv.clone(), s.env.clone()),
         None => (command, Vec::new()),
     };

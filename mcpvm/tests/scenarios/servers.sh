@@ -47,6 +47,16 @@ case_ security_git_fixed $P $G --server git
 # carries, observed so that its processes' executable is on record.
 case_ server_node22 $P --only-given --profile observe --catalogue runtimes.toml --server sentry-node22
 
+# A server named by its package instead of a catalogue entry (its layer
+# built by scripts/build, as `run --package` does on first use).
+case_ server_package $P --only-given --package npm:@modelcontextprotocol/server-memory@2026.8.31
+
+# A Debian package in the server's layer (ripgrep, which the runtime
+# lacks) runs in the guest: the setup line prints its version, then the
+# server reads the end of its input and exits.
+case_ server_apt mcpvm run --images images --mem 768 --timeout 300 --catalogue apt.toml \
+  --server memory-rg < /dev/null
+
 # Asking for a credential the environment lacks: one clear error.
 case_ server_needs_key mcpvm run --images images --server github
 # A server the catalogue does not have.
