@@ -40,7 +40,7 @@ pub fn plan(
             let sandbox = crate::install_scripts::MicroVm;
             let report = build(
                 &catalogue,
-                &[name.clone()],
+                std::slice::from_ref(&name),
                 &[],
                 &dir,
                 &sandbox,
