@@ -169,16 +169,20 @@ impl ScriptSandbox for MicroVm {
             progress(&format!("{}: {line}", job.server));
         }
         if !status.success() {
-            // What the guest's npm said on stderr, not the testbed's steps.
-            let said: Vec<&str> = said
+            // What the guest's npm said on stderr, not the testbed's
+            // steps; the testbed's own words when it failed itself.
+            let npm: Vec<&str> = said
                 .iter()
                 .map(String::as_str)
                 .filter(|l| !l.starts_with("testbed: "))
                 .collect();
+            let cause = match mcpvm_images::build::cause(&npm.join("\n")) {
+                c if c.is_empty() => mcpvm_images::build::cause(&said.join("\n")),
+                c => c,
+            };
             return Err(format!(
-                "exit {}: {}",
+                "exit {}: {cause}",
                 status.code().map_or("by signal".into(), |c| c.to_string()),
-                mcpvm_images::build::cause(&said.join("\n"))
             ));
         }
         // What came back replaces the stage; the take-back in the VM's
