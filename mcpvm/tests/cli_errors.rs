@@ -744,13 +744,15 @@ fn package_specs_are_checked_before_anything_is_built() {
         ("pypi:mcp-server-time>=1", "no ==VERSION"),
         ("cargo:ripgrep@14.1.0", "'cargo' is not a kind of package"),
     ] {
-        let (code, stderr) = mcpvm(&["run", "--package", spec]);
-        assert_eq!(code, 1, "{spec}: {stderr}");
-        assert!(
-            stderr.contains(why) && stderr.contains("npm:NAME@VERSION or pypi:NAME==VERSION"),
-            "{spec}: {stderr}"
-        );
-        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        for command in ["run", "probe"] {
+            let (code, stderr) = mcpvm(&[command, "--package", spec]);
+            assert_eq!(code, 1, "{command} {spec}: {stderr}");
+            assert!(
+                stderr.contains(why) && stderr.contains("npm:NAME@VERSION or pypi:NAME==VERSION"),
+                "{command} {spec}: {stderr}"
+            );
+            assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        }
     }
     for other in [&["--server", "memory"][..], &["--image", "root.erofs"]] {
         let mut args = vec!["run", "--package", "npm:left-pad@1.3.0"];

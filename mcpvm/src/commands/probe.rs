@@ -103,7 +103,7 @@ pub struct ProbeArgs {
     #[command(flatten)]
     pub vm_options: VmOptions,
     /// The server command (none with --server).
-    #[arg(last = true, required_unless_present = "server")]
+    #[arg(last = true, required_unless_present_any = ["server", "package"])]
     pub command: Vec<String>,
 }
 
