@@ -8,11 +8,14 @@
 //! scripts): directly on a host whose /dev/kvm boots Linux, inside the
 //! nested testbed host where it does not (kvm_pvm), the way the tests do.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use mcpvm_images::build::{ScriptJob, ScriptSandbox};
+
+use crate::logger::printable;
+use crate::run::events::read_line_bounded;
 
 const TESTBED: [(&str, &str); 4] = [
     ("run", include_str!("../../testbed/run")),
@@ -42,6 +45,26 @@ fn artifacts() -> Result<Artifacts, String> {
         kernel: found("kernel", "kernel/vmlinux")?,
         initrd: found("initrd", "initramfs-test.cpio")?,
     })
+}
+
+/// The longest line of script output kept, and how many lines.
+const MAX_LINE: usize = 4096;
+const KEPT_LINES: usize = 400;
+
+/// The last [`KEPT_LINES`] lines of `out` (each cut at [`MAX_LINE`]) and
+/// how many came before them.
+fn last_lines(out: impl std::io::Read) -> (Vec<String>, usize) {
+    let mut reader = BufReader::new(out);
+    let mut kept = std::collections::VecDeque::new();
+    let (mut line, mut dropped) = (Vec::new(), 0);
+    while read_line_bounded(&mut reader, &mut line, MAX_LINE) {
+        kept.push_back(String::from_utf8_lossy(&line).into_owned());
+        if kept.len() > KEPT_LINES {
+            kept.pop_front();
+            dropped += 1;
+        }
+    }
+    (kept.into(), dropped)
 }
 
 /// `s` as one single-quoted POSIX shell word.
@@ -147,26 +170,35 @@ impl ScriptSandbox for MicroVm {
             .spawn()
             .map_err(|e| format!("cannot start testbed/run: {e}"))?;
         // The scripts' own output (the guest's stdout) is read beside the
-        // progress lines, so that neither pipe fills.
-        let stdout = child.stdout.take().map(|o| {
-            std::thread::spawn(move || {
-                BufReader::new(o)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect::<Vec<_>>()
-            })
-        });
+        // progress lines, so that neither pipe fills; what a script prints
+        // is kept bounded, and made printable before it reaches a terminal.
+        let stdout = child
+            .stdout
+            .take()
+            .map(|o| std::thread::spawn(move || last_lines(o)));
         let mut said = Vec::new();
         if let Some(err) = child.stderr.take() {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                progress(&format!("{}: {line}", job.server));
-                said.push(line);
+            let mut reader = BufReader::new(err);
+            let mut line = Vec::new();
+            while read_line_bounded(&mut reader, &mut line, MAX_LINE) {
+                let text = String::from_utf8_lossy(&line).into_owned();
+                progress(&format!("{}: {}", job.server, printable(&text)));
+                said.push(text);
+                if said.len() > KEPT_LINES {
+                    said.remove(0);
+                }
             }
         }
         let status = child.wait().map_err(|e| format!("testbed/run: {e}"))?;
-        let printed = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
+        let (printed, dropped) = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
+        if dropped > 0 {
+            progress(&format!(
+                "{}: ({dropped} earlier lines of the scripts' output not shown)",
+                job.server
+            ));
+        }
         for line in &printed {
-            progress(&format!("{}: {line}", job.server));
+            progress(&format!("{}: {}", job.server, printable(line)));
         }
         if !status.success() {
             // What the guest's npm said on stderr, not the testbed's
@@ -200,6 +232,23 @@ impl ScriptSandbox for MicroVm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_scripts_print_is_kept_bounded() {
+        let mut out = Vec::new();
+        for i in 0..1000 {
+            out.extend_from_slice(format!("line {i}\n").as_bytes());
+        }
+        out.extend(std::iter::repeat_n(b'x', 100_000));
+        let (kept, dropped) = last_lines(&out[..]);
+        assert_eq!((kept.len(), dropped), (KEPT_LINES, 1001 - KEPT_LINES));
+        assert_eq!(kept[0], format!("line {}", 1001 - KEPT_LINES));
+        assert_eq!(
+            kept.last().unwrap().len(),
+            MAX_LINE,
+            "an endless line is cut"
+        );
+    }
 
     #[test]
     fn the_scenario_quotes_what_the_catalogue_says() {
