@@ -259,6 +259,20 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
         "written under the guest's kernel ({written:?}), not the host's ({host_kernel:?})"
     );
     assert!(!layer_file("scripted-ignored").exists());
+    // The script rewrote the tree's lock in the guest; the layer and the
+    // store keep the host's.
+    for lock in [
+        dir.path()
+            .join("x-scripted/opt/mcp/scripted/package-lock.json"),
+        store.join("locks/scripted/package-lock.json"),
+    ] {
+        let text = std::fs::read_to_string(&lock).unwrap();
+        assert!(
+            !text.contains("tampered") && text.contains("mcpvm-fixture-scripted"),
+            "{}: {text}",
+            lock.display()
+        );
+    }
 }
 
 fn sha256(path: &Path) -> String {

@@ -493,12 +493,22 @@ fn install(
                         env: &e.install_env,
                         shell: npm_rebuild_line(e.runtime.own_node().is_some()),
                     };
+                    // The lock is the host's resolution: what comes back
+                    // from the guest does not get to rewrite it.
+                    let lock: Vec<(&str, Vec<u8>)> = crate::lock::files(e.runtime)
+                        .iter()
+                        .map(|f| Ok((*f, std::fs::read(target.join(f))?)))
+                        .collect::<std::io::Result<_>>()
+                        .map_err(io_err(&target))?;
                     sandbox
                         .run(&job, progress)
                         .map_err(|tail| BuildError::Failed {
                             what: format!("the install scripts of {list} (in a microVM)"),
                             tail,
                         })?;
+                    for (f, bytes) in lock {
+                        std::fs::write(target.join(f), bytes).map_err(io_err(&target))?;
+                    }
                 }
             }
             (spec, target.join("node_modules/.bin"))
