@@ -72,6 +72,13 @@ pub struct BootReport {
     /// Median ratios, ours / Firecracker.
     pub ratio_init_firecracker: Option<f64>,
     pub ratio_exit_firecracker: Option<f64>,
+    /// Our VMM's steps before kernel entry, in order: ms since its
+    /// process started when each ended (`mcpvm boot --json`'s `setup_ms`).
+    pub mcpvm_setup: Vec<(String, Summary)>,
+    /// Exits that reached our VMM per run, and the most frequent
+    /// (kind and address) with their counts.
+    pub mcpvm_exits: Option<Summary>,
+    pub mcpvm_exits_top: Vec<(String, Summary)>,
 }
 
 /// One VMM's outside view over the runs: spawn → agent up, → exit (ms).
@@ -92,6 +99,11 @@ impl Samples {
 struct Runs {
     /// Our VMM's own phases: KVM ready, kernel entry, boot timer, exit.
     phases: [Vec<f64>; 4],
+    /// Setup steps in the order the VMM reported them, with their times.
+    setup: Vec<(String, Vec<f64>)>,
+    /// Exits per run, and per kind-and-address over the runs.
+    exits: Vec<f64>,
+    exits_by: Vec<(String, Vec<f64>)>,
     ours: Samples,
     qemu: Samples,
     firecracker: Samples,
@@ -152,6 +164,47 @@ fn timed(mut cmd: Command, what: &str, timeout: Duration) -> Result<Timed, Bench
         stdout,
         success: status.is_some(),
     })
+}
+
+impl Runs {
+    /// One run's `setup_ms` and `exits` from `mcpvm boot --json`. A key
+    /// missing from a run simply has fewer samples.
+    fn add_setup(&mut self, v: &serde_json::Value) {
+        if let Some(setup) = v["setup_ms"].as_object() {
+            for (name, t) in setup {
+                if let Some(t) = t.as_f64() {
+                    push_sample(&mut self.setup, name, t);
+                }
+            }
+        }
+        if let Some(exits) = v["exits"].as_array() {
+            let mut total = 0.0;
+            for e in exits {
+                let n = e["count"].as_f64().unwrap_or(0.0);
+                total += n;
+                let key = format!(
+                    "{} {}",
+                    e["kind"].as_str().unwrap_or("?"),
+                    e["addr"].as_str().unwrap_or("?")
+                );
+                push_sample(&mut self.exits_by, &key, n);
+            }
+            self.exits.push(total);
+        }
+    }
+}
+
+fn push_sample(list: &mut Vec<(String, Vec<f64>)>, key: &str, x: f64) {
+    match list.iter_mut().find(|(k, _)| k == key) {
+        Some((_, v)) => v.push(x),
+        None => list.push((key.to_string(), vec![x])),
+    }
+}
+
+fn summaries(list: Vec<(String, Vec<f64>)>) -> Vec<(String, Summary)> {
+    list.into_iter()
+        .filter_map(|(k, v)| summarize(&v).map(|s| (k, s)))
+        .collect()
 }
 
 impl BootBench {
@@ -249,6 +302,7 @@ impl BootBench {
                     r.phases[i].push(x);
                 }
             }
+            r.add_setup(&v);
             r.ours.add(&t);
 
             if let Some(q) = &self.qemu {
@@ -322,6 +376,9 @@ impl BootBench {
             ours,
             qemu,
             firecracker,
+            setup,
+            exits,
+            exits_by,
         } = runs?;
         let [ready, entry, boot, exit] = phases;
         let ratio = |a: &Option<Summary>, b: &Option<Summary>| match (a, b) {
@@ -340,6 +397,14 @@ impl BootBench {
             qemu_spawn_to_exit: summarize(&qemu.exit),
             firecracker_spawn_to_init: summarize(&firecracker.init),
             firecracker_spawn_to_exit: summarize(&firecracker.exit),
+            mcpvm_setup: summaries(setup),
+            mcpvm_exits: summarize(&exits),
+            mcpvm_exits_top: {
+                let mut top = summaries(exits_by);
+                top.sort_by(|a, b| b.1.median.total_cmp(&a.1.median));
+                top.truncate(8);
+                top
+            },
             ..Default::default()
         };
         r.ratio_init = ratio(&r.mcpvm_spawn_to_init, &r.qemu_spawn_to_init);
@@ -393,6 +458,24 @@ impl BootReport {
                     "| {name} | {:.1} | {:.1} | {:.1} |\n",
                     x.min, x.median, x.p90
                 );
+            }
+        }
+        if !self.mcpvm_setup.is_empty() {
+            s += "\n| mcpvm setup step, ended at (ms since VMM start) | min | median | p90 |\n|---|---:|---:|---:|\n";
+            for (name, x) in &self.mcpvm_setup {
+                s += &format!(
+                    "| {name} | {:.1} | {:.1} | {:.1} |\n",
+                    x.min, x.median, x.p90
+                );
+            }
+        }
+        if let Some(x) = &self.mcpvm_exits {
+            s += &format!(
+                "\nExits to the VMM per boot: median {:.0} (min {:.0}, max {:.0}); most frequent (median per boot):\n\n| exit | median | max |\n|---|---:|---:|\n",
+                x.median, x.min, x.max
+            );
+            for (name, x) in &self.mcpvm_exits_top {
+                s += &format!("| {name} | {:.0} | {:.0} |\n", x.median, x.max);
             }
         }
         if let (Some(i), Some(e)) = (self.ratio_init, self.ratio_exit) {

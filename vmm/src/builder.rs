@@ -151,6 +151,35 @@ pub struct BuiltVm {
     pub seccomp: SeccompMode,
     /// The virtio devices in bus order, with what each is (for snapshots).
     pub virtio: Vec<AttachedVirtio>,
+    /// When each build step ended, since the VMM process started.
+    pub phases: Vec<(&'static str, std::time::Duration)>,
+}
+
+/// The build's steps timed as they end, logged with `--verbose` and
+/// reported with the run's timings: where the time before the guest's
+/// first instruction goes.
+struct Phases {
+    start: std::time::Instant,
+    marks: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Phases {
+    fn new(start: std::time::Instant) -> Self {
+        Phases {
+            start,
+            marks: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, name: &'static str) {
+        let t = self.start.elapsed();
+        log::debug!("build: {name} at {:.3} ms", t.as_secs_f64() * 1e3);
+        self.marks.push((name, t));
+    }
+
+    fn done(self) -> Vec<(&'static str, std::time::Duration)> {
+        self.marks
+    }
 }
 
 /// A virtio device on the bus: what it is, and its transport.
@@ -162,6 +191,8 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     if let Some(dir) = config.snapshot.restore_from.clone() {
         return crate::restore::restore(config, &dir);
     }
+    let mut phases = Phases::new(config.start);
+    phases.mark("build_entered");
     // 1. Host. Bad paths are the user's mistake, whatever the host:
     //    report them first.
     check_shape(config.mem_mib, config.vcpus)?;
@@ -177,10 +208,12 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         None => None,
     };
     let kvm = kvm::open(config.allow_pvm)?;
+    phases.mark("kvm_open");
 
     // 2. VM and memory.
     let vm = Vm::new(&kvm, config.mem_mib)?;
     let mem_size = config.mem_mib << 20;
+    phases.mark("vm_memory");
 
     // 3. Devices: the legacy ones on the port bus, virtio on MMIO.
     let devices = attach_devices(
@@ -190,9 +223,11 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         device_specs(&config),
         &config,
     )?;
+    phases.mark("devices");
 
     // 4. Kernel.
     let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &config.kernel)?;
+    phases.mark("kernel_loaded");
 
     // 5. Initrd and command line.
     let initrd = match (initrd_file, &config.initrd) {
@@ -205,21 +240,20 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         _ => None,
     };
     let cmdline = write_cmdline(&vm, devices.serial.is_some(), devices.virtio.len(), &config)?;
+    phases.mark("initrd_cmdline");
 
     // 6. Boot parameters and MP table.
     let map = boot_params::memory_map(mem_size);
     write_boot_params(&vm, entry, setup_header, cmdline.len(), initrd, &map)?;
     mptable::write(&vm.mem, config.vcpus)?;
+    phases.mark("boot_params");
 
     // 7. vCPUs.
     let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry)?;
-    Ok(BuiltVm::assemble(
-        vm,
-        vcpus,
-        devices,
-        cmdline,
-        config.seccomp,
-    ))
+    phases.mark("vcpus");
+    let mut built = BuiltVm::assemble(vm, vcpus, devices, cmdline, config.seccomp);
+    built.phases = phases.done();
+    Ok(built)
 }
 
 /// A VM's devices, attached to their buses, and the channel they report
@@ -280,6 +314,7 @@ impl BuiltVm {
             cmdline,
             seccomp,
             virtio: d.virtio,
+            phases: Vec::new(),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::builder::{self, BuiltVm};
 use crate::devices::{EventSender, VmEvent};
+use crate::kvm::exits::ExitStats;
 use crate::kvm::vcpu::VcpuContext;
 use crate::{host_seccomp as seccomp, signals, snapshot};
 use crate::{BootTimings, ExitReason, RunOutcome, ThreadKind, VmConfig, VmmError};
@@ -60,7 +61,8 @@ impl VmHandle {
         let save_to = config.snapshot.save_to.clone();
         let start = config.start;
         let deadline = config.timeout.map(|t| Instant::now() + t);
-        let built = builder::build(config)?;
+        let mut built = builder::build(config)?;
+        let setup = std::mem::take(&mut built.phases);
         Ok(VmHandle {
             built,
             save_to,
@@ -68,6 +70,7 @@ impl VmHandle {
             deadline,
             timings: BootTimings {
                 kvm_ready: Some(start.elapsed()),
+                setup,
                 ..Default::default()
             },
         })
@@ -109,6 +112,7 @@ impl VmHandle {
             mut timings,
         } = self;
         let stop = Arc::new(AtomicBool::new(false));
+        let exits = ExitStats::default();
         let pause = Arc::new(AtomicBool::new(false));
         let (saved_tx, saved) = mpsc::channel();
         let ctx = VcpuContext {
@@ -119,9 +123,11 @@ impl VmHandle {
             pause: pause.clone(),
             saved: saved_tx,
             start,
+            exits: exits.clone(),
         };
         let vcpu_count = built.vcpus.len();
         let threads = start_vcpus(&mut built, ctx, &stop)?;
+        timings.setup.push(("threads_confined", start.elapsed()));
 
         let ending = loop {
             let event = match deadline {
@@ -175,7 +181,11 @@ impl VmHandle {
         if let Some(serial) = &built.serial {
             serial.lock().unwrap_or_else(|e| e.into_inner()).flush();
         }
-        Ok(RunOutcome { reason, timings })
+        Ok(RunOutcome {
+            reason,
+            timings,
+            exits: exits.summary(),
+        })
     }
 }
 

@@ -74,6 +74,9 @@ pub struct BootTimings {
     pub boot_timer: Option<Duration>,
     /// The VM stopped.
     pub exit: Option<Duration>,
+    /// The steps before kernel entry, each with the time it ended: the
+    /// build's (`builder`), then the threads confined and let run.
+    pub setup: Vec<(&'static str, Duration)>,
 }
 
 /// What a run returns.
@@ -81,6 +84,9 @@ pub struct BootTimings {
 pub struct RunOutcome {
     pub reason: ExitReason,
     pub timings: BootTimings,
+    /// The exits that reached the VMM, by kind and address, most first
+    /// (for a snapshot run, those before the pause).
+    pub exits: Vec<crate::kvm::exits::ExitCount>,
 }
 
 #[cfg(test)]

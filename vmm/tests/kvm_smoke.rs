@@ -15,6 +15,7 @@ use vmm::devices::boot_timer::BootTimer;
 use vmm::devices::bus::{Bus, BusDevice};
 use vmm::devices::power::PowerPort;
 use vmm::devices::VmEvent;
+use vmm::kvm::exits::{ExitCount, ExitKind, ExitStats};
 use vmm::kvm::vcpu::{Vcpu, VcpuContext};
 use vmm::{ExitReason, GuestMemoryMmap};
 
@@ -104,6 +105,7 @@ fn port_io_and_mmio_exits_reach_our_devices() {
     let mut mmio = Bus::new();
     mmio.insert(recorder.clone(), MMIO_AT, 0x1000).unwrap();
 
+    let exits = ExitStats::default();
     let ctx = VcpuContext {
         pio: Arc::new(pio),
         mmio: Arc::new(mmio),
@@ -112,6 +114,7 @@ fn port_io_and_mmio_exits_reach_our_devices() {
         pause: Arc::new(AtomicBool::new(false)),
         saved: mpsc::channel().0,
         start,
+        exits: exits.clone(),
     };
     let t = std::thread::spawn(move || vcpu.run(ctx));
 
@@ -132,4 +135,24 @@ fn port_io_and_mmio_exits_reach_our_devices() {
         "{events:?}"
     );
     assert_eq!(recorder.lock().unwrap().writes, vec![(0, vec![0x5a])]);
+    // Each exit counted once, by kind and address: the boot-timer and
+    // power-port writes, the MMIO write and read (the power-off itself
+    // ends the run, counted as its own kind).
+    let mut got = exits.summary();
+    got.sort_by_key(|c| (c.kind, c.addr));
+    let one = |kind, addr| ExitCount {
+        kind,
+        addr,
+        count: 1,
+    };
+    assert_eq!(
+        got,
+        vec![
+            one(ExitKind::IoOut, BOOT_TIMER_PORT.into()),
+            one(ExitKind::IoOut, POWER_PORT.into()),
+            one(ExitKind::MmioRead, MMIO_AT + 1),
+            one(ExitKind::MmioWrite, MMIO_AT),
+            one(ExitKind::Other, 0),
+        ]
+    );
 }

@@ -193,6 +193,21 @@ fn ms(d: Option<Duration>) -> Option<f64> {
     d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
 }
 
+/// The exits that reached the VMM, most first: `{kind, addr, count}`
+/// with the port or guest-physical address in hex.
+pub fn exits_json(exits: &[vmm::kvm::exits::ExitCount]) -> serde_json::Value {
+    exits
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "kind": e.kind.name(),
+                "addr": format!("{:#x}", e.addr),
+                "count": e.count,
+            })
+        })
+        .collect()
+}
+
 fn report(outcome: &RunOutcome, json: bool) {
     let t = &outcome.timings;
     if json {
@@ -208,9 +223,19 @@ fn report(outcome: &RunOutcome, json: bool) {
                 "boot_timer": ms(t.boot_timer),
                 "exit": ms(t.exit),
             },
+            "setup_ms": t.setup.iter().map(|(name, d)| (name.to_string(), ms(Some(*d)).into())).collect::<serde_json::Map<String, serde_json::Value>>(),
+            "exits": exits_json(&outcome.exits),
         });
         println!("{v}");
     } else {
+        let total: u64 = outcome.exits.iter().map(|e| e.count).sum();
+        let top: Vec<String> = outcome
+            .exits
+            .iter()
+            .take(5)
+            .map(|e| format!("{} {:#x}: {}", e.kind.name(), e.addr, e.count))
+            .collect();
+        log::debug!("{total} exits to the VMM; most: {}", top.join(", "));
         log::debug!(
             "timings (ms since start): kvm ready {:?}, kernel entry {:?}, boot timer {:?}, exit {:?}",
             ms(t.kvm_ready),

@@ -1,6 +1,7 @@
 //! The host's KVM: opening it, telling the user why it cannot be used, and
 //! the VM and vCPU wrappers.
 
+pub mod exits;
 pub mod persist;
 pub mod vcpu;
 pub mod vm;

@@ -9,6 +9,7 @@ use std::time::Instant;
 use kvm_bindings::{kvm_lapic_state, kvm_sregs, CpuId, Msrs};
 use kvm_ioctls::{VcpuExit, VcpuFd, VmFd};
 
+use super::exits::{ExitCounter, ExitKind, ExitStats};
 use super::persist::{Pod, VcpuState};
 use crate::arch::x86_64::{msr, regs};
 use crate::devices::bus::Bus;
@@ -65,6 +66,8 @@ pub struct VcpuContext {
     pub pause: Arc<AtomicBool>,
     pub saved: mpsc::Sender<Result<VcpuState, SnapshotError>>,
     pub start: Instant,
+    /// Where the vCPU adds its exit counts when it ends.
+    pub exits: ExitStats,
 }
 
 impl Vcpu {
@@ -239,6 +242,12 @@ impl Vcpu {
     /// Runs the guest until it stops or `ctx.stop` is set. Exits that end
     /// the VM are reported on `ctx.events`.
     pub fn run(mut self, ctx: VcpuContext) {
+        let mut exits = ExitCounter::default();
+        self.run_counted(&ctx, &mut exits);
+        ctx.exits.add(exits);
+    }
+
+    fn run_counted(&mut self, ctx: &VcpuContext, exits: &mut ExitCounter) {
         let mut first = true;
         while !ctx.stop.load(Ordering::Acquire) {
             if first && self.id == 0 {
@@ -256,7 +265,10 @@ impl Vcpu {
             }
             let exit = match self.fd.run() {
                 Ok(exit) => exit,
-                Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => continue,
+                Err(e) if e.errno() == libc::EINTR || e.errno() == libc::EAGAIN => {
+                    exits.count(ExitKind::Interrupted, 0);
+                    continue;
+                }
                 Err(e) => {
                     let why = format!("KVM_RUN failed on vCPU {}: {e}", self.id);
                     let _ = ctx.events.send(VmEvent::Exit(ExitReason::Crash(why)));
@@ -265,18 +277,22 @@ impl Vcpu {
             };
             let stop = match exit {
                 VcpuExit::IoIn(port, data) => {
+                    exits.count(ExitKind::IoIn, u64::from(port));
                     ctx.pio.read(u64::from(port), data);
                     None
                 }
                 VcpuExit::IoOut(port, data) => {
+                    exits.count(ExitKind::IoOut, u64::from(port));
                     ctx.pio.write(u64::from(port), data);
                     None
                 }
                 VcpuExit::MmioRead(addr, data) => {
+                    exits.count(ExitKind::MmioRead, addr);
                     ctx.mmio.read(addr, data);
                     None
                 }
                 VcpuExit::MmioWrite(addr, data) => {
+                    exits.count(ExitKind::MmioWrite, addr);
                     ctx.mmio.write(addr, data);
                     None
                 }
@@ -299,13 +315,17 @@ impl Vcpu {
                     "KVM internal error on vCPU {}",
                     self.id
                 ))),
-                VcpuExit::Intr => None,
+                VcpuExit::Intr => {
+                    exits.count(ExitKind::Interrupted, 0);
+                    None
+                }
                 other => Some(ExitReason::Crash(format!(
                     "unhandled exit {other:?} on vCPU {}",
                     self.id
                 ))),
             };
             if let Some(reason) = stop {
+                exits.count(ExitKind::Other, 0);
                 let _ = ctx.events.send(VmEvent::Exit(reason));
                 return;
             }
