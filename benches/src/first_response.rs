@@ -91,17 +91,8 @@ impl FirstResponseBench {
         let snapshot = dir.join("snapshot");
         if self.warm {
             progress("taking the snapshot for the warm runs");
-            let status = std::process::Command::new(&self.mcpvm)
-                .arg("run")
-                .arg(format!("--snapshot-to={}", snapshot.display()))
-                .args(&self.vm_args)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .status()
-                .map_err(|e| FirstResponseError::Snapshot(e.to_string()))?;
-            if !status.success() {
-                return Err(FirstResponseError::Snapshot(status.to_string()));
-            }
+            crate::take_snapshot(&self.mcpvm, &self.vm_args, &snapshot)
+                .map_err(FirstResponseError::Snapshot)?;
         }
         let mut warm = Samples::new("restored VM", &WARM_PHASES);
         let mut vm = Samples::new("VM", &PHASES);

@@ -3,7 +3,30 @@
 //! machines are noisy (see docs/benchmarks.md).
 
 pub mod boot;
+pub mod density;
 pub mod first_response;
 pub mod probe;
 pub mod relay;
 pub mod stats;
+
+/// Takes a snapshot of the VM `vm_args` describes once it has answered
+/// `initialize` (`mcpvm run --snapshot-to`); the error says how it failed.
+pub fn take_snapshot(
+    mcpvm: &std::path::Path,
+    vm_args: &[String],
+    to: &std::path::Path,
+) -> Result<(), String> {
+    let status = std::process::Command::new(mcpvm)
+        .arg("run")
+        .arg(format!("--snapshot-to={}", to.display()))
+        .args(vm_args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(status.to_string())
+    }
+}

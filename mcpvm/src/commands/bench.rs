@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use mcpvm_benches::boot::BootBench;
+use mcpvm_benches::density::DensityBench;
 use mcpvm_benches::first_response::FirstResponseBench;
 use mcpvm_benches::probe::{BenchServer, ProbeBench};
 use mcpvm_benches::relay;
@@ -21,6 +22,38 @@ pub enum BenchCommand {
     /// The probe's own cost beside a minimal raw client, and the bare-process
     /// baselines of real MCP servers.
     Probe(ProbeBenchArgs),
+    /// N VMs restored from one snapshot, each in an open MCP session:
+    /// memory and threads per VM, restore time of the Nth, still answering.
+    Density(DensityArgs),
+}
+
+#[derive(Args)]
+pub struct DensityArgs {
+    /// VM counts to measure at, ascending (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "10,50,100,200")]
+    counts: Vec<usize>,
+    /// Stop starting VMs when the host has less than this available (MiB).
+    #[arg(long, default_value_t = 512)]
+    reserve_mib: u64,
+    /// How long one VM may take to answer, in seconds.
+    #[arg(long, default_value_t = 300)]
+    answer_timeout: u64,
+    /// A catalogued server instead of a guest command.
+    #[arg(long)]
+    server: Option<String>,
+    /// The image store for --server.
+    #[arg(long, requires = "server")]
+    images: Option<PathBuf>,
+    /// Guest memory in MiB.
+    #[arg(long)]
+    mem: Option<u64>,
+    /// The server command inside the guest.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required_unless_present = "server"
+    )]
+    guest: Vec<String>,
 }
 
 #[derive(Args)]
@@ -170,6 +203,45 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 warm: a.warm,
             };
             let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
+            emit(&report, report.markdown(), json)
+        }
+        BenchCommand::Density(a) => {
+            let mut counts = a.counts.clone();
+            counts.sort_unstable();
+            counts.dedup();
+            if counts.first() == Some(&0) || counts.is_empty() {
+                return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
+            }
+            let mut vm_args = Vec::new();
+            if let Some(m) = a.mem {
+                vm_args.push(format!("--mem={m}"));
+            }
+            if let Some(s) = a.server {
+                vm_args.push(format!("--server={s}"));
+            }
+            if let Some(i) = a.images {
+                vm_args.push(format!("--images={}", i.display()));
+            }
+            if !a.guest.is_empty() {
+                vm_args.push("--".into());
+                vm_args.extend(a.guest);
+            }
+            let mcpvm = std::env::current_exe()?;
+            let dir = tempfile::Builder::new()
+                .prefix("mcpvm-bench-density-")
+                .tempdir()?;
+            let snapshot = dir.path().join("snapshot");
+            eprintln!("bench density: taking the snapshot");
+            mcpvm_benches::take_snapshot(&mcpvm, &vm_args, &snapshot)
+                .map_err(|e| format!("Cannot take the snapshot the VMs restore from ({e})"))?;
+            let bench = DensityBench {
+                mcpvm,
+                snapshot,
+                counts,
+                reserve_mib: a.reserve_mib,
+                answer_timeout: Duration::from_secs(a.answer_timeout),
+            };
+            let report = bench.run(|msg| eprintln!("bench density: {msg}"))?;
             emit(&report, report.markdown(), json)
         }
         BenchCommand::Boot(a) => {
