@@ -8,7 +8,7 @@
 //! outside measurements are the fair comparison; the ratio is ours/QEMU's.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,14 @@ pub struct BootReport {
     /// (kind and address) with their counts.
     pub mcpvm_exits: Option<Summary>,
     pub mcpvm_exits_top: Vec<(String, Summary)>,
+    /// Each VMM alone: spawn → exit on a null kernel (its first
+    /// instruction resets the VM), ms. What a VMM costs before and after
+    /// any guest code, measured from outside the same way for all.
+    pub mcpvm_null: Option<Summary>,
+    pub qemu_null: Option<Summary>,
+    pub firecracker_null: Option<Summary>,
+    /// Median ratio, ours / Firecracker, on the null kernel.
+    pub ratio_null_firecracker: Option<f64>,
 }
 
 /// One VMM's outside view over the runs: spawn → agent up, → exit (ms).
@@ -107,6 +115,10 @@ struct Runs {
     ours: Samples,
     qemu: Samples,
     firecracker: Samples,
+    /// Spawn → exit on the null kernel: each VMM's own start and stop.
+    ours_null: Vec<f64>,
+    qemu_null: Vec<f64>,
+    firecracker_null: Vec<f64>,
 }
 
 struct Timed {
@@ -142,21 +154,50 @@ fn timed(mut cmd: Command, what: &str, timeout: Duration) -> Result<Timed, Bench
         }
         (to_init, lines)
     });
-    let status = loop {
-        if let Some(s) = child.try_wait().map_err(|source| BenchError::Spawn {
-            what: what.into(),
-            source,
-        })? {
-            break Some(s);
+    // Block in wait() with a watchdog for the timeout, rather than polling:
+    // in the testbed the VMM under test has one CPU, and a poll every few
+    // hundred microseconds took half of it from the VM being measured.
+    let pid = child.id() as libc::pid_t;
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        let timed_out = matches!(
+            done_rx.recv_timeout(timeout),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        );
+        if timed_out {
+            // SAFETY: signals our child, which is not reaped before this
+            // thread has ended (main waits with WNOWAIT first), so the pid
+            // cannot have been reused.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
         }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_micros(200));
+        timed_out
+    });
+    // SAFETY: waits for our own child's exit without reaping it; `info` is
+    // a plain struct the kernel fills.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT,
+        )
     };
-    let to_exit = ms(start.elapsed());
+    let to_exit_at = start.elapsed();
+    let _ = done_tx.send(());
+    let timed_out = watchdog.join().unwrap_or(true);
+    let waited = child.wait();
+    let status = match waited {
+        Ok(s) if !timed_out => Some(s),
+        Ok(_) => None,
+        Err(source) => {
+            return Err(BenchError::Spawn {
+                what: what.into(),
+                source,
+            })
+        }
+    };
+    let to_exit = ms(to_exit_at);
     let (to_init, stdout) = reader.join().unwrap_or_default();
     Ok(Timed {
         to_init,
@@ -207,24 +248,110 @@ fn summaries(list: Vec<(String, Vec<f64>)>) -> Vec<(String, Summary)> {
         .collect()
 }
 
+/// What a VMM boots: the real kernel and initrd, or the null kernel.
+struct Guest<'a> {
+    kernel: &'a Path,
+    initrd: Option<&'a Path>,
+}
+
+/// The command line the peers get: what ours composes for the same
+/// devices (`vmm::cmdline`: BASE, the console) and the bench's `quiet`.
+const PEER_CMDLINE: &str = "console=ttyS0 reboot=k panic=-1 quiet";
+
+fn last_json(stdout: &[String]) -> serde_json::Value {
+    stdout
+        .iter()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_default()
+}
+
+fn failed(what: &str, run: usize, t: &Timed) -> BenchError {
+    BenchError::Run {
+        what: what.into(),
+        run,
+        detail: t.stdout.join("\n"),
+    }
+}
+
+/// The null kernel: an ELF with a PVH entry note (Xen's
+/// XEN_ELFNOTE_PHYS32_ENTRY, the entry every VMM here uses for a vmlinux)
+/// whose code writes the i8042 reset command (0xfe to port 0x64) and
+/// halts. Every VMM ends on that reset, so spawn → exit is the VMM's own
+/// start-up and tear-down with one VM exit between.
+pub fn null_kernel() -> Vec<u8> {
+    const LOAD: u64 = 0x10_0000;
+    const CODE_OFFSET: u64 = 0x1000;
+    const PT_LOAD: u32 = 1;
+    const PT_NOTE: u32 = 4;
+    const XEN_ELFNOTE_PHYS32_ENTRY: u32 = 18;
+    // mov al, 0xfe; out 0x64, al; hlt; jmp back to hlt
+    let code: &[u8] = &[0xb0, 0xfe, 0xe6, 0x64, 0xf4, 0xeb, 0xfd];
+    let mut note = Vec::new();
+    for w in [4u32, 4, XEN_ELFNOTE_PHYS32_ENTRY] {
+        note.extend(w.to_le_bytes());
+    }
+    note.extend(b"Xen\0");
+    note.extend((LOAD as u32).to_le_bytes());
+    let phdr = |kind: u32, flags: u32, offset: u64, addr: u64, size: u64, align: u64| {
+        let mut p = Vec::new();
+        p.extend(kind.to_le_bytes());
+        p.extend(flags.to_le_bytes());
+        for x in [offset, addr, addr, size, size, align] {
+            p.extend(x.to_le_bytes());
+        }
+        p
+    };
+    let mut elf = Vec::new();
+    elf.extend(b"\x7fELF\x02\x01\x01\0");
+    elf.extend([0u8; 8]);
+    elf.extend(2u16.to_le_bytes()); // ET_EXEC
+    elf.extend(62u16.to_le_bytes()); // EM_X86_64
+    elf.extend(1u32.to_le_bytes()); // EV_CURRENT
+    elf.extend(LOAD.to_le_bytes()); // e_entry
+    elf.extend(64u64.to_le_bytes()); // e_phoff
+    elf.extend(0u64.to_le_bytes()); // e_shoff
+    elf.extend(0u32.to_le_bytes()); // e_flags
+    for h in [64u16, 56, 2, 64, 0, 0] {
+        // ehsize, phentsize, phnum, shentsize, shnum, shstrndx
+        elf.extend(h.to_le_bytes());
+    }
+    let note_offset = 64 + 2 * 56;
+    elf.extend(phdr(
+        PT_LOAD,
+        5,
+        CODE_OFFSET,
+        LOAD,
+        code.len() as u64,
+        0x1000,
+    ));
+    elf.extend(phdr(PT_NOTE, 4, note_offset, 0, note.len() as u64, 4));
+    elf.extend(&note);
+    elf.resize(CODE_OFFSET as usize, 0);
+    elf.extend(code);
+    elf
+}
+
 impl BootBench {
-    fn mcpvm_cmd(&self) -> Command {
+    fn mcpvm_cmd(&self, guest: &Guest) -> Command {
         let mut c = Command::new(&self.mcpvm);
         c.args(["boot", "--json", "--cmdline", "quiet", "--kernel"])
-            .arg(&self.kernel)
-            .arg("--initrd")
-            .arg(&self.initrd)
-            .args([
-                "--mem",
-                &self.mem_mib.to_string(),
-                "--vcpus",
-                &self.vcpus.to_string(),
-            ])
-            .args(["--timeout", &self.timeout.as_secs().to_string()]);
+            .arg(guest.kernel);
+        if let Some(initrd) = guest.initrd {
+            c.arg("--initrd").arg(initrd);
+        }
+        c.args([
+            "--mem",
+            &self.mem_mib.to_string(),
+            "--vcpus",
+            &self.vcpus.to_string(),
+        ])
+        .args(["--timeout", &self.timeout.as_secs().to_string()]);
         c
     }
 
-    fn qemu_cmd(&self, qemu: &PathBuf) -> Command {
+    fn qemu_cmd(&self, qemu: &PathBuf, guest: &Guest) -> Command {
         let mut c = Command::new(qemu);
         // The same guest contract as ours: 8250 console, reset via i8042,
         // the agent's power-off write to port 0x441 ends QEMU through
@@ -258,41 +385,45 @@ impl BootBench {
             "isa-debug-exit,iobase=0x441,iosize=1",
         ])
         .arg("-kernel")
-        .arg(&self.kernel)
-        .arg("-initrd")
-        .arg(&self.initrd)
-        .args(["-append", "console=ttyS0 reboot=k panic=-1 quiet"]);
+        .arg(guest.kernel);
+        if let Some(initrd) = guest.initrd {
+            c.arg("-initrd").arg(initrd);
+        }
+        c.args(["-append", PEER_CMDLINE]);
         c
     }
 
-    /// The alternating runs: mcpvm, then each peer present, `runs` times.
+    /// The alternating runs: mcpvm, then each peer present, `runs` times;
+    /// each round also starts every VMM once on the null kernel.
     fn alternate(
         &self,
         progress: &mut impl FnMut(&str),
-        scratch: &std::path::Path,
+        scratch: &Path,
     ) -> Result<Runs, BenchError> {
+        let null_path = scratch.join("null-kernel.elf");
+        std::fs::write(&null_path, null_kernel()).map_err(|source| BenchError::Spawn {
+            what: format!("the null kernel ({})", null_path.display()),
+            source,
+        })?;
+        let real = Guest {
+            kernel: &self.kernel,
+            initrd: Some(&self.initrd),
+        };
+        let null = Guest {
+            kernel: &null_path,
+            initrd: None,
+        };
         let mut r = Runs::default();
         for run in 1..=self.runs {
             progress(&format!("run {run}/{}: mcpvm", self.runs));
             let t = timed(
-                self.mcpvm_cmd(),
+                self.mcpvm_cmd(&real),
                 "mcpvm",
                 self.timeout + Duration::from_secs(5),
             )?;
-            let json = t
-                .stdout
-                .iter()
-                .rev()
-                .find(|l| l.starts_with('{'))
-                .cloned()
-                .unwrap_or_default();
-            let v: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+            let v = last_json(&t.stdout);
             if !t.success || v["exit"]["code"] != 0 || t.to_init.is_none() {
-                return Err(BenchError::Run {
-                    what: "mcpvm".into(),
-                    run,
-                    detail: t.stdout.join("\n"),
-                });
+                return Err(failed("mcpvm", run, &t));
             }
             for (i, key) in ["kvm_ready", "kernel_entry", "boot_timer", "exit"]
                 .iter()
@@ -304,34 +435,39 @@ impl BootBench {
             }
             r.add_setup(&v);
             r.ours.add(&t);
+            let t = timed(self.mcpvm_cmd(&null), "mcpvm", self.timeout)?;
+            if !t.success || last_json(&t.stdout)["exit"]["reason"] != "reset" {
+                return Err(failed("mcpvm (null kernel)", run, &t));
+            }
+            r.ours_null.push(t.to_exit);
 
             if let Some(q) = &self.qemu {
                 progress(&format!("run {run}/{}: qemu microvm", self.runs));
-                let t = timed(self.qemu_cmd(q), "qemu", self.timeout)?;
+                let t = timed(self.qemu_cmd(q, &real), "qemu", self.timeout)?;
                 if !t.success || t.to_init.is_none() {
-                    return Err(BenchError::Run {
-                        what: "qemu".into(),
-                        run,
-                        detail: t.stdout.join("\n"),
-                    });
+                    return Err(failed("qemu", run, &t));
                 }
                 r.qemu.add(&t);
+                let t = timed(self.qemu_cmd(q, &null), "qemu", self.timeout)?;
+                if !t.success {
+                    return Err(failed("qemu (null kernel)", run, &t));
+                }
+                r.qemu_null.push(t.to_exit);
             }
             if let Some(fc) = &self.firecracker {
                 progress(&format!("run {run}/{}: firecracker", self.runs));
-                let t = timed(
-                    self.firecracker_cmd(fc, scratch)?,
-                    "firecracker",
-                    self.timeout,
-                )?;
+                let cmd = self.firecracker_cmd(fc, scratch, &real)?;
+                let t = timed(cmd, "firecracker", self.timeout)?;
                 if !t.success || t.to_init.is_none() {
-                    return Err(BenchError::Run {
-                        what: "firecracker".into(),
-                        run,
-                        detail: t.stdout.join("\n"),
-                    });
+                    return Err(failed("firecracker", run, &t));
                 }
                 r.firecracker.add(&t);
+                let cmd = self.firecracker_cmd(fc, scratch, &null)?;
+                let t = timed(cmd, "firecracker", self.timeout)?;
+                if !t.success {
+                    return Err(failed("firecracker (null kernel)", run, &t));
+                }
+                r.firecracker_null.push(t.to_exit);
             }
         }
         Ok(r)
@@ -340,13 +476,22 @@ impl BootBench {
     /// Firecracker without its API socket, from a config file naming the
     /// same kernel, initrd, command line, memory and vCPUs; no devices.
     /// Its console is its stdout; the guest's reset (`reboot=k`) ends it.
-    fn firecracker_cmd(&self, fc: &PathBuf, dir: &std::path::Path) -> Result<Command, BenchError> {
+    fn firecracker_cmd(
+        &self,
+        fc: &PathBuf,
+        dir: &Path,
+        guest: &Guest,
+    ) -> Result<Command, BenchError> {
+        let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or(p.to_path_buf());
+        let mut boot = serde_json::json!({
+            "kernel_image_path": abs(guest.kernel),
+            "boot_args": PEER_CMDLINE,
+        });
+        if let Some(initrd) = guest.initrd {
+            boot["initrd_path"] = abs(initrd).display().to_string().into();
+        }
         let config = serde_json::json!({
-            "boot-source": {
-                "kernel_image_path": std::fs::canonicalize(&self.kernel).unwrap_or(self.kernel.clone()),
-                "initrd_path": std::fs::canonicalize(&self.initrd).unwrap_or(self.initrd.clone()),
-                "boot_args": "console=ttyS0 reboot=k panic=-1 quiet",
-            },
+            "boot-source": boot,
             "drives": [],
             "machine-config": {"vcpu_count": self.vcpus, "mem_size_mib": self.mem_mib},
         });
@@ -379,6 +524,9 @@ impl BootBench {
             setup,
             exits,
             exits_by,
+            ours_null,
+            qemu_null,
+            firecracker_null,
         } = runs?;
         let [ready, entry, boot, exit] = phases;
         let ratio = |a: &Option<Summary>, b: &Option<Summary>| match (a, b) {
@@ -397,6 +545,9 @@ impl BootBench {
             qemu_spawn_to_exit: summarize(&qemu.exit),
             firecracker_spawn_to_init: summarize(&firecracker.init),
             firecracker_spawn_to_exit: summarize(&firecracker.exit),
+            mcpvm_null: summarize(&ours_null),
+            qemu_null: summarize(&qemu_null),
+            firecracker_null: summarize(&firecracker_null),
             mcpvm_setup: summaries(setup),
             mcpvm_exits: summarize(&exits),
             mcpvm_exits_top: {
@@ -411,6 +562,7 @@ impl BootBench {
         r.ratio_exit = ratio(&r.mcpvm_spawn_to_exit, &r.qemu_spawn_to_exit);
         r.ratio_init_firecracker = ratio(&r.mcpvm_spawn_to_init, &r.firecracker_spawn_to_init);
         r.ratio_exit_firecracker = ratio(&r.mcpvm_spawn_to_exit, &r.firecracker_spawn_to_exit);
+        r.ratio_null_firecracker = ratio(&r.mcpvm_null, &r.firecracker_null);
         Ok(r)
     }
 }
@@ -451,6 +603,15 @@ impl BootReport {
                 "Firecracker: spawn → process exit",
                 &self.firecracker_spawn_to_exit,
             ),
+            ("mcpvm alone (null kernel): spawn → exit", &self.mcpvm_null),
+            (
+                "QEMU microvm alone (null kernel): spawn → exit",
+                &self.qemu_null,
+            ),
+            (
+                "Firecracker alone (null kernel): spawn → exit",
+                &self.firecracker_null,
+            ),
         ];
         for (name, sum) in rows {
             if let Some(x) = sum {
@@ -459,6 +620,10 @@ impl BootReport {
                     x.min, x.median, x.p90
                 );
             }
+        }
+        if let Some(n) = self.ratio_null_firecracker {
+            s +=
+                &format!("\nRatio mcpvm / Firecracker alone (null kernel, medians): **{n:.2}**.\n");
         }
         if !self.mcpvm_setup.is_empty() {
             s += "\n| mcpvm setup step, ended at (ms since VMM start) | min | median | p90 |\n|---|---:|---:|---:|\n";
@@ -489,5 +654,49 @@ impl BootReport {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The null kernel is a real guest: our VMM loads it through the PVH
+    /// note, and its one instruction of work is the reset that ends the
+    /// run. Needs /dev/kvm; any KVM runs it (kvm_pvm included).
+    #[test]
+    fn the_null_kernel_resets_the_vm_at_its_first_instruction() {
+        assert!(
+            Path::new("/dev/kvm").exists(),
+            "this test needs /dev/kvm (any KVM, kvm_pvm included); this host has none"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let kernel = dir.path().join("null.elf");
+        std::fs::write(&kernel, null_kernel()).unwrap();
+        let config = vmm::VmConfig {
+            kernel,
+            initrd: None,
+            cmdline: String::new(),
+            mem_mib: 64,
+            vcpus: 1,
+            console: None,
+            timeout: Some(Duration::from_secs(20)),
+            allow_pvm: true,
+            start: std::time::Instant::now(),
+            vsock: None,
+            disks: Vec::new(),
+            rng: false,
+            seccomp: vmm::SeccompMode::Off,
+            snapshot: Default::default(),
+        };
+        let outcome = vmm::VmHandle::build(config).unwrap().wait().unwrap();
+        assert_eq!(outcome.reason, vmm::ExitReason::Reset);
+        let reset_writes: Vec<_> = outcome
+            .exits
+            .iter()
+            .filter(|e| e.kind == vmm::kvm::exits::ExitKind::IoOut)
+            .map(|e| (e.addr, e.count))
+            .collect();
+        assert_eq!(reset_writes, vec![(0x64, 1)], "{:?}", outcome.exits);
     }
 }

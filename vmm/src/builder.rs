@@ -428,12 +428,13 @@ fn create_vcpus(
         .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
         .map_err(BootError::Cpuid)?;
     let msrs = msr_list(kvm)?;
+    let host = cpuid::HostFeatures::of(kvm);
     let mut vcpus = Vec::with_capacity(count as usize);
     for id in 0..count {
         let mut vcpu = Vcpu::new(&vm.fd, id)?;
         vcpu.set_msr_list(msrs.clone());
         let boot = (id == 0).then_some(entry);
-        vcpu.configure(&cpuid::for_vcpu(&supported, id, count), &vm.mem, boot)?;
+        vcpu.configure(&cpuid::for_vcpu(&supported, id, count, host), &vm.mem, boot)?;
         vcpus.push(vcpu);
     }
     Ok(vcpus)

@@ -248,7 +248,12 @@ fn restore_vcpus(
     let mut vcpus = Vec::with_capacity(body.vcpus.len());
     for state in &body.vcpus {
         let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
-        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count))?;
+        vcpu.set_cpuid(&cpuid::for_vcpu(
+            &supported,
+            state.id,
+            count,
+            cpuid::HostFeatures::of(kvm),
+        ))?;
         vcpu.restore_state(state)
             .map_err(named(dir, "vCPU state"))?;
         vcpu.set_msr_list(msrs.clone());

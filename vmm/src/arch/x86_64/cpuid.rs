@@ -1,7 +1,15 @@
 //! CPUID as each vCPU sees it: KVM's supported set, with the topology
 //! fields rewritten so that every vCPU reports its own APIC ID and the
-//! total count, and the hypervisor bit set so the kernel uses paravirt
-//! features (kvm-clock) instead of probing hardware.
+//! total count, the hypervisor bit set so the kernel uses paravirt
+//! features (kvm-clock) instead of probing hardware, and the TSC-deadline
+//! timer offered where KVM emulates it.
+//!
+//! `KVM_GET_SUPPORTED_CPUID` leaves TSC-deadline out because KVM emulates
+//! it in its LAPIC rather than passing hardware through
+//! (Documentation/virt/kvm/api.rst, KVM_CAP_TSC_DEADLINE_TIMER); a VMM
+//! sets the bit itself. Without it the guest calibrates its LAPIC timer
+//! against the PIT at boot (`calibrate_APIC_clock`, LAPIC_CAL_LOOPS = a
+//! tenth of a second of ticks) and reprograms a one-shot timer instead.
 
 use kvm_bindings::{kvm_cpuid_entry2, CpuId};
 
@@ -12,17 +20,36 @@ const LEAF_EXT_TOPOLOGY: u32 = 0xb;
 const LEAF_EXT_TOPOLOGY_V2: u32 = 0x1f;
 
 const ECX_HYPERVISOR: u32 = 1 << 31;
+const ECX_TSC_DEADLINE: u32 = 1 << 24;
 const EDX_HTT: u32 = 1 << 28;
+
+/// What the host's KVM offers beyond its supported CPUID.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostFeatures {
+    /// KVM_CAP_TSC_DEADLINE_TIMER: the LAPIC emulates TSC-deadline mode.
+    pub tsc_deadline: bool,
+}
+
+impl HostFeatures {
+    pub fn of(kvm: &kvm_ioctls::Kvm) -> Self {
+        HostFeatures {
+            tsc_deadline: kvm.check_extension(kvm_ioctls::Cap::TscDeadlineTimer),
+        }
+    }
+}
 
 /// Rewrites `entries` (from `KVM_GET_SUPPORTED_CPUID`) for vCPU `id` of
 /// `count`. One thread per core, one core per vCPU, one socket.
-pub fn filter(entries: &mut [kvm_cpuid_entry2], id: u8, count: u8) {
+pub fn filter(entries: &mut [kvm_cpuid_entry2], id: u8, count: u8, host: HostFeatures) {
     for e in entries.iter_mut() {
         match e.function {
             LEAF_FEATURES => {
                 // EBX[31:24] initial APIC ID, EBX[23:16] logical processors.
                 e.ebx = (e.ebx & 0x0000_ffff) | (u32::from(id) << 24) | (u32::from(count) << 16);
                 e.ecx |= ECX_HYPERVISOR;
+                if host.tsc_deadline {
+                    e.ecx |= ECX_TSC_DEADLINE;
+                }
                 if count > 1 {
                     e.edx |= EDX_HTT;
                 } else {
@@ -71,9 +98,9 @@ fn bits_for(count: u8) -> u32 {
 }
 
 /// Convenience over [`filter`] for a whole `CpuId`.
-pub fn for_vcpu(supported: &CpuId, id: u8, count: u8) -> CpuId {
+pub fn for_vcpu(supported: &CpuId, id: u8, count: u8, host: HostFeatures) -> CpuId {
     let mut cpuid = supported.clone();
-    filter(cpuid.as_mut_slice(), id, count);
+    filter(cpuid.as_mut_slice(), id, count, host);
     cpuid
 }
 
@@ -96,7 +123,7 @@ mod tests {
     #[test]
     fn leaf1_carries_apic_id_count_and_hypervisor_bit() {
         let mut e = [leaf(1, 0)];
-        filter(&mut e, 3, 4);
+        filter(&mut e, 3, 4, HostFeatures::default());
         assert_eq!(e[0].ebx >> 24, 3);
         assert_eq!((e[0].ebx >> 16) & 0xff, 4);
         assert_eq!(e[0].ebx & 0xffff, 0xbeef);
@@ -105,16 +132,29 @@ mod tests {
     }
 
     #[test]
+    fn tsc_deadline_is_offered_only_where_kvm_emulates_it() {
+        let mut e = [leaf(1, 0)];
+        filter(&mut e, 0, 1, HostFeatures::default());
+        assert_eq!(e[0].ecx & ECX_TSC_DEADLINE, 0);
+        filter(&mut e, 0, 1, HostFeatures { tsc_deadline: true });
+        assert_ne!(e[0].ecx & ECX_TSC_DEADLINE, 0);
+        // Other leaves are not touched by it.
+        let mut e = [leaf(4, 0)];
+        filter(&mut e, 0, 1, HostFeatures { tsc_deadline: true });
+        assert_eq!(e[0].ecx, 1);
+    }
+
+    #[test]
     fn single_vcpu_clears_htt() {
         let mut e = [leaf(1, 0)];
-        filter(&mut e, 0, 1);
+        filter(&mut e, 0, 1, HostFeatures::default());
         assert_eq!(e[0].edx & EDX_HTT, 0);
     }
 
     #[test]
     fn extended_topology_reports_x2apic_id_and_levels() {
         let mut e = [leaf(0xb, 0), leaf(0xb, 1), leaf(0xb, 2)];
-        filter(&mut e, 5, 6);
+        filter(&mut e, 5, 6, HostFeatures::default());
         assert!(e.iter().all(|l| l.edx == 5));
         assert_eq!(e[0].ebx, 1);
         assert_eq!(e[1].ebx, 6);
@@ -126,7 +166,7 @@ mod tests {
     #[test]
     fn cache_leaf_reports_cores_per_package() {
         let mut e = [leaf(4, 0)];
-        filter(&mut e, 0, 2);
+        filter(&mut e, 0, 2, HostFeatures::default());
         assert_eq!(e[0].eax >> 26, 1);
     }
 
