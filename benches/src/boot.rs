@@ -277,17 +277,27 @@ fn failed(what: &str, run: usize, t: &Timed) -> BenchError {
 
 /// The null kernel: an ELF with a PVH entry note (Xen's
 /// XEN_ELFNOTE_PHYS32_ENTRY, the entry every VMM here uses for a vmlinux)
-/// whose code writes the i8042 reset command (0xfe to port 0x64) and
-/// halts. Every VMM ends on that reset, so spawn → exit is the VMM's own
-/// start-up and tear-down with one VM exit between.
+/// whose code writes 0 to the power port 0x441 (ours powers off; QEMU's
+/// isa-debug-exit, which the bench gives it there, exits), then the i8042
+/// reset command (0xfe to port 0x64; Firecracker ends on it), and halts.
+/// So spawn → exit is each VMM's own start-up and tear-down with a VM
+/// exit or two between.
 pub fn null_kernel() -> Vec<u8> {
     const LOAD: u64 = 0x10_0000;
     const CODE_OFFSET: u64 = 0x1000;
     const PT_LOAD: u32 = 1;
     const PT_NOTE: u32 = 4;
     const XEN_ELFNOTE_PHYS32_ENTRY: u32 = 18;
-    // mov al, 0xfe; out 0x64, al; hlt; jmp back to hlt
-    let code: &[u8] = &[0xb0, 0xfe, 0xe6, 0x64, 0xf4, 0xeb, 0xfd];
+    #[rustfmt::skip]
+    let code: &[u8] = &[
+        0x66, 0xba, 0x41, 0x04, // mov dx, 0x441 (32-bit code: operand-size prefix)
+        0xb0, 0x00,             // mov al, 0
+        0xee,                   // out dx, al
+        0xb0, 0xfe,             // mov al, 0xfe
+        0xe6, 0x64,             // out 0x64, al
+        0xf4,                   // hlt
+        0xeb, 0xfd,             // jmp back to hlt
+    ];
     let mut note = Vec::new();
     for w in [4u32, 4, XEN_ELFNOTE_PHYS32_ENTRY] {
         note.extend(w.to_le_bytes());
@@ -413,6 +423,9 @@ impl BootBench {
             kernel: &null_path,
             initrd: None,
         };
+        // A VMM that does not end on the null kernel's first instructions
+        // is not going to: fail fast.
+        let null_timeout = self.timeout.min(Duration::from_secs(30));
         let mut r = Runs::default();
         for run in 1..=self.runs {
             progress(&format!("run {run}/{}: mcpvm", self.runs));
@@ -435,8 +448,8 @@ impl BootBench {
             }
             r.add_setup(&v);
             r.ours.add(&t);
-            let t = timed(self.mcpvm_cmd(&null), "mcpvm", self.timeout)?;
-            if !t.success || last_json(&t.stdout)["exit"]["reason"] != "reset" {
+            let t = timed(self.mcpvm_cmd(&null), "mcpvm", null_timeout)?;
+            if !t.success || last_json(&t.stdout)["exit"]["code"] != 0 {
                 return Err(failed("mcpvm (null kernel)", run, &t));
             }
             r.ours_null.push(t.to_exit);
@@ -448,7 +461,7 @@ impl BootBench {
                     return Err(failed("qemu", run, &t));
                 }
                 r.qemu.add(&t);
-                let t = timed(self.qemu_cmd(q, &null), "qemu", self.timeout)?;
+                let t = timed(self.qemu_cmd(q, &null), "qemu", null_timeout)?;
                 if !t.success {
                     return Err(failed("qemu (null kernel)", run, &t));
                 }
@@ -463,7 +476,7 @@ impl BootBench {
                 }
                 r.firecracker.add(&t);
                 let cmd = self.firecracker_cmd(fc, scratch, &null)?;
-                let t = timed(cmd, "firecracker", self.timeout)?;
+                let t = timed(cmd, "firecracker", null_timeout)?;
                 if !t.success {
                     return Err(failed("firecracker (null kernel)", run, &t));
                 }
@@ -661,11 +674,28 @@ impl BootReport {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_timed_command_is_waited_for_and_one_past_its_timeout_is_killed() {
+        let mut echo = Command::new("sh");
+        echo.args(["-c", "echo mcpvm-agent: up; exit 3"]);
+        let t = timed(echo, "sh", Duration::from_secs(20)).unwrap();
+        assert!(t.success);
+        assert!(t.to_init.is_some());
+        assert_eq!(t.stdout, vec!["mcpvm-agent: up".to_string()]);
+
+        let mut sleeper = Command::new("sleep");
+        sleeper.arg("30");
+        let started = std::time::Instant::now();
+        let t = timed(sleeper, "sleep", Duration::from_millis(300)).unwrap();
+        assert!(!t.success, "a killed command did not succeed");
+        assert!(t.to_exit >= 300.0 && started.elapsed() < Duration::from_secs(10), "{}", t.to_exit);
+    }
+
     /// The null kernel is a real guest: our VMM loads it through the PVH
     /// note, and its one instruction of work is the reset that ends the
     /// run. Needs /dev/kvm; any KVM runs it (kvm_pvm included).
     #[test]
-    fn the_null_kernel_resets_the_vm_at_its_first_instruction() {
+    fn the_null_kernel_ends_the_vm_at_its_first_instructions() {
         assert!(
             Path::new("/dev/kvm").exists(),
             "this test needs /dev/kvm (any KVM, kvm_pvm included); this host has none"
@@ -690,13 +720,12 @@ mod tests {
             snapshot: Default::default(),
         };
         let outcome = vmm::VmHandle::build(config).unwrap().wait().unwrap();
-        assert_eq!(outcome.reason, vmm::ExitReason::Reset);
-        let reset_writes: Vec<_> = outcome
+        assert_eq!(outcome.reason, vmm::ExitReason::PowerOff(0));
+        let power_writes = outcome
             .exits
             .iter()
-            .filter(|e| e.kind == vmm::kvm::exits::ExitKind::IoOut)
-            .map(|e| (e.addr, e.count))
-            .collect();
-        assert_eq!(reset_writes, vec![(0x64, 1)], "{:?}", outcome.exits);
+            .find(|e| e.kind == vmm::kvm::exits::ExitKind::IoOut && e.addr == 0x441)
+            .map(|e| e.count);
+        assert_eq!(power_writes, Some(1), "{:?}", outcome.exits);
     }
 }
