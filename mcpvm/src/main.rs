@@ -104,16 +104,6 @@ fn parse(args: &[std::ffi::OsString]) -> (Globals, Command) {
 const RUN_ABOUT: &str = "Run a command (an MCP server) in its own microVM as a stdio server";
 const BOOT_ABOUT: &str = "Boot a Linux kernel in a microVM and wait for it to stop";
 
-/// The command `args` name (the first word that is not a global flag),
-/// if it is one [`VmCli`] parses.
-fn vm_command(args: &[std::ffi::OsString]) -> bool {
-    let first = args
-        .iter()
-        .skip(1)
-        .find(|a| !matches!(a.to_str(), Some("-v" | "--verbose" | "--json")));
-    matches!(first.and_then(|a| a.to_str()), Some("run" | "boot"))
-}
-
 #[derive(Subcommand)]
 enum Command {
     #[command(about = RUN_ABOUT)]
