@@ -688,7 +688,11 @@ mod tests {
         let started = std::time::Instant::now();
         let t = timed(sleeper, "sleep", Duration::from_millis(300)).unwrap();
         assert!(!t.success, "a killed command did not succeed");
-        assert!(t.to_exit >= 300.0 && started.elapsed() < Duration::from_secs(10), "{}", t.to_exit);
+        assert!(
+            t.to_exit >= 300.0 && started.elapsed() < Duration::from_secs(10),
+            "{}",
+            t.to_exit
+        );
     }
 
     /// The null kernel is a real guest: our VMM loads it through the PVH

@@ -178,23 +178,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
         BenchCommand::FirstResponse(a) => {
-            let mut vm_args = Vec::new();
-            if let Some(m) = a.mem {
-                vm_args.push(format!("--mem={m}"));
-            }
-            if let Some(m) = a.seccomp {
-                vm_args.push(format!("--seccomp={}", m.as_str()));
-            }
-            if let Some(s) = a.server {
-                vm_args.push(format!("--server={s}"));
-            }
-            if let Some(i) = a.images {
-                vm_args.push(format!("--images={}", i.display()));
-            }
-            if !a.guest.is_empty() {
-                vm_args.push("--".into());
-                vm_args.extend(a.guest);
-            }
+            let vm_args = run_args(a.mem, a.seccomp, a.server, a.images, a.guest);
             let bench = FirstResponseBench {
                 mcpvm: std::env::current_exe()?,
                 vm_args,
@@ -212,20 +196,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             if counts.first() == Some(&0) || counts.is_empty() {
                 return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
             }
-            let mut vm_args = Vec::new();
-            if let Some(m) = a.mem {
-                vm_args.push(format!("--mem={m}"));
-            }
-            if let Some(s) = a.server {
-                vm_args.push(format!("--server={s}"));
-            }
-            if let Some(i) = a.images {
-                vm_args.push(format!("--images={}", i.display()));
-            }
-            if !a.guest.is_empty() {
-                vm_args.push("--".into());
-                vm_args.extend(a.guest);
-            }
+            let vm_args = run_args(a.mem, None, a.server, a.images, a.guest);
             let mcpvm = std::env::current_exe()?;
             let dir = tempfile::Builder::new()
                 .prefix("mcpvm-bench-density-")
@@ -271,6 +242,35 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
     }
+}
+
+/// The `mcpvm run` options a bench's VM runs take, and the guest command
+/// last.
+fn run_args(
+    mem: Option<u64>,
+    seccomp: Option<vmm::SeccompMode>,
+    server: Option<String>,
+    images: Option<PathBuf>,
+    guest: Vec<String>,
+) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(m) = mem {
+        args.push(format!("--mem={m}"));
+    }
+    if let Some(m) = seccomp {
+        args.push(format!("--seccomp={}", m.as_str()));
+    }
+    if let Some(s) = server {
+        args.push(format!("--server={s}"));
+    }
+    if let Some(i) = images {
+        args.push(format!("--images={}", i.display()));
+    }
+    if !guest.is_empty() {
+        args.push("--".into());
+        args.extend(guest);
+    }
+    args
 }
 
 /// The fixture and the real servers of the probe tests, with the arguments
