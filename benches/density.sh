@@ -23,4 +23,4 @@ MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-16384} "$top/testbed/run" --timeout 5400 
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
   --file "$index:images/index.json" --file "$store/$runtime:images/$runtime" \
   --file "$store/$layer:images/$layer" \
-  -- sh -c "ulimit -n 65536; mcpvm bench density --counts $counts --mem $mem --images images --server memory"
+  -- sh -c "ulimit -n 65536; mcpvm bench density --counts $counts --mem $mem --images images --server memory --answer-timeout 120"
