@@ -39,6 +39,9 @@ pub struct DensityBench {
     pub reserve_mib: u64,
     /// How long one VM may take to answer.
     pub answer_timeout: Duration,
+    /// Stop when one restore takes longer than this: the host is
+    /// saturated, and later figures would measure the queue, not a VM.
+    pub saturated_after: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -296,13 +299,27 @@ impl DensityBench {
                 return Ok(());
             }
             let _ = writeln!(vm.stdin, "{INITIALIZED}");
-            let t = seen[&(i, 1)].duration_since(spawned).as_secs_f64() * 1e3;
+            let took = seen[&(i, 1)].duration_since(spawned);
+            let t = took.as_secs_f64() * 1e3;
             restore.push(t);
+            if took > self.saturated_after {
+                report.stopped = Some(format!(
+                    "at VM {n}: its restore took {:.1} s, over the {} s that says the host is saturated",
+                    took.as_secs_f64(),
+                    self.saturated_after.as_secs()
+                ));
+                return Ok(());
+            }
             if n % 10 == 0 {
                 progress(&format!("{n} VMs restored, the last in {t:.0} ms"));
             }
             if self.counts.contains(&n) {
                 let cp = self.checkpoint(n, rx, seen, vms, restore, guest_file, progress);
+                // Each row as it is measured: a run cut short keeps them.
+                progress(&format!(
+                    "checkpoint {}",
+                    serde_json::to_string(&cp).unwrap_or_default()
+                ));
                 report.checkpoints.push(cp);
                 restore.clear();
             }

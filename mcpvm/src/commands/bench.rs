@@ -38,6 +38,10 @@ pub struct DensityArgs {
     /// How long one VM may take to answer, in seconds.
     #[arg(long, default_value_t = 300)]
     answer_timeout: u64,
+    /// Stop when one restore takes longer than this many seconds (the
+    /// host is saturated).
+    #[arg(long, default_value_t = 30)]
+    saturated_after: u64,
     /// A catalogued server instead of a guest command.
     #[arg(long)]
     server: Option<String>,
@@ -211,6 +215,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 counts,
                 reserve_mib: a.reserve_mib,
                 answer_timeout: Duration::from_secs(a.answer_timeout),
+                saturated_after: Duration::from_secs(a.saturated_after),
             };
             let report = bench.run(|msg| eprintln!("bench density: {msg}"))?;
             emit(&report, report.markdown(), json)
