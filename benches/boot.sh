@@ -3,11 +3,13 @@
 # mcpvm beside QEMU microvm and Firecracker (../shared/peers/firecracker,
 # a peer for benchmarks only, when it is there), same kernel, initrd,
 # memory and vCPUs, alternating runs.
-#   benches/boot.sh [RUNS]      prints a Markdown table (docs/benchmarks.md)
+#   benches/boot.sh [RUNS] [BENCH OPTION...]   prints a Markdown table (docs/benchmarks.md)
+#   e.g. benches/boot.sh 10 --tsc-deadline
 # MCPVM_FIRECRACKER=PATH names another Firecracker binary.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-10}
+shift || true
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -23,4 +25,4 @@ fi
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs.cpio" --file "$work/qemu:qemu" "${peer[@]}" \
   -- mcpvm bench boot --runs "$runs" --kernel vmlinux --initrd initramfs.cpio --qemu qemu/qemu \
-     --firecracker firecracker
+     --firecracker firecracker "$@"

@@ -33,6 +33,8 @@ pub struct BootBench {
     pub mem_mib: u64,
     pub vcpus: u8,
     pub timeout: Duration,
+    /// Boot ours with `--tsc-deadline` (see `mcpvm boot --help`).
+    pub tsc_deadline: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -348,6 +350,9 @@ impl BootBench {
         let mut c = Command::new(&self.mcpvm);
         c.args(["boot", "--json", "--cmdline", "quiet", "--kernel"])
             .arg(guest.kernel);
+        if self.tsc_deadline {
+            c.arg("--tsc-deadline");
+        }
         if let Some(initrd) = guest.initrd {
             c.arg("--initrd").arg(initrd);
         }
@@ -722,6 +727,7 @@ mod tests {
             rng: false,
             seccomp: vmm::SeccompMode::Off,
             snapshot: Default::default(),
+            tsc_deadline: false,
         };
         let outcome = vmm::VmHandle::build(config).unwrap().wait().unwrap();
         assert_eq!(outcome.reason, vmm::ExitReason::PowerOff(0));

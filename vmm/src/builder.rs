@@ -249,7 +249,10 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     phases.mark("boot_params");
 
     // 7. vCPUs.
-    let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry)?;
+    let host = cpuid::HostFeatures {
+        tsc_deadline: config.tsc_deadline && cpuid::HostFeatures::of(&kvm).tsc_deadline,
+    };
+    let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry, host)?;
     phases.mark("vcpus");
     let mut built = BuiltVm::assemble(vm, vcpus, devices, cmdline, config.seccomp);
     built.phases = phases.done();
@@ -423,12 +426,12 @@ fn create_vcpus(
     vm: &Vm,
     count: u8,
     entry: BootEntry,
+    host: cpuid::HostFeatures,
 ) -> Result<Vec<Vcpu>, BootError> {
     let supported = kvm
         .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
         .map_err(BootError::Cpuid)?;
     let msrs = msr_list(kvm)?;
-    let host = cpuid::HostFeatures::of(kvm);
     let mut vcpus = Vec::with_capacity(count as usize);
     for id in 0..count {
         let mut vcpu = Vcpu::new(&vm.fd, id)?;

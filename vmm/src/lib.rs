@@ -58,6 +58,11 @@ pub struct VmConfig {
     pub seccomp: SeccompMode,
     /// Taking or starting from a snapshot (see [`snapshot`]).
     pub snapshot: SnapshotConfig,
+    /// Offer the TSC-deadline timer in CPUID where KVM emulates it (the
+    /// guest then skips calibrating its LAPIC timer: about 0.35 s of a
+    /// testbed boot). Off by default: in the nested testbed the host
+    /// stalled in 4 of 17 sessions with it on (docs/benchmarks.md).
+    pub tsc_deadline: bool,
 }
 
 /// Snapshot options of a run.

@@ -84,7 +84,12 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     check_devices(body, &devices.virtio, dir)?;
 
     // 4. The vCPUs as saved.
-    let vcpus = restore_vcpus(&kvm, &vm, body, count, dir)?;
+    // The CPUID the guest booted with: a snapshot of a guest that had the
+    // TSC-deadline timer is restored with it (the caller says so again).
+    let host = cpuid::HostFeatures {
+        tsc_deadline: config.tsc_deadline && cpuid::HostFeatures::of(&kvm).tsc_deadline,
+    };
+    let vcpus = restore_vcpus(&kvm, &vm, body, count, dir, host)?;
 
     // 5. The devices start last: an interrupt they raise at once (vsock's
     //    transport reset) must find the LAPICs restored, or it is lost to
@@ -240,6 +245,7 @@ fn restore_vcpus(
     body: &snapshot::Body,
     count: u8,
     dir: &Path,
+    host: cpuid::HostFeatures,
 ) -> Result<Vec<Vcpu>, BootError> {
     let supported = kvm
         .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
@@ -248,12 +254,7 @@ fn restore_vcpus(
     let mut vcpus = Vec::with_capacity(body.vcpus.len());
     for state in &body.vcpus {
         let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
-        vcpu.set_cpuid(&cpuid::for_vcpu(
-            &supported,
-            state.id,
-            count,
-            cpuid::HostFeatures::of(kvm),
-        ))?;
+        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count, host))?;
         vcpu.restore_state(state)
             .map_err(named(dir, "vCPU state"))?;
         vcpu.set_msr_list(msrs.clone());
@@ -322,6 +323,7 @@ mod tests {
             rng: false,
             seccomp: crate::SeccompMode::Off,
             snapshot: crate::SnapshotConfig::default(),
+            tsc_deadline: false,
         }
     }
 

@@ -307,6 +307,7 @@ fn vm_config(
             save_to: args.snapshot_to.clone(),
             restore_from: restore_from.clone(),
         },
+        tsc_deadline: false,
     };
     match (plan, restore_from) {
         // Booted: everything from the plan.
