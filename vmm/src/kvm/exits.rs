@@ -36,6 +36,13 @@ impl ExitKind {
     }
 }
 
+/// Distinct (kind, address) pairs one vCPU keeps apart. A guest chooses
+/// the addresses it touches, so the table is bounded: exits at addresses
+/// beyond it are counted together under [`OTHER_ADDRESSES`].
+pub const MAX_ADDRESSES: usize = 256;
+/// The address that stands for every address past [`MAX_ADDRESSES`].
+pub const OTHER_ADDRESSES: u64 = u64::MAX;
+
 /// One vCPU's counts: (kind, port or guest-physical address) → exits.
 #[derive(Debug, Default)]
 pub struct ExitCounter {
@@ -44,7 +51,12 @@ pub struct ExitCounter {
 
 impl ExitCounter {
     pub fn count(&mut self, kind: ExitKind, addr: u64) {
-        *self.counts.entry((kind, addr)).or_default() += 1;
+        let key = if self.counts.len() < MAX_ADDRESSES || self.counts.contains_key(&(kind, addr)) {
+            (kind, addr)
+        } else {
+            (kind, OTHER_ADDRESSES)
+        };
+        *self.counts.entry(key).or_default() += 1;
     }
 }
 
@@ -128,6 +140,24 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_guest_touching_endless_addresses_keeps_the_table_bounded() {
+        let mut c = ExitCounter::default();
+        for addr in 0..100_000u64 {
+            c.count(ExitKind::MmioWrite, 0xd000_0000 + addr * 4);
+        }
+        // Kinds past the bound share one bucket each.
+        c.count(ExitKind::IoIn, 0x3fd);
+        assert!(c.counts.len() <= MAX_ADDRESSES + 2, "{}", c.counts.len());
+        let stats = ExitStats::default();
+        stats.add(c);
+        let s = stats.summary();
+        let total: u64 = s.iter().map(|e| e.count).sum();
+        assert_eq!(total, 100_001, "every exit is still counted");
+        assert_eq!(s[0].addr, OTHER_ADDRESSES);
+        assert_eq!(s[0].count, 100_000 - (MAX_ADDRESSES as u64));
     }
 
     #[test]
