@@ -101,7 +101,8 @@ struct Line {
 
 fn reader(vm: usize, out: std::process::ChildStdout, tx: Sender<Line>) {
     std::thread::spawn(move || {
-        // Bounded lines: a restored server's answers are small.
+        // Whole lines: the bench drives the server it snapshotted itself,
+        // whose answers (initialize, tools/list) are a few KiB.
         for line in BufReader::new(out).lines().map_while(Result::ok) {
             let id = serde_json::from_str::<serde_json::Value>(&line)
                 .ok()
