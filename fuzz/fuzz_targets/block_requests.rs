@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use mcpvm_fuzz::{fill_data, hostile_queue, memory, Input};
+use mcpvm_fuzz::{fill_data, hostile_queue, memory, scratch, Input};
 use virtio_queue::QueueT;
 use vmm::devices::virtio::block::disk::Disk;
 use vmm::devices::virtio::block::request::execute;
@@ -16,7 +16,7 @@ use vmm::CacheMode;
 fn image() -> &'static std::path::Path {
     static IMAGE: OnceLock<(tempfile::TempDir, std::path::PathBuf)> = OnceLock::new();
     let (_, path) = IMAGE.get_or_init(|| {
-        let d = tempfile::tempdir().expect("temp dir");
+        let d = scratch();
         let p = d.path().join("disk.img");
         std::fs::write(&p, vec![0x5a; 64 * 1024]).expect("disk image");
         (d, p)

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let t = tempfile::tempdir().unwrap();
+    let t = mcpvm_fuzz::scratch();
     let dir = t.path().join("snap");
     std::fs::create_dir(&dir).unwrap();
     std::fs::write(dir.join(vmm::snapshot::STATE_FILE), data).unwrap();
