@@ -36,7 +36,7 @@ done
 echo
 echo "| server-memory's layer on | MB |"
 echo "|---|---:|"
-for rt in node node20 node22 node24; do
+for rt in node node20 node22 node24 node26; do
   printf '[servers.m]\npackage = "@modelcontextprotocol/server-memory"\nversion = "2026.8.31"\nruntime = "%s"\ncommand = "mcp-server-memory"\n' "$rt" > "$work/$rt.toml"
   "$mcpvm" image build --catalogue "$work/$rt.toml" --catalogue-only --images "$work/sizes-$rt" >/dev/null 2>>"$work/log"
   layer=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['servers']['m']['layer'])" "$work/sizes-$rt/index.json")

@@ -202,7 +202,7 @@ mod servers {
     }
 
     /// @sentry/mcp-server declares node >= 22.13 (its install is refused
-    /// on the image's node 20: `image_build`); with `runtime = "node22"`
+    /// on `node20`: `image_build`); with `runtime = "node22"`
     /// its layer carries that node, and the server runs on it.
     #[test]
     fn a_server_needing_node_22_runs_on_the_node_its_layer_carries() {

@@ -31,7 +31,13 @@ fn python_node_and_git_run_from_the_image() {
     let c = case("runtimes");
     assert_eq!(c.rc, 0, "{c:?}");
     assert!(c.stdout.contains("python (3, 11)"), "{}", c.stdout);
-    assert!(c.stdout.contains("node v20."), "{}", c.stdout);
+    // The image carries node.lock's default node, exactly.
+    let lock: toml::Table =
+        toml::from_str(include_str!("../../guest-image/runtimes/node.lock")).unwrap();
+    let default = lock["default"].as_str().unwrap();
+    let version = lock["node"][default]["version"].as_str().unwrap();
+    let node = format!("node v{version}\n");
+    assert!(c.stdout.contains(&node), "{node:?} in {c:?}");
     assert!(c.stdout.contains("git version 2."), "{}", c.stdout);
     assert!(c.stdout.contains("Debian GNU/Linux 12"), "{}", c.stdout);
 }

@@ -208,7 +208,7 @@ fn the_shipped_lock_pins_every_runtime_with_a_sha512() {
     let default = lock["default"].as_str().unwrap();
     let node = lock["node"].as_table().unwrap();
     assert!(node.contains_key(default), "the default is pinned");
-    for major in ["20", "22", "24"] {
+    for major in ["20", "22", "24", "26"] {
         let pin = node[major].as_table().unwrap();
         assert!(pin["version"]
             .as_str()
