@@ -80,11 +80,14 @@ fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64) -> String {
         .iter()
         .map(|(k, v)| format!(" --env {}", quote(&format!("{k}={v}"))))
         .collect();
+    let layers: String = (0..job.layers.len())
+        .map(|i| format!(" --layer ./layer-{i}.erofs"))
+        .collect();
     format!(
         "set -u\n\
          mkdir stage && tar -xf stage.tar -C stage || exit 90\n\
          rc=0\n\
-         ./bin/mcpvm run --kernel ./vmlinux --initrd ./initrd.cpio --image ./runtime.erofs \\\n  \
+         ./bin/mcpvm run --kernel ./vmlinux --initrd ./initrd.cpio --image ./runtime.erofs{layers} \\\n  \
          --workspace ./stage,rw --workspace-limit {limit_mib} --mem {mem_mib} --timeout {SCRIPT_TIMEOUT_S}{env} \\\n  \
          -- /bin/sh -c {} </dev/null || rc=$?\n\
          if [ $rc -eq 0 ]; then tar -cf \"$MCPVM_OUT/stage.tar\" -C stage . || rc=91; fi\n\
@@ -138,16 +141,23 @@ impl ScriptSandbox for MicroVm {
 
         // Room for the tree twice (workspace and npm's work) in the guest.
         let mib = tree_bytes(job.stage) >> 20;
-        let mem = (512 + 3 * mib).clamp(1024, 3072);
+        let mem = job.mem_mib.unwrap_or((512 + 3 * mib).clamp(1024, 3072));
         let limit = (4 * mib).max(1024);
-        let payload = std::fs::metadata(job.runtime)
-            .map(|m| m.len() >> 20)
-            .unwrap_or(0)
+        let payload = std::iter::once(job.runtime)
+            .chain(job.layers.iter().map(PathBuf::as_path))
+            .map(|f| std::fs::metadata(f).map(|m| m.len() >> 20).unwrap_or(0))
+            .sum::<u64>()
             + 2 * mib;
         std::fs::write(w.join("scripts.sh"), scenario(job, mem, limit))
             .map_err(|e| format!("cannot write the scenario: {e}"))?;
         let file = |src: &Path, name: &str| format!("{}:{name}", src.display());
         let out = w.join("out");
+        let layers: Vec<String> = job
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| file(l, &format!("layer-{i}.erofs")))
+            .collect();
         let mut child = Command::new("bash")
             .arg(w.join("testbed/run"))
             .args(["--timeout", &(SCRIPT_TIMEOUT_S + 120).to_string()])
@@ -157,6 +167,7 @@ impl ScriptSandbox for MicroVm {
             .args(["--file", &file(&vm.kernel, "vmlinux")])
             .args(["--file", &file(&vm.initrd, "initrd.cpio")])
             .args(["--file", &file(job.runtime, "runtime.erofs")])
+            .args(layers.iter().flat_map(|l| ["--file", l.as_str()]))
             .args(["--file", &file(&stage_tar, "stage.tar")])
             .args(["--file", &file(&w.join("scripts.sh"), "scripts.sh")])
             .args(["--", "sh", "scripts.sh"])
@@ -257,10 +268,16 @@ mod tests {
             server: "s",
             stage: Path::new("/x"),
             runtime: Path::new("/r"),
+            layers: vec!["/tools.erofs".into(), "/more.erofs".into()],
+            mem_mib: None,
             env: &env,
             shell: "cd /workspace && exec npm rebuild".into(),
         };
         let s = scenario(&job, 1024, 2048);
+        assert!(
+            s.contains("--image ./runtime.erofs --layer ./layer-0.erofs --layer ./layer-1.erofs"),
+            "{s}"
+        );
         assert!(s.contains(r"--env 'K=it'\''s; rm -rf /'"), "{s}");
         assert!(
             s.contains("-- /bin/sh -c 'cd /workspace && exec npm rebuild'"),

@@ -733,7 +733,7 @@ fn listen_needs_a_server_that_speaks_http() {
     );
 }
 
-/// `--package` takes an exact npm or PyPI spec, names the server alone
+/// `--package` takes an exact npm, PyPI or crates.io spec, names the server alone
 /// (not with --server or --image), and says which form it wants.
 #[test]
 fn package_specs_are_checked_before_anything_is_built() {
@@ -742,13 +742,16 @@ fn package_specs_are_checked_before_anything_is_built() {
         ("npm:left-pad", "no @VERSION"),
         ("npm:left-pad@^1.3.0", "is not an exact version"),
         ("pypi:mcp-server-time>=1", "no ==VERSION"),
-        ("cargo:ripgrep@14.1.0", "'cargo' is not a kind of package"),
+        ("gem:rails@7.1.0", "'gem' is not a kind of package"),
+        ("cargo:ripgrep", "no @VERSION"),
     ] {
         for command in ["run", "probe"] {
             let (code, stderr) = mcpvm(&[command, "--package", spec]);
             assert_eq!(code, 1, "{command} {spec}: {stderr}");
             assert!(
-                stderr.contains(why) && stderr.contains("npm:NAME@VERSION or pypi:NAME==VERSION"),
+                stderr.contains(why)
+                    && stderr
+                        .contains("npm:NAME@VERSION, pypi:NAME==VERSION or cargo:NAME@VERSION"),
                 "{command} {spec}: {stderr}"
             );
             assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");

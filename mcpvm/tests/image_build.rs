@@ -56,11 +56,11 @@ runtime = "node"
 command = "mcp-server-puppeteer"
 install_env = { PUPPETEER_SKIP_DOWNLOAD = "1" }
 
-# Declares node >= 22.13: refused on the image's node, with the reason.
+# Declares node >= 22.13: refused on a pinned node 20, with the reason.
 [servers.needs-node22]
 package = "@sentry/mcp-server"
 version = "0.39.0"
-runtime = "node"
+runtime = "node20"
 command = "sentry-mcp"
 "#;
 
@@ -101,7 +101,7 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
     let engines = out
         .lines()
         .find(|l| l.starts_with("needs-node22 ") && l.contains("FAILED"))
-        .unwrap_or_else(|| panic!("the node 22 entry is refused on node 20: {out}"));
+        .unwrap_or_else(|| panic!("the node 22 entry is refused on node20: {out}"));
     assert!(
         engines.contains("Required: {\"node\":\">=22.13\"}") && engines.contains("v20."),
         "naming the requirement it failed: {engines}"
@@ -234,10 +234,12 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
             .flatten()
             .map(|e| e.path())
             .find(|p| {
-                p.file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .starts_with(&format!("layer-{name}-"))
+                // layer-<name>-<hex key>.erofs: "scripted" is a prefix of
+                // "scripted-ignored", so the key must follow the name.
+                let file = p.file_name().unwrap().to_string_lossy().to_string();
+                file.strip_prefix(&format!("layer-{name}-"))
+                    .and_then(|k| k.strip_suffix(".erofs"))
+                    .is_some_and(|k| k.bytes().all(|b| b.is_ascii_hexdigit()))
             })
             .unwrap_or_else(|| panic!("no layer for {name}"));
         let to = dir.path().join(format!("x-{name}"));
@@ -471,4 +473,201 @@ fn apt_packages_are_unpacked_into_the_layer() {
     assert!(x
         .join("opt/mcp/with-rg/node_modules/.bin/mcp-server-memory")
         .exists());
+}
+
+/// The program headers of an ELF file name no interpreter: a static
+/// binary, which runs on any image.
+fn is_static_elf(bytes: &[u8]) -> bool {
+    let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
+        return false;
+    }
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..phnum).all(|i| {
+        let p = phoff + i * phentsize;
+        u32::from_le_bytes(bytes[p..p + 4].try_into().unwrap()) != 3 // PT_INTERP
+    })
+}
+
+/// A crate as a server (`runtime = "cargo"`): fetched and vendored on the
+/// host, built in a microVM with no network — its build script's marker
+/// never appears on the host, and the kernel it saw is the guest's — into
+/// a static binary in the layer with the host's Cargo.lock beside it.
+/// The binary answers MCP (run here: it is static, and our fixture).
+#[test]
+fn a_crate_is_built_in_a_microvm_into_a_static_binary() {
+    let marker = Path::new("/tmp/mcpvm-fixture-cargo-build-ran");
+    let _ = std::fs::remove_file(marker);
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // A .crate is a gzipped tar of NAME-VERSION/.
+    let fixture = common::workspace().join("mcpvm/tests/fixtures/cargo-server");
+    let krate = dir.path().join("mcpvm-cargo-fixture-0.1.0.crate");
+    let tar = Command::new("tar")
+        .arg("-czf")
+        .arg(&krate)
+        .arg("-C")
+        .arg(&fixture)
+        .args(["--transform", "s,^\\.,mcpvm-cargo-fixture-0.1.0,", "."])
+        .output()
+        .unwrap();
+    assert!(tar.status.success(), "{tar:?}");
+    let catalogue = dir.path().join("crate.toml");
+    std::fs::write(
+        &catalogue,
+        "[servers.crate-server]\npackage = \"mcpvm-cargo-fixture\"\nversion = \"0.1.0\"\n\
+         runtime = \"cargo\"\nsource = \"mcpvm-cargo-fixture-0.1.0.crate\"\n\
+         command = \"mcpvm-cargo-fixture\"\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+    let (rc, out, err) = mcpvm(&[
+        "image",
+        "build",
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+    ]);
+    assert_eq!(rc, 0, "{out}\n{err}");
+    assert!(
+        err.contains("has no Cargo.lock: resolving one")
+            && err.contains("building mcpvm-cargo-fixture of mcpvm-cargo-fixture 0.1.0 in a microVM (no network)"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the build script ran on the host");
+
+    let layer = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("layer-crate-server-")
+        })
+        .expect("the layer");
+    let x = dir.path().join("x");
+    let ok = Command::new("fsck.erofs")
+        .arg(format!("--extract={}", x.display()))
+        .arg(&layer)
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+    let server = x.join("opt/mcp/crate-server");
+    let bin = server.join("bin/mcpvm-cargo-fixture");
+    let bytes = std::fs::read(&bin).unwrap();
+    assert!(is_static_elf(&bytes), "a static binary");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&bin).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
+    let names: Vec<_> = std::fs::read_dir(server.join("bin"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["mcpvm-cargo-fixture"], "the binaries only");
+    let lock = std::fs::read_to_string(server.join("Cargo.lock")).unwrap();
+    assert!(lock.contains("name = \"mcpvm-cargo-fixture\""), "{lock}");
+    assert_eq!(
+        std::fs::read_to_string(store.join("locks/crate-server/Cargo.lock")).unwrap(),
+        lock
+    );
+    let (_, list, _) = mcpvm(&[
+        "image",
+        "list",
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+    ]);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("crate-server ") && l.contains("cargo") && l.contains("built")),
+        "{list}"
+    );
+
+    // It answers MCP, and was built under the guest's kernel.
+    let mut child = Command::new(&bin)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{}}\n\
+              {\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"built_on\"}}\n",
+        )
+        .unwrap();
+    let answer = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
+    assert!(
+        answer.contains("\"serverInfo\":{\"name\":\"mcpvm-cargo-fixture\""),
+        "{answer}"
+    );
+    let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let built_on = answer
+        .split("built on ")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_default();
+    assert!(
+        !built_on.is_empty() && built_on != host_kernel.trim(),
+        "built under the guest's kernel ({built_on:?}), not the host's ({host_kernel:?})"
+    );
+}
+
+/// `cargo:NAME@VERSION` from crates.io: the crate is fetched and checked
+/// against the index's hash, its tree resolved; a crate with no binary
+/// is refused with that reason before any VM starts, and nothing stays.
+#[test]
+fn a_crate_from_crates_io_is_fetched_and_a_library_is_refused() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let store = dir.path().join("store");
+    let s = store.to_str().unwrap();
+    let (rc, out, err) = mcpvm(&[
+        "image",
+        "build",
+        "--package",
+        "cargo:itoa@1.0.15",
+        "--images",
+        s,
+    ]);
+    assert_ne!(rc, 0, "{out}\n{err}");
+    assert!(
+        err.contains("cargo-itoa-1-0-15")
+            && err.contains("using the Cargo.lock itoa 1.0.15 was published with")
+            && err.contains("it has no binary target to run as a server"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("microVM"),
+        "no VM for a crate that cannot serve: {err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(".stage") || n.starts_with("layer-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let (rc, _, err) = mcpvm(&[
+        "image",
+        "build",
+        "--package",
+        "cargo:itoa@0.0.0-none",
+        "--images",
+        s,
+    ]);
+    assert_ne!(rc, 0);
+    assert!(err.contains("crates.io has no itoa 0.0.0-none"), "{err}");
 }

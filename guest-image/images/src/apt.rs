@@ -207,13 +207,69 @@ fn fetch_and_unpack(
             field("Version")
         ));
     }
+    merge_usr(stage)?;
     let path = server_dir.join("apt.lock");
     std::fs::write(&path, lock).map_err(io(&path))
+}
+
+/// Debian 12's root is merged: /bin, /sbin and /lib* are links into
+/// /usr. A package's own /lib/… (or an empty /lib a package lists) would
+/// be a directory in the layer, and overlayfs would put it over the link,
+/// hiding every library the root has there (the dynamic loader among
+/// them: nothing would start). Their contents go under /usr instead.
+fn merge_usr(stage: &Path) -> Result<(), BuildError> {
+    fn merge(from: &Path, to: &Path) -> Result<(), BuildError> {
+        std::fs::create_dir_all(to).map_err(io(to))?;
+        for e in std::fs::read_dir(from).map_err(io(from))?.flatten() {
+            let (src, dst) = (e.path(), to.join(e.file_name()));
+            let both_dirs = e.file_type().is_ok_and(|t| t.is_dir()) && dst.is_dir();
+            match both_dirs {
+                true => merge(&src, &dst)?,
+                false => std::fs::rename(&src, &dst).map_err(io(&src))?,
+            }
+        }
+        std::fs::remove_dir_all(from).map_err(io(from))
+    }
+    for d in ["bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+        let top = stage.join(d);
+        let is_dir = std::fs::symlink_metadata(&top).is_ok_and(|m| m.is_dir());
+        if is_dir {
+            merge(&top, &stage.join("usr").join(d))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_level_directories_go_under_usr_as_the_merged_root_has_them() {
+        let d = tempfile::tempdir().unwrap();
+        let s = d.path();
+        for f in [
+            "lib/x86_64-linux-gnu/libx.so.1",
+            "usr/lib/x86_64-linux-gnu/liby.so",
+            "bin/tool",
+        ] {
+            std::fs::create_dir_all(s.join(f).parent().unwrap()).unwrap();
+            std::fs::write(s.join(f), f).unwrap();
+        }
+        std::fs::create_dir(s.join("lib64")).unwrap();
+        merge_usr(s).unwrap();
+        for gone in ["lib", "lib64", "bin"] {
+            assert!(std::fs::symlink_metadata(s.join(gone)).is_err(), "{gone}");
+        }
+        for kept in [
+            "usr/lib/x86_64-linux-gnu/libx.so.1",
+            "usr/lib/x86_64-linux-gnu/liby.so",
+            "usr/bin/tool",
+        ] {
+            assert!(s.join(kept).is_file(), "{kept}");
+        }
+        assert!(s.join("usr/lib64").is_dir());
+    }
 
     #[test]
     fn the_runtimes_sources_are_signed_by_its_keyring_alone() {

@@ -31,9 +31,10 @@ use crate::store::{Index, LayerRecord, StoreError};
 const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
 const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
 const FETCH_NODE: &str = include_str!("../../runtimes/fetch-node");
+const FETCH_CRATE: &str = include_str!("../../runtimes/fetch-crate");
 const NODE_LOCK: &str = include_str!("../../runtimes/node.lock");
 /// Bump when the way layers are made changes.
-const LAYER_RECIPE: &str = "layer-recipe-3";
+const LAYER_RECIPE: &str = "layer-recipe-4";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -68,13 +69,17 @@ pub trait ScriptSandbox {
     fn run(&self, job: &ScriptJob<'_>, progress: &mut dyn FnMut(&str)) -> Result<(), String>;
 }
 
-/// Install scripts to run: `shell` in a guest on `runtime`, with `stage`
-/// (the server's directory) as its writable /workspace, what comes back
-/// replacing it.
+/// Install scripts (or a crate's build) to run: `shell` in a guest on
+/// `runtime` with `layers` over it, with `stage` (the server's
+/// directory, or the build's sources) as its writable /workspace, what
+/// comes back replacing it.
 pub struct ScriptJob<'a> {
     pub server: &'a str,
     pub stage: &'a Path,
     pub runtime: &'a Path,
+    pub layers: Vec<PathBuf>,
+    /// Guest memory, when the job knows what it needs (a compiler).
+    pub mem_mib: Option<u64>,
     pub env: &'a BTreeMap<String, String>,
     pub shell: String,
 }
@@ -241,6 +246,11 @@ pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
         h.update(locked_node_version(major).as_bytes());
         h.update([2]);
     }
+    // A crate's binaries are rebuilt by a new compiler.
+    if e.runtime == Runtime::Cargo {
+        h.update(crate::cargo::toolchain_version().as_bytes());
+        h.update([7]);
+    }
     h.update(format!("{:?}", e.runtime).as_bytes());
     hex(&h.finalize())[..16].to_string()
 }
@@ -262,6 +272,7 @@ fn scripts() -> Result<PathBuf, BuildError> {
         ("rootfs/build", ROOTFS_SCRIPT, 0o755),
         ("rootfs/packages", ROOTFS_PACKAGES, 0o644),
         ("runtimes/fetch-node", FETCH_NODE, 0o755),
+        ("runtimes/fetch-crate", FETCH_CRATE, 0o755),
         ("runtimes/node.lock", NODE_LOCK, 0o644),
     ] {
         use std::os::unix::fs::PermissionsExt;
@@ -382,7 +393,7 @@ fn place(src: &Path, store: &Path, name: &str) -> Result<(), BuildError> {
 
 /// `stage` as an EROFS image: the same tree gives the same bytes (fixed
 /// times, owners, and a UUID from the image's name, not a random one).
-fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
+pub(crate) fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
     let h = hex(&Sha256::digest(
         out.file_name().unwrap_or_default().as_encoded_bytes(),
     ));
@@ -417,11 +428,13 @@ fn copy_lock(lock: &Path, target: &Path, e: &Entry) -> Result<(), BuildError> {
 /// packages with the npm of the node they run on (`node`: its
 /// directory), refusing a package whose `engines` that node does not
 /// meet, and a layer with a node of its own gets that node.
+#[allow(clippy::too_many_arguments)]
 fn install(
     name: &str,
     e: &Entry,
     stage: &Path,
     node: &Path,
+    fetchers: &Path,
     scripts: (&Path, &dyn ScriptSandbox),
     locked: Option<&Path>,
     progress: &mut dyn FnMut(&str),
@@ -435,7 +448,7 @@ fn install(
         });
     }
     let (what, bin_dir) = match e.runtime {
-        Runtime::Node | Runtime::Node20 | Runtime::Node22 | Runtime::Node24 => {
+        Runtime::Node | Runtime::Node20 | Runtime::Node22 | Runtime::Node24 | Runtime::Node26 => {
             let spec = match &e.source {
                 Some(src) => format!("{}@file:{}", e.package, src.display()),
                 None => format!("{}@{}", e.package, e.version),
@@ -490,6 +503,8 @@ fn install(
                         server: name,
                         stage: &target,
                         runtime,
+                        layers: Vec::new(),
+                        mem_mib: None,
                         env: &e.install_env,
                         shell: npm_rebuild_line(e.runtime.own_node().is_some()),
                     };
@@ -512,6 +527,12 @@ fn install(
                 }
             }
             (spec, target.join("node_modules/.bin"))
+        }
+        Runtime::Cargo => {
+            let fetch = fetchers.join("runtimes/fetch-crate");
+            let what =
+                crate::cargo::install(name, e, stage, &target, &fetch, scripts, locked, progress)?;
+            (what, target.join("bin"))
         }
         Runtime::Python => {
             let extras = match e.extras.is_empty() {
@@ -643,6 +664,7 @@ pub fn build(
 
     let t = Instant::now();
     let scripts = Scripts(scripts()?);
+    let scripts_dir = scripts.0.clone();
     let node = pinned_node(&scripts.0, None)?;
     let rt_cache = build_runtime(&scripts.0, progress)?;
     let rt_key = runtime_key(&rt_cache);
@@ -707,7 +729,17 @@ pub fn build(
             }
             .and_then(|node| {
                 let scripts = (rt_path.as_path(), sandbox);
-                install(name, e, &stage, &node, scripts, locked.as_deref(), progress)
+                let fetchers = scripts_dir.as_path();
+                install(
+                    name,
+                    e,
+                    &stage,
+                    &node,
+                    fetchers,
+                    scripts,
+                    locked.as_deref(),
+                    progress,
+                )
             })
             .and_then(|found| {
                 command = Some(found);

@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 /// The catalogue shipped with mcpvm.
 pub const BUILT_IN: &str = include_str!("../../catalogue.toml");
 
-/// What a server runs on: `node` (the runtime image's node), a pinned
-/// node of its own (`node20`, `node22`, `node24`: guest-image/runtimes/
-/// node.lock, carried in the server's layer), or `python` (3.11).
+/// What a server runs on: `node` (the runtime image's node, the current
+/// LTS), a pinned node of its own (`node20`, `node22`, `node24`,
+/// `node26`: guest-image/runtimes/node.lock, carried in the server's
+/// layer), `python` (3.11), or `cargo`: a crate's binary, built from
+/// crates.io in a microVM (static, so it needs nothing of the image).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Runtime {
@@ -21,7 +23,9 @@ pub enum Runtime {
     Node20,
     Node22,
     Node24,
+    Node26,
     Python,
+    Cargo,
 }
 
 /// Where a layer with a node of its own keeps it, under the server's
@@ -30,7 +34,7 @@ pub const OWN_NODE: &str = ".mcpvm-node";
 
 impl Runtime {
     pub fn is_node(self) -> bool {
-        self != Runtime::Python
+        !matches!(self, Runtime::Python | Runtime::Cargo)
     }
 
     /// The pinned node major the layer carries; None for the image's.
@@ -39,7 +43,8 @@ impl Runtime {
             Runtime::Node20 => Some("20"),
             Runtime::Node22 => Some("22"),
             Runtime::Node24 => Some("24"),
-            Runtime::Node | Runtime::Python => None,
+            Runtime::Node26 => Some("26"),
+            Runtime::Node | Runtime::Python | Runtime::Cargo => None,
         }
     }
 }
@@ -290,6 +295,7 @@ impl Catalogue {
                         ".whl",
                         "a wheel (.whl): an sdist would run its code on the host",
                     ),
+                    Runtime::Cargo => (".crate", "`cargo package`'s .crate"),
                     _ => (".tgz", "`npm pack`'s .tgz"),
                 };
                 if !src.to_string_lossy().ends_with(ext) {
@@ -306,6 +312,12 @@ impl Catalogue {
                 ));
             }
             for pin in &e.pins {
+                if e.runtime == Runtime::Cargo {
+                    return Err(bad(
+                        "pins",
+                        "a crate's tree is its Cargo.lock; pins apply to npm and PyPI".into(),
+                    ));
+                }
                 let (name, version) = match e.runtime {
                     Runtime::Python => pin.split_once("==").unwrap_or(("", "")),
                     _ => pin.rsplit_once('@').unwrap_or(("", "")),
@@ -336,7 +348,7 @@ impl Catalogue {
                     "applies to node packages only (pip runs no install scripts of its own)".into(),
                 ));
             }
-            if !e.extras.is_empty() && e.runtime.is_node() {
+            if !e.extras.is_empty() && e.runtime != Runtime::Python {
                 return Err(bad("extras", "applies to python packages only".into()));
             }
             for x in &e.extras {
@@ -444,7 +456,7 @@ impl Entry {
     pub fn argv(&self, name: &str) -> Vec<String> {
         let dir = Self::dir(name);
         let exe = match self.runtime {
-            Runtime::Python => format!("{dir}/bin/{}", self.command),
+            Runtime::Python | Runtime::Cargo => format!("{dir}/bin/{}", self.command),
             _ => format!("{dir}/node_modules/.bin/{}", self.command),
         };
         let mut argv = vec![exe];

@@ -1,6 +1,7 @@
 //! Guest images for real MCP servers.
 //!
 //! - [`apt`]: Debian packages a server needs, unpacked into its layer.
+//! - [`cargo`]: a crate's binaries, built from crates.io in a microVM.
 //! - [`catalogue`]: the TOML file naming each server, its package at an
 //!   exact version, runtime, command and needs.
 //! - [`build`]: the shared runtime image (Debian 12 with python and node,
@@ -11,12 +12,13 @@
 //! - [`lock`]: each layer's resolved dependency tree, kept so that a
 //!   rebuild installs the same one.
 //! - [`package`]: a server named on the command line (`npm:NAME@VERSION`,
-//!   `pypi:NAME==VERSION`) as an entry of its own.
+//!   `pypi:NAME==VERSION`, `cargo:NAME@VERSION`) as an entry of its own.
 //! - [`store`]: the directory of built images and its index, which `mcpvm
 //!   run --server` reads.
 
 pub mod apt;
 pub mod build;
+pub mod cargo;
 pub mod catalogue;
 pub mod lock;
 pub mod package;

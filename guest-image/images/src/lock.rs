@@ -14,7 +14,9 @@
 //!   with `npm ci`, which checks every tarball's integrity);
 //! - python: `requirements.lock`, one `name==version --hash=sha256:…`
 //!   per wheel pip installed (from its `--report`), installed again with
-//!   `--no-deps --require-hashes`.
+//!   `--no-deps --require-hashes`;
+//! - cargo: the crate's `Cargo.lock` (its own, as published, or resolved
+//!   when it has none), whose checksums cargo checks when it vendors.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +28,7 @@ use crate::catalogue::{Entry, Runtime};
 pub fn files(runtime: Runtime) -> &'static [&'static str] {
     match runtime {
         Runtime::Python => &["requirements.lock"],
+        Runtime::Cargo => &["Cargo.lock"],
         _ => &["package.json", "package-lock.json"],
     }
 }

@@ -1,5 +1,6 @@
 //! A server named on the command line instead of in a catalogue:
-//! `npm:NAME@VERSION` or `pypi:NAME==VERSION` (`mcpvm run --package`).
+//! `npm:NAME@VERSION`, `pypi:NAME==VERSION` or `cargo:NAME@VERSION`
+//! (`mcpvm run --package`).
 //! It becomes a catalogue entry of its own, with no command: the build
 //! takes the package's own executable ([`own_command`]) and the store
 //! remembers it.
@@ -18,7 +19,7 @@ pub fn is_exact(version: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+')
 }
 
-const FORMS: &str = "npm:NAME@VERSION or pypi:NAME==VERSION, with an exact version (e.g. npm:@modelcontextprotocol/server-memory@2026.8.31, pypi:mcp-server-time==2026.10.19)";
+const FORMS: &str = "npm:NAME@VERSION, pypi:NAME==VERSION or cargo:NAME@VERSION, with an exact version (e.g. npm:@modelcontextprotocol/server-memory@2026.8.31, pypi:mcp-server-time==2026.10.19)";
 
 /// The entry for `spec` and the name its layer is stored under
 /// (`npm-…`/`pypi-…`, from the package's name and version).
@@ -34,6 +35,14 @@ pub fn entry(spec: &str) -> Result<(String, Entry), String> {
         "pypi" => match rest.split_once("==") {
             Some((name, v)) => (name.to_string(), v, Runtime::Python),
             None => return Err(bad("no ==VERSION")),
+        },
+        // Crate names: ASCII letters, digits, '-' and '_'.
+        "cargo" => match rest.split_once('@') {
+            Some((name, v)) if !name.contains(['/', '.', '@']) => {
+                (name.to_string(), v, Runtime::Cargo)
+            }
+            Some(_) => return Err(bad("a crate's name has no '/', '.' or '@'")),
+            None => return Err(bad("no @VERSION")),
         },
         other => return Err(bad(&format!("'{other}' is not a kind of package"))),
     };
@@ -100,6 +109,17 @@ fn store_name(kind: &str, package: &str, version: &str) -> String {
 /// its wheel's console scripts (not its dependencies').
 fn executables(target: &Path, e: &Entry) -> Vec<String> {
     match e.runtime {
+        // The build puts exactly the crate's binaries in bin/.
+        Runtime::Cargo => {
+            let mut bins: Vec<String> = std::fs::read_dir(target.join("bin"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|d| d.file_name().to_string_lossy().to_string())
+                .collect();
+            bins.sort();
+            bins
+        }
         Runtime::Python => {
             let want = normalize(&e.package);
             let dist = std::fs::read_dir(target)
@@ -198,6 +218,16 @@ mod tests {
         );
         let (name, e) = entry("pypi:mcp-server-time==2026.10.19").unwrap();
         assert_eq!(name, "pypi-mcp-server-time-2026-10-19");
+        let (cname, c) = entry("cargo:mcp-server-x@0.3.1").unwrap();
+        assert_eq!(cname, "cargo-mcp-server-x-0-3-1");
+        assert_eq!(
+            (c.package.as_str(), c.runtime),
+            ("mcp-server-x", Runtime::Cargo)
+        );
+        assert!(entry("cargo:a/b@1.0.0").unwrap_err().contains("no '/'"));
+        assert!(entry("cargo:x@^1")
+            .unwrap_err()
+            .contains("not an exact version"));
         assert_eq!(e.runtime, Runtime::Python);
         let long = format!("npm:{}@1.0.0", "a".repeat(80));
         let (name, _) = entry(&long).unwrap();
@@ -216,7 +246,7 @@ mod tests {
             ("pypi:mcp-server-time>=1", "no ==VERSION"),
             ("pypi:==1.0", "not a package name"),
             ("npm:a b@1.0.0", "not a package name"),
-            ("cargo:ripgrep@14.1.0", "'cargo' is not a kind"),
+            ("gem:rails@7.1.0", "'gem' is not a kind"),
         ] {
             let e = entry(bad).unwrap_err();
             assert!(

@@ -118,7 +118,7 @@ pub struct BuildArgs {
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
     /// Also build the layer of a server named by its package,
-    /// npm:NAME@VERSION or pypi:NAME==VERSION, as `run --package` would
+    /// npm:NAME@VERSION, pypi:NAME==VERSION or cargo:NAME@VERSION, as `run --package` would
     /// on first use (repeatable). With no --servers, only these.
     #[arg(long, value_name = "SPEC")]
     package: Vec<String>,

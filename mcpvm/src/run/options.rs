@@ -48,6 +48,12 @@ pub struct VmOptions {
     /// guest runs the server in it, read-only with a tmpfs overlay on top.
     #[arg(long)]
     pub image: Option<PathBuf>,
+    /// A read-only EROFS layer over --image: its files over the image's in
+    /// the guest's overlay (tools a job needs beside the runtime, such as
+    /// the compilers `image build` gives a crate's build). Repeatable; the
+    /// first is top-most.
+    #[arg(long = "layer", value_name = "FILE", requires = "image")]
+    pub layers: Vec<PathBuf>,
     /// No overlay on the root: it stays read-only.
     #[arg(long)]
     pub read_only_root: bool,
@@ -56,7 +62,7 @@ pub struct VmOptions {
     #[arg(long, conflicts_with = "image")]
     pub server: Option<String>,
     /// A server named by its package instead of a catalogue entry:
-    /// npm:NAME@VERSION or pypi:NAME==VERSION (exact). Its layer is built
+    /// npm:NAME@VERSION, pypi:NAME==VERSION or cargo:NAME@VERSION (exact). Its layer is built
     /// on first use (install scripts in a microVM) and cached; arguments
     /// after `--` go to the server.
     #[arg(long, value_name = "SPEC", conflicts_with_all = ["image", "server", "catalogue"])]
@@ -157,6 +163,7 @@ impl Default for VmOptions {
             allow_pvm: false,
             disks: Vec::new(),
             image: None,
+            layers: Vec::new(),
             read_only_root: false,
             server: None,
             package: None,
@@ -225,6 +232,9 @@ impl VmOptions {
         if let Some(s) = &server {
             crate::image::check_root_image(&s.layer)?;
         }
+        for layer in &self.layers {
+            crate::image::check_root_image(layer)?;
+        }
         if let Some(ws) = &self.workspace {
             crate::workspace::check(ws)?;
         }
@@ -287,6 +297,9 @@ impl VmOptions {
             a.push(format!("--disk={}", d.text));
         }
         a.path("image", &self.image);
+        for l in &self.layers {
+            a.push(format!("--layer={}", l.display()));
+        }
         a.flag("read-only-root", self.read_only_root);
         a.value("server", &self.server);
         a.value("package", &self.package);
@@ -426,6 +439,7 @@ mod tests {
             allow_pvm: true,
             disks: vec![crate::disk_arg::parse_disk("d.img,rw,id=data").unwrap()],
             image: None,
+            layers: Vec::new(),
             read_only_root: true,
             server: Some("memory".into()),
             package: None,
@@ -446,6 +460,7 @@ mod tests {
         assert_eq!(parsed(&all.to_args()), all);
         let image = VmOptions {
             image: Some("root.erofs".into()),
+            layers: vec!["tools.erofs".into(), "b.erofs".into()],
             ..VmOptions::default()
         };
         // Default is what clap gives for no options.

@@ -137,7 +137,7 @@ fn command_and_env(
 }
 
 /// The root image is the first disk (/dev/vda), the server's layer the
-/// second, then the user's; the agent's root spec says so.
+/// second, then --layer's, then the user's; the agent's root spec says so.
 fn disks_and_root(opts: &VmOptions, checked: &Checked) -> (Vec<vmm::DiskConfig>, Option<RootSpec>) {
     let read_only = |path: &Path, id: &str| vmm::DiskConfig {
         path: path.to_path_buf(),
@@ -157,6 +157,13 @@ fn disks_and_root(opts: &VmOptions, checked: &Checked) -> (Vec<vmm::DiskConfig>,
     if let (Some(s), Some(root)) = (&checked.server, root.as_mut()) {
         disks.push(read_only(&s.layer, "mcpvm-layer"));
         root.layers.push("/dev/vdb".into());
+    }
+    if let Some(root) = root.as_mut() {
+        for layer in &opts.layers {
+            root.layers
+                .push(format!("/dev/vd{}", char::from(b'a' + disks.len() as u8)));
+            disks.push(read_only(layer, "mcpvm-layer"));
+        }
     }
     disks.extend(opts.disks.iter().map(|d| d.config.clone()));
     (disks, root)
@@ -263,6 +270,40 @@ mod tests {
         );
         assert_eq!(p.spec.argv, ["node", "server.js"]);
         assert_eq!(p.spec.setup.as_deref(), Some("git init"));
+    }
+
+    #[test]
+    fn layers_stack_over_the_image_in_the_order_given() {
+        let checked = Checked {
+            root_image: Some("runtime.erofs".into()),
+            ..nothing()
+        };
+        let opts = VmOptions {
+            layers: vec!["tools.erofs".into(), "more.erofs".into()],
+            disks: vec![crate::disk_arg::parse_disk("data.img,rw").unwrap()],
+            ..VmOptions::default()
+        };
+        let p = plan(&opts, &checked, &["/bin/sh"]);
+        assert!(
+            p.cmdline
+                .ends_with("mcpvm.root=/dev/vda mcpvm.layers=/dev/vdb,/dev/vdc"),
+            "{}",
+            p.cmdline
+        );
+        let disks: Vec<_> = p
+            .disks
+            .iter()
+            .map(|d| (d.path.to_str().unwrap(), d.read_only))
+            .collect();
+        assert_eq!(
+            disks,
+            [
+                ("runtime.erofs", true),
+                ("tools.erofs", true),
+                ("more.erofs", true),
+                ("data.img", false)
+            ]
+        );
     }
 
     #[test]
