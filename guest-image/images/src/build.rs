@@ -142,7 +142,7 @@ pub struct Report {
     pub seconds: f64,
 }
 
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
     move |source| BuildError::Io {
         path: path.to_path_buf(),
         source,
@@ -176,7 +176,7 @@ fn is_error_field(line: &str) -> bool {
 }
 
 /// Runs a command; on failure the error carries the end of its output.
-fn run(what: &str, cmd: &mut Command) -> Result<String, BuildError> {
+pub(crate) fn run(what: &str, cmd: &mut Command) -> Result<String, BuildError> {
     let out = cmd
         .stdin(Stdio::null())
         .output()

@@ -19,7 +19,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use crate::build::{BuildError, ScriptJob, ScriptSandbox};
+use crate::build::{io_err, run, BuildError, ScriptJob, ScriptSandbox};
 use crate::catalogue::Entry;
 
 /// Debian packages the build needs beside the runtime: a linker driver,
@@ -35,35 +35,11 @@ const RUST_DIR: &str = "opt/rust";
 /// The target every binary is built for.
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 
-fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
-    move |source| BuildError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 fn failed(what: impl Into<String>, tail: impl Into<String>) -> BuildError {
     BuildError::Failed {
         what: what.into(),
         tail: tail.into(),
     }
-}
-
-/// Runs `cmd`; its stdout, or its output's cause.
-fn run(what: &str, cmd: &mut Command) -> Result<String, BuildError> {
-    let out = cmd
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|source| BuildError::Spawn {
-            what: what.to_string(),
-            source,
-        })?;
-    if !out.status.success() {
-        let text = String::from_utf8_lossy(&out.stderr).to_string()
-            + &String::from_utf8_lossy(&out.stdout);
-        return Err(failed(what, crate::build::cause(&text)));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// The host's toolchain: its sysroot, which must hold rustc, cargo and
