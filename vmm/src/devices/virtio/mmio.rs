@@ -15,7 +15,7 @@ use vmm_sys_util::eventfd::EventFd;
 use super::persist::{QueueRegs, TransportState};
 use super::{
     ActivateError, Activation, DeviceThread, Interrupt, VirtioDevice, INT_CONFIG_CHANGE,
-    VIRTIO_F_VERSION_1,
+    VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::devices::bus::BusDevice;
 use crate::host_seccomp::SeccompMode;
@@ -266,10 +266,16 @@ impl MmioTransport {
         let evts: Result<Vec<EventFd>, _> = self.queue_evts.iter().map(|e| e.try_clone()).collect();
         // The device gets its own copies; the transport keeps the registers
         // the driver may still read.
+        let event_idx =
+            self.driver_features & self.device.features() & VIRTIO_RING_F_EVENT_IDX != 0;
         let queues: Result<Vec<Queue>, _> = self
             .queues
             .iter()
-            .map(|q| Queue::try_from(q.state()))
+            .map(|q| {
+                let mut q = Queue::try_from(q.state())?;
+                q.set_event_idx(event_idx);
+                Ok::<_, virtio_queue::Error>(q)
+            })
             .collect();
         let result = match (valid, evts, queues) {
             (true, Ok(queue_evts), Ok(queues)) => self

@@ -32,6 +32,10 @@ pub const TYPE_VSOCK: u32 = 19;
 
 /// Feature bits every device offers (virtio 1.2, section 6).
 pub const VIRTIO_F_VERSION_1: u64 = 1 << 32;
+/// used_event / avail_event notification suppression (section 2.7.10).
+/// A device that offers it must re-arm each queue (`enable_notification`)
+/// before it sleeps: without that the driver stops notifying.
+pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
 
 /// InterruptStatus bits (section 4.2.2).
 pub const INT_USED_RING: u32 = 1;

@@ -53,8 +53,13 @@ pub struct Connection {
     peer_buf_alloc: u32,
     peer_fwd_cnt: Wrapping<u32>,
     tx_cnt: Wrapping<u32>,
-    /// Bytes read from the host, not yet given to the guest (< MAX_PAYLOAD).
+    /// Bytes read from the host, not yet given to the guest:
+    /// `stash[stash_at..stash_end]` (at most MAX_PAYLOAD). One read fills
+    /// it and the guest's small RX buffers take it in pieces, so a piece
+    /// is taken by moving `stash_at`, not by shifting what is left.
     stash: Vec<u8>,
+    stash_at: usize,
+    stash_end: usize,
     /// Edge-triggered readiness: the host socket may have data.
     pub host_readable: bool,
     /// The host closed its write side; SHUTDOWN(SEND) went to the guest.
@@ -79,6 +84,8 @@ impl Connection {
             peer_fwd_cnt: Wrapping(0),
             tx_cnt: Wrapping(0),
             stash: Vec::new(),
+            stash_at: 0,
+            stash_end: 0,
             host_readable: true,
             host_eof: false,
             guest_send_done: false,
@@ -120,8 +127,27 @@ impl Connection {
             });
         }
         self.rx_cnt += data.len() as u32;
-        self.to_host.extend(data);
-        self.flush()
+        if !self.to_host.is_empty() {
+            self.to_host.extend(data);
+            return self.flush();
+        }
+        // Nothing queued before it: write straight from the packet and
+        // keep only what the socket does not take now.
+        let mut done = 0;
+        while done < data.len() {
+            match self.stream.write(&data[done..]) {
+                Ok(0) => return Err(ConnError::HostClosed),
+                Ok(n) => {
+                    done += n;
+                    self.fwd_cnt += n as u32;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err(ConnError::HostClosed),
+            }
+        }
+        self.to_host.extend(&data[done..]);
+        Ok(())
     }
 
     /// Writes what the host socket takes now; the rest waits for EPOLLOUT.
@@ -161,50 +187,65 @@ impl Connection {
     /// Whether host data could go to the guest now.
     pub fn can_send_to_guest(&self) -> bool {
         self.state == State::Established
-            && (!self.stash.is_empty() || (self.host_readable && !self.host_eof))
+            && (self.stashed() > 0 || (self.host_readable && !self.host_eof))
             && self.peer_free() > 0
+    }
+
+    fn stashed(&self) -> usize {
+        self.stash_end - self.stash_at
     }
 
     /// Takes up to `max` bytes of host data for the guest, within the
     /// guest's credit. Ok(None): nothing now. Err(HostClosed): EOF.
-    pub fn take_for_guest(&mut self, max: usize) -> Result<Option<Vec<u8>>, ConnError> {
+    pub fn take_for_guest(&mut self, max: usize) -> Result<Option<&[u8]>, ConnError> {
         let limit = max.min(self.peer_free() as usize).min(MAX_PAYLOAD);
         if limit == 0 || self.state != State::Established {
             return Ok(None);
         }
-        if self.stash.is_empty() && self.host_readable && !self.host_eof {
-            let mut buf = vec![0u8; MAX_PAYLOAD.min(self.peer_free() as usize)];
+        if self.stashed() == 0 && self.host_readable && !self.host_eof {
+            // The buffer stays while data flows and goes when the socket
+            // runs dry, so an idle connection holds none.
+            self.stash.resize(MAX_PAYLOAD, 0);
+            let want = MAX_PAYLOAD.min(self.peer_free() as usize);
+            (self.stash_at, self.stash_end) = (0, 0);
             loop {
-                match self.stream.read(&mut buf) {
+                match self.stream.read(&mut self.stash[..want]) {
                     Ok(0) => {
+                        self.stash = Vec::new();
                         self.host_eof = true;
                         return Err(ConnError::HostClosed);
                     }
                     Ok(n) => {
-                        buf.truncate(n);
-                        self.stash = buf;
+                        self.stash_end = n;
                         break;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        self.stash = Vec::new();
                         self.host_readable = false;
                         return Ok(None);
                     }
                     Err(_) => {
+                        self.stash = Vec::new();
                         self.host_eof = true;
                         return Err(ConnError::HostClosed);
                     }
                 }
             }
         }
-        if self.stash.is_empty() {
+        if self.stashed() == 0 {
             return Ok(None);
         }
-        let n = limit.min(self.stash.len());
-        let rest = self.stash.split_off(n);
-        let out = std::mem::replace(&mut self.stash, rest);
+        let n = limit.min(self.stashed());
+        let at = self.stash_at;
+        self.stash_at += n;
         self.tx_cnt += n as u32;
-        Ok(Some(out))
+        Ok(Some(&self.stash[at..at + n]))
+    }
+
+    /// The last `n` bytes [`Self::take_for_guest`] gave out, again.
+    pub fn taken(&self, n: usize) -> &[u8] {
+        &self.stash[self.stash_at - n..self.stash_at]
     }
 }
 

@@ -17,7 +17,7 @@ use super::packet::{Header, HDR_LEN};
 use super::*;
 use crate::devices::virtio::{
     read_config_bytes, ActivateError, Activation, Interrupt, VirtioDevice, WorkerThread,
-    TYPE_VSOCK, VIRTIO_F_VERSION_1,
+    TYPE_VSOCK, VIRTIO_F_VERSION_1, VIRTIO_RING_F_EVENT_IDX,
 };
 use crate::host_seccomp::{SeccompMode, ThreadKind};
 use crate::GuestMemoryMmap;
@@ -101,7 +101,11 @@ impl VirtioDevice for Vsock {
     }
 
     fn features(&self) -> u64 {
-        VIRTIO_F_VERSION_1
+        // EVENT_IDX: the guest kicks only when we asked to be woken, and we
+        // interrupt only past the used index it waits for; without it every
+        // packet costs a kick and every batch an interrupt, each of them
+        // VM exits (measured in docs/benchmarks.md, "Relay").
+        VIRTIO_F_VERSION_1 | VIRTIO_RING_F_EVENT_IDX
     }
 
     fn ack_features(&mut self, features: u64) {
@@ -161,6 +165,8 @@ pub struct Worker {
     /// Kept open while the worker runs: it is registered in `epoll`.
     _kill: EventFd,
     epoll: Epoll,
+    /// One TX packet's payload at a time, kept between packets.
+    payload: Vec<u8>,
 }
 
 impl Worker {
@@ -201,6 +207,7 @@ impl Worker {
             listener,
             _kill: kill,
             epoll,
+            payload: Vec::new(),
         })
     }
 
@@ -209,8 +216,13 @@ impl Worker {
         // Host connections that arrived before the guest driver was up.
         self.muxer.accept(&self.listener);
         self.apply_watch();
+        // Ask for the guest's next notification on every queue (with
+        // EVENT_IDX nothing comes until avail_event is written).
+        for q in [&mut self.rxq, &mut self.txq, &mut self.evq] {
+            let _ = q.enable_notification(&self.mem);
+        }
         self.send_reset();
-        let mut more = false;
+        let mut more = true;
         loop {
             // With work left over, only look whether anything (the kill
             // above all) is ready, and go on.
@@ -262,11 +274,29 @@ impl Worker {
             let tx = self.process_tx();
             let rx = self.process_rx();
             self.apply_watch();
-            if !tx && !rx {
+            // One interrupt for both queues' used buffers (the driver reads
+            // the status and serves both), and only if either wants one.
+            // Both are asked: asking resets each queue's count of adds.
+            let tx_irq = tx && self.txq.needs_notification(&self.mem).unwrap_or(true);
+            let rx_irq = rx && self.rxq.needs_notification(&self.mem).unwrap_or(true);
+            if tx_irq || rx_irq {
+                self.interrupt.signal_used_queue();
+            }
+            if !tx && !rx && !self.rearm() {
                 return false;
             }
         }
         true
+    }
+
+    /// Before the worker sleeps: asks the guest to notify on its next
+    /// buffer in either queue, and looks whether one came in between
+    /// (then true: go on). RX buffers count only when there is something
+    /// to put in them; TX chains only when the muxer takes packets.
+    fn rearm(&mut self) -> bool {
+        let tx = self.txq.enable_notification(&self.mem).unwrap_or(true);
+        let rx = self.rxq.enable_notification(&self.mem).unwrap_or(true);
+        (tx && !self.muxer.backlogged()) || (rx && self.muxer.has_work_for_guest())
     }
 
     fn apply_watch(&mut self) {
@@ -318,15 +348,12 @@ impl Worker {
                 used = true;
                 continue;
             }
-            match read_packet(&self.mem, chain) {
-                Some((h, payload)) => self.muxer.handle_guest_packet(&h, &payload),
+            match read_packet(&self.mem, chain, &mut self.payload) {
+                Some(h) => self.muxer.handle_guest_packet(&h, &self.payload),
                 None => log::debug!("vsock: malformed TX chain {head} dropped"),
             }
             let _ = self.txq.add_used(&self.mem, head, 0);
             used = true;
-        }
-        if used {
-            self.notify(true);
         }
         used
     }
@@ -375,9 +402,6 @@ impl Worker {
             let _ = self.rxq.add_used(&self.mem, head, len);
             used = true;
         }
-        if used {
-            self.notify(false);
-        }
         used
     }
 
@@ -391,6 +415,7 @@ impl Worker {
         }
         let Some(chain) = self.evq.pop_descriptor_chain(&self.mem) else {
             log::debug!("vsock: no event buffer yet for the transport reset");
+            let _ = self.evq.enable_notification(&self.mem);
             return;
         };
         let head = chain.head_index();
@@ -406,24 +431,18 @@ impl Worker {
         }
     }
 
-    fn notify(&mut self, tx: bool) {
-        let q = if tx { &mut self.txq } else { &mut self.rxq };
-        if q.needs_notification(&self.mem).unwrap_or(true) {
-            self.interrupt.signal_used_queue();
-        }
-    }
-
     pub fn muxer(&self) -> &Muxer {
         &self.muxer
     }
 }
 
-/// Parses one TX chain: the header, then exactly `len` payload bytes.
-/// None for anything short, oversized or unreadable.
+/// Parses one TX chain: the header, then exactly `len` payload bytes
+/// (into `payload`). None for anything short, oversized or unreadable.
 fn read_packet(
     mem: &GuestMemoryMmap,
     chain: virtio_queue::DescriptorChain<&GuestMemoryMmap>,
-) -> Option<(Header, Vec<u8>)> {
+    payload: &mut Vec<u8>,
+) -> Option<Header> {
     let mut reader = chain.reader(mem).ok()?;
     let mut hdr = [0u8; HDR_LEN];
     reader.read_exact(&mut hdr).ok()?;
@@ -432,9 +451,9 @@ fn read_packet(
     if len > MAX_PAYLOAD || len > reader.available_bytes() {
         return None;
     }
-    let mut payload = vec![0u8; len];
-    reader.read_exact(&mut payload).ok()?;
-    Some((h, payload))
+    payload.resize(len, 0);
+    reader.read_exact(payload).ok()?;
+    Some(h)
 }
 
 #[cfg(test)]
@@ -448,6 +467,8 @@ mod tests {
     use vm_memory::{Address, Bytes, GuestAddress};
 
     const CID: u64 = 3;
+    /// The rig's RX and TX queue size.
+    const RIG_QUEUE: u16 = 64;
     const F_WRITE: u16 = 2;
 
     struct Rig<'a> {
@@ -458,6 +479,8 @@ mod tests {
         worker: Worker,
         rx_next: u16,
         tx_next: u16,
+        /// The device's interrupt line, as the guest would see it raised.
+        irq: EventFd,
         buf: u64,
         uds: PathBuf,
         _dir: tempfile::TempDir,
@@ -474,22 +497,31 @@ mod tests {
 
         /// `restored`: as in a VM restored from a snapshot.
         fn activated(mem: &'a GuestMemoryMmap, restored: bool) -> Self {
+            Self::build(mem, restored, false)
+        }
+
+        fn build(mem: &'a GuestMemoryMmap, restored: bool, event_idx: bool) -> Self {
             let dir = tempfile::tempdir().unwrap();
             let uds = dir.path().join("v.sock");
-            let rx = MockSplitQueue::create(mem, GuestAddress(0), 64);
-            let tx = MockSplitQueue::create(mem, GuestAddress(0x10000), 64);
+            let rx = MockSplitQueue::create(mem, GuestAddress(0), RIG_QUEUE);
+            let tx = MockSplitQueue::create(mem, GuestAddress(0x10000), RIG_QUEUE);
             let ev = MockSplitQueue::create(mem, GuestAddress(0x20000), 16);
             let evts: Vec<EventFd> = (0..3)
                 .map(|_| EventFd::new(libc::EFD_NONBLOCK).unwrap())
                 .collect();
             let irq = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+            let raised = irq.try_clone().unwrap();
+            let mut queues: Vec<Queue> = vec![
+                rx.create_queue().unwrap(),
+                tx.create_queue().unwrap(),
+                ev.create_queue().unwrap(),
+            ];
+            for q in &mut queues {
+                q.set_event_idx(event_idx);
+            }
             let a = Activation {
                 mem: mem.clone(),
-                queues: vec![
-                    rx.create_queue().unwrap(),
-                    tx.create_queue().unwrap(),
-                    ev.create_queue().unwrap(),
-                ],
+                queues,
                 queue_evts: evts,
                 interrupt: Arc::new(Interrupt::new(irq)),
                 thread: crate::devices::virtio::tests::unconfined_thread(),
@@ -508,6 +540,7 @@ mod tests {
                 worker,
                 rx_next: 0,
                 tx_next: 0,
+                irq: raised,
                 buf: 0x10_0000,
                 uds,
                 _dir: dir,
@@ -619,6 +652,25 @@ mod tests {
                 .filter(|(h, _)| h.op == OP_RW)
                 .map(|(_, d)| d.len())
                 .sum()
+        }
+
+        /// How many times the interrupt was raised since last asked.
+        fn interrupts(&self) -> u64 {
+            self.irq.read().unwrap_or(0)
+        }
+
+        /// EVENT_IDX, the guest's side: interrupt me once the device's
+        /// used index passes `idx` (virtq_avail.used_event).
+        fn wait_for_used(&self, q: &MockSplitQueue<GuestMemoryMmap>, idx: u16) {
+            let at = q.avail_addr().unchecked_add(4 + 2 * u64::from(RIG_QUEUE));
+            self.mem.write_obj(idx, at).unwrap();
+        }
+
+        /// EVENT_IDX, the device's side: the avail index it wants a
+        /// notification at (virtq_used.avail_event).
+        fn avail_event(&self, q: &MockSplitQueue<GuestMemoryMmap>) -> u16 {
+            let at = q.used_addr().unchecked_add(4 + 8 * u64::from(RIG_QUEUE));
+            self.mem.read_obj(at).unwrap()
         }
 
         fn tx_used(&self) -> u16 {
@@ -818,5 +870,44 @@ mod tests {
         r.ev.add_desc_chains(&[d], 0).unwrap();
         r.worker.send_reset();
         assert!(r.events().is_empty(), "a booted VM gets no reset");
+    }
+
+    #[test]
+    fn with_event_idx_the_guest_is_asked_to_notify_and_interrupted_only_when_it_waits() {
+        let m = mem();
+        let mut r = Rig::build(&m, false, true);
+        let mut host = r.connect(1000, CONN_BUF);
+        // The REQUEST was taken and the RESPONSE put in an RX buffer in
+        // one round: one interrupt for both queues.
+        assert_eq!(r.received()[0].0.op, OP_RESPONSE);
+        assert_eq!(r.interrupts(), 1);
+        // Before it sleeps the device asks for the guest's next TX chain
+        // and its next RX buffer (both at the next index it will read).
+        assert_eq!((r.avail_event(&r.tx), r.avail_event(&r.rx)), (1, 1));
+
+        // The guest is busy with earlier buffers: it asks to be
+        // interrupted only past used index 10. Data flows, no interrupt.
+        r.wait_for_used(&r.tx, 10);
+        r.wait_for_used(&r.rx, 10);
+        r.send(OP_RW, 5000, 1000, b"to host", CONN_BUF, 0);
+        host.write_all(b"to guest").unwrap();
+        r.worker
+            .muxer
+            .host_event(FIRST_CONN_TOKEN, true, false, false);
+        r.worker.process();
+        assert_eq!(read_n(&mut host, 7), b"to host");
+        assert_eq!(r.received()[1].1, b"to guest");
+        assert_eq!(r.interrupts(), 0, "the guest said it was not waiting");
+        assert_eq!(r.avail_event(&r.tx), 2);
+
+        // Now it waits for RX's next used buffer (index 2 is the third).
+        r.wait_for_used(&r.rx, 2);
+        host.write_all(b"more").unwrap();
+        r.worker
+            .muxer
+            .host_event(FIRST_CONN_TOKEN, true, false, false);
+        r.worker.process();
+        assert_eq!(r.received()[2].1, b"more");
+        assert_eq!(r.interrupts(), 1);
     }
 }

@@ -368,10 +368,11 @@ impl Muxer {
     }
 
     /// The next packet for the guest, with at most `max_payload` bytes of
-    /// data. Control packets go first, then data round-robin.
-    pub fn next_for_guest(&mut self, max_payload: usize) -> Option<(Header, Vec<u8>)> {
+    /// data (borrowed from the connection's buffer: copied once, into the
+    /// guest's). Control packets go first, then data round-robin.
+    pub fn next_for_guest(&mut self, max_payload: usize) -> Option<(Header, &[u8])> {
         if let Some(h) = self.control.pop_front() {
-            return Some((h, Vec::new()));
+            return Some((h, &[]));
         }
         let mut keys: Vec<Key> = self
             .conns
@@ -386,13 +387,14 @@ impl Muxer {
             let conn = self.conns.get_mut(&key).expect("listed");
             match conn.take_for_guest(max_payload) {
                 Ok(Some(data)) => {
+                    let len = data.len();
                     self.rr = (self.rr + i + 1) % n.max(1);
                     let (buf_alloc, fwd_cnt) = conn.credit();
                     let mut h = self.header(key.0, key.1, OP_RW);
-                    h.len = data.len() as u32;
+                    h.len = len as u32;
                     h.buf_alloc = buf_alloc;
                     h.fwd_cnt = fwd_cnt;
-                    return Some((h, data));
+                    return Some((h, self.conns[&key].taken(len)));
                 }
                 Ok(None) => {}
                 Err(ConnError::HostClosed) | Err(ConnError::CreditExceeded { .. }) => {
@@ -403,14 +405,14 @@ impl Muxer {
                         let _ = conn.flush();
                         self.remove_conn(key);
                         let h = self.header(key.0, key.1, OP_RST);
-                        return Some((h, Vec::new()));
+                        return Some((h, &[]));
                     }
                     let (buf_alloc, fwd_cnt) = conn.credit();
                     let mut h = self.header(key.0, key.1, OP_SHUTDOWN);
                     h.flags = SHUTDOWN_SEND;
                     h.buf_alloc = buf_alloc;
                     h.fwd_cnt = fwd_cnt;
-                    return Some((h, Vec::new()));
+                    return Some((h, &[]));
                 }
             }
         }
@@ -490,7 +492,7 @@ mod tests {
 
         host.write_all(b"pong").unwrap();
         let (h, data) = m.next_for_guest(4096).unwrap();
-        assert_eq!((h.op, h.len, data.as_slice()), (OP_RW, 4, &b"pong"[..]));
+        assert_eq!((h.op, h.len, data), (OP_RW, 4, &b"pong"[..]));
 
         let mut sd = guest(OP_SHUTDOWN, 5000, 1000);
         sd.flags = SHUTDOWN_SEND | SHUTDOWN_RCV;
@@ -549,7 +551,7 @@ mod tests {
         );
         // Bytes sent after the CONNECT line were kept for the guest.
         let (h, data) = m.next_for_guest(4096).unwrap();
-        assert_eq!((h.op, data.as_slice()), (OP_RW, &b"early"[..]));
+        assert_eq!((h.op, data), (OP_RW, &b"early"[..]));
     }
 
     #[test]
@@ -649,8 +651,8 @@ mod tests {
             m.handle_guest_packet(&guest(OP_REQUEST, port, 7), &[]);
         }
         assert_eq!(m.connection_count(), MAX_CONNECTIONS);
-        let rsts = std::iter::from_fn(|| m.next_for_guest(0))
-            .filter(|(h, _)| h.op == OP_RST)
+        let rsts = std::iter::from_fn(|| m.next_for_guest(0).map(|(h, _)| h))
+            .filter(|h| h.op == OP_RST)
             .count();
         assert_eq!(rsts, 10);
     }
