@@ -23,6 +23,12 @@ pub enum RelayError {
 pub struct RelayResult {
     pub round_trip_us: Option<Summary>,
     pub throughput_mib_s: f64,
+    /// For the VM: every exit that reached the VMM in the whole run, boot
+    /// included (`mcpvm run --timings`' `exits_to_vmm`). Each interrupt
+    /// the device raises costs the guest's driver two of them (its status
+    /// read and acknowledgement), so this shows notification suppression.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exits_to_vmm: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -33,9 +39,11 @@ pub struct RelayReport {
     pub bare: RelayResult,
 }
 
-/// Round trips and bulk through `cmd`, which must echo its stdin.
+/// Round trips and bulk through `cmd`, which must echo its stdin; where
+/// `cmd` writes `mcpvm run --timings` to `timings`, its exit count is read.
 pub fn measure(
     cmd: &[String],
+    timings: Option<&std::path::Path>,
     round_trips: usize,
     bulk_mib: usize,
 ) -> Result<RelayResult, RelayError> {
@@ -99,9 +107,14 @@ pub fn measure(
     if got != bytes {
         return Err(broken(&format!("{got} of {bytes} bulk bytes")));
     }
+    let exits_to_vmm = timings
+        .and_then(|p| std::fs::read(p).ok())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["exits_to_vmm"].as_u64());
     Ok(RelayResult {
         round_trip_us: summarize(&rtts),
         throughput_mib_s: bulk_mib as f64 / secs,
+        exits_to_vmm,
     })
 }
 
@@ -129,6 +142,9 @@ impl RelayReport {
             self.bare.throughput_mib_s,
             self.vm.throughput_mib_s / self.bare.throughput_mib_s
         );
+        if let Some(n) = self.vm.exits_to_vmm {
+            s += &format!("Exits to the VMM over the VM's whole run: {n}.\n");
+        }
         s
     }
 }

@@ -166,13 +166,23 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
         BenchCommand::Relay(a) => {
             let exe = std::env::current_exe()?.display().to_string();
             eprintln!("bench relay: VM");
+            let dir = tempfile::tempdir()?;
+            let timings = dir.path().join("timings.json");
             let vm = relay::measure(
-                &[exe, "run".into(), "--".into(), a.guest_cat],
+                &[
+                    exe,
+                    "run".into(),
+                    "--timings".into(),
+                    timings.display().to_string(),
+                    "--".into(),
+                    a.guest_cat,
+                ],
+                Some(&timings),
                 a.round_trips,
                 a.bulk_mib,
             )?;
             eprintln!("bench relay: bare process");
-            let bare = relay::measure(&["cat".into()], a.round_trips, a.bulk_mib)?;
+            let bare = relay::measure(&["cat".into()], None, a.round_trips, a.bulk_mib)?;
             let report = relay::RelayReport {
                 round_trips: a.round_trips,
                 bulk_mib: a.bulk_mib,

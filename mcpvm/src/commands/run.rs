@@ -226,7 +226,7 @@ pub fn run(
         keep_initialize_answer(dir, &outcome.reason, &answer)?;
     }
     if let (Some(path), Some(file)) = (&args.timings, timings_file) {
-        write_timings(path, file, &outcome.timings, &relays)?;
+        write_timings(path, file, &outcome, &relays)?;
     }
     Ok(report(&outcome.reason, json))
 }
@@ -411,9 +411,10 @@ fn keep_initialize_answer(
 fn write_timings(
     path: &Path,
     mut file: File,
-    t: &vmm::BootTimings,
+    outcome: &vmm::RunOutcome,
     relays: &Relays,
 ) -> Result<(), RunError> {
+    let t = &outcome.timings;
     let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
     let mut all: serde_json::Map<String, serde_json::Value> = relays
         .first_seen
@@ -430,6 +431,10 @@ fn write_timings(
     ] {
         all.insert(k.into(), serde_json::json!(ms(v)));
     }
+    // Every exit that reached the VMM over the whole run (the boot's and
+    // every MMIO access after it, such as an interrupt's status read).
+    let exits: u64 = outcome.exits.iter().map(|e| e.count).sum();
+    all.insert("exits_to_vmm".into(), serde_json::json!(exits));
     file.write_all(serde_json::Value::Object(all).to_string().as_bytes())
         .map_err(|source| RunError::File {
             path: path.to_path_buf(),
