@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
 # First-response benchmark on real KVM (the testbed where /dev/kvm is
 # kvm_pvm): the fixture MCP server inside a microVM (`mcpvm run`) beside
-# the same binary as a bare process, alternating runs.
-#   benches/first-response.sh [RUNS]   prints a Markdown table
+# the same VM under Firecracker (../shared/peers/firecracker, a peer for
+# benchmarks only, behind the same host side: `mcpvm run
+# --peer-firecracker`) and the same binary as a bare process, alternating
+# runs.
+#   benches/first-response.sh [RUNS] [BENCH OPTION...]   prints a Markdown table
+# MCPVM_FIRECRACKER=PATH names another Firecracker binary.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-20}
+shift || true
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
+fc=${MCPVM_FIRECRACKER:-$top/../shared/peers/firecracker/firecracker}
+peer=()
+if [ -x "$fc" ]; then
+  peer=(--file "$fc:firecracker")
+else
+  echo "first-response: no Firecracker at $fc: measuring mcpvm and the bare process only" >&2
+fi
 "$top/testbed/run" --timeout 1800 \
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
-  -- mcpvm bench first-response --runs "$runs" --host bin/mcp-fixture -- /bin/mcp-fixture
+  "${peer[@]}" \
+  -- mcpvm bench first-response --runs "$runs" --firecracker firecracker "$@" \
+     --host bin/mcp-fixture -- /bin/mcp-fixture

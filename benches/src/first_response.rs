@@ -23,6 +23,9 @@ pub struct FirstResponseBench {
     pub runs: usize,
     /// Also measure restores from a snapshot of the VM.
     pub warm: bool,
+    /// Also run the same VM under this Firecracker binary, behind the same
+    /// host side (`mcpvm run --peer-firecracker`): a benchmark peer only.
+    pub firecracker: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +68,10 @@ pub struct FirstResponseReport {
     pub warm_initialize: Option<Summary>,
     pub warm_tools_list: Option<Summary>,
     pub warm_phases: Vec<(String, Option<Summary>)>,
+    pub firecracker_initialize: Option<Summary>,
+    pub firecracker_tools_list: Option<Summary>,
+    /// Median ratio, ours / Firecracker, spawn → handshake answer.
+    pub ratio_initialize_firecracker: Option<f64>,
 }
 
 /// Phases of a restored VM, ms since the VMM process started.
@@ -95,6 +102,7 @@ impl FirstResponseBench {
                 .map_err(FirstResponseError::Snapshot)?;
         }
         let mut warm = Samples::new("restored VM", &WARM_PHASES);
+        let mut firecracker = Samples::new("Firecracker", &[]);
         let mut vm = Samples::new("VM", &PHASES);
         let mut bare = Samples::new("bare", &[]);
         let mcpvm_run = |more: &[String]| {
@@ -127,6 +135,18 @@ impl FirstResponseBench {
             vm.add(run, &probe_process(&mcpvm_run(&self.vm_args), &vm_opts)?)?;
             let _ = std::fs::remove_file(&timings);
 
+            if let Some(fc) = &self.firecracker {
+                progress(&format!("run {run}/{}: Firecracker", self.runs));
+                let mut cmd = vec![self.mcpvm.display().to_string(), "run".into()];
+                cmd.extend(["--peer-firecracker".into(), fc.display().to_string()]);
+                cmd.extend(self.vm_args.iter().cloned());
+                let fc_opts = ProbeOptions {
+                    discover_timeout: bare_opts.init_timeout,
+                    ..bare_opts.clone()
+                };
+                firecracker.add(run, &probe_process(&cmd, &fc_opts)?)?;
+            }
+
             progress(&format!("run {run}/{}: bare process", self.runs));
             bare.add(run, &probe_process(&self.host_command, &bare_opts)?)?;
         }
@@ -142,6 +162,13 @@ impl FirstResponseBench {
         };
         if let (Some(v), Some(b)) = (&rep.vm_initialize, &rep.bare_initialize) {
             rep.vm_overhead_initialize = Some(v.median - b.median);
+        }
+        if self.firecracker.is_some() {
+            rep.firecracker_initialize = summarize(&firecracker.initialize);
+            rep.firecracker_tools_list = summarize(&firecracker.tools_list);
+            if let (Some(v), Some(f)) = (&rep.vm_initialize, &rep.firecracker_initialize) {
+                rep.ratio_initialize_firecracker = Some(v.median / f.median);
+            }
         }
         if self.warm {
             rep.warm_initialize = summarize(&warm.initialize);
@@ -229,6 +256,14 @@ impl FirstResponseReport {
             &self.bare_tools_list,
         );
         row(
+            "Firecracker (same host side): spawn → handshake response",
+            &self.firecracker_initialize,
+        );
+        row(
+            "Firecracker (same host side): spawn → tools/list response",
+            &self.firecracker_tools_list,
+        );
+        row(
             "restored VM: spawn → handshake response",
             &self.warm_initialize,
         );
@@ -245,6 +280,11 @@ impl FirstResponseReport {
         if let Some(o) = self.vm_overhead_initialize {
             s += &format!(
                 "\nVM overhead on the first response (median VM − median bare): **{o:.1} ms**.\n"
+            );
+        }
+        if let Some(r) = self.ratio_initialize_firecracker {
+            s += &format!(
+                "\nmcpvm / Firecracker, spawn → handshake response (medians): **{r:.2}×**.\n"
             );
         }
         s

@@ -108,6 +108,11 @@ pub struct FirstResponseArgs {
     /// `initialize` (docs/snapshots.md), taken once before the runs.
     #[arg(long)]
     warm: bool,
+    /// Firecracker binary to run the same VM under, behind the same host
+    /// side (a peer for benchmarks only, ../shared/peers/firecracker); a
+    /// path that is not there is said and skipped.
+    #[arg(long, value_name = "PATH")]
+    firecracker: Option<PathBuf>,
     /// The server command inside the guest (after `--host … --`).
     #[arg(
         trailing_var_arg = true,
@@ -203,6 +208,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 host_command: a.host,
                 runs: a.runs as usize,
                 warm: a.warm,
+                firecracker: peer_binary("first-response", a.firecracker),
             };
             let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
             emit(&report, report.markdown(), json)
@@ -235,17 +241,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
         BenchCommand::Boot(a) => {
-            // Absolute: a bare name would be looked up on PATH.
-            let firecracker = a.firecracker.and_then(|p| match std::fs::canonicalize(&p) {
-                Ok(abs) if abs.is_file() => Some(abs),
-                _ => {
-                    eprintln!(
-                        "bench boot: no Firecracker at {}: measuring without it",
-                        p.display()
-                    );
-                    None
-                }
-            });
+            let firecracker = peer_binary("boot", a.firecracker);
             let bench = BootBench {
                 mcpvm: std::env::current_exe()?,
                 qemu: a.qemu,
@@ -260,6 +256,22 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             };
             let report = bench.run(|msg| eprintln!("bench boot: {msg}"))?;
             emit(&report, report.markdown(), json)
+        }
+    }
+}
+
+/// A peer's binary as an absolute path (a bare name would be looked up on
+/// PATH), or None, said, where it is not there: the bench goes on without.
+fn peer_binary(bench: &str, path: Option<PathBuf>) -> Option<PathBuf> {
+    let p = path?;
+    match std::fs::canonicalize(&p) {
+        Ok(abs) if abs.is_file() => Some(abs),
+        _ => {
+            eprintln!(
+                "bench {bench}: no Firecracker at {}: measuring without it",
+                p.display()
+            );
+            None
         }
     }
 }

@@ -56,6 +56,12 @@ pub struct RunArgs {
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     pub snapshots: Option<PathBuf>,
+    /// Benchmarks only: run the same plan under this Firecracker binary
+    /// instead of our VMM, behind the same host side (`crate::run::peer`).
+    #[arg(long, hide = true, value_name = "PATH", conflicts_with_all = [
+        "snapshot_to", "from_snapshot", "warm", "workspace", "allow_net", "listen",
+    ])]
+    pub peer_firecracker: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
     #[arg(last = true, required_unless_present_any = ["server", "package", "from_snapshot"])]
     pub command: Vec<String>,
@@ -72,6 +78,7 @@ impl RunArgs {
         a.path("from-snapshot", &self.from_snapshot);
         a.flag("warm", self.warm);
         a.path("snapshots", &self.snapshots);
+        a.path("peer-firecracker", &self.peer_firecracker);
         if !self.command.is_empty() {
             a.push("--".into());
             a.0.extend(self.command.iter().cloned());
@@ -95,6 +102,24 @@ pub fn run(
         // Refused now, not after a boot: only a new directory or an older
         // snapshot is written to.
         vmm::snapshot::check_target(dir)?;
+    }
+    if let Some(fc) = &args.peer_firecracker {
+        // A benchmark peer: the same plan under Firecracker (signals keep
+        // their default action; Firecracker dies with us).
+        let (Some(plan), ..) = plan_or_snapshot(&args)? else {
+            unreachable!("the parser refuses --peer-firecracker with --from-snapshot");
+        };
+        let fc = crate::run::peer::check(fc)?;
+        let timeout = args.vm.timeout.map(Duration::from_secs);
+        let console = args.vm.console.as_deref();
+        return Ok(crate::run::peer::run(
+            plan,
+            &fc,
+            console,
+            timeout,
+            args.vm.seccomp,
+            start,
+        )?);
     }
     let caught = vmm::signals::catch(args.snapshot_to.is_some()).map_err(vmm::VmmError::Signals)?;
 
@@ -476,6 +501,11 @@ mod tests {
             },
             RunArgs {
                 from_snapshot: Some("snap".into()),
+                ..RunArgs::default()
+            },
+            RunArgs {
+                peer_firecracker: Some("/peers/firecracker".into()),
+                command: vec!["/bin/mcp-fixture".into()],
                 ..RunArgs::default()
             },
         ];

@@ -10,6 +10,7 @@
 //!   the signal to snapshot);
 //! - [`jail`]: what a jailed run may still reach on the host;
 //! - [`template`]: the client that initializes a server before a snapshot;
+//! - [`peer`]: Firecracker in place of our VMM, for benchmarks only;
 //! - `crate::warm`: the warm-start cache, keyed on a plan.
 //!
 //! An MCP byte from our stdin reaches the server as: stdin relay
@@ -21,6 +22,7 @@ pub mod events;
 pub mod inbound;
 pub mod jail;
 pub mod options;
+pub mod peer;
 pub mod plan;
 pub mod template;
 
@@ -61,4 +63,10 @@ pub enum RunError {
     Confine(#[from] vmm::host_seccomp::SeccompError),
     #[error(transparent)]
     Jail(vmm::jail::JailError),
+    #[error("Cannot run the peer VMM {path} (a benchmark peer: see ../shared/peers/)")]
+    Peer {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
