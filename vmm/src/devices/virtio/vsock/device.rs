@@ -167,6 +167,10 @@ pub struct Worker {
     epoll: Epoll,
     /// One TX packet's payload at a time, kept between packets.
     payload: Vec<u8>,
+    /// The last RX round put a buffer back unfilled (nothing fit in it,
+    /// or the host had nothing after all): another round now would do
+    /// the same, so only a new event goes on.
+    rx_stalled: bool,
 }
 
 impl Worker {
@@ -208,6 +212,7 @@ impl Worker {
             _kill: kill,
             epoll,
             payload: Vec::new(),
+            rx_stalled: false,
         })
     }
 
@@ -293,10 +298,17 @@ impl Worker {
     /// buffer in either queue, and looks whether one came in between
     /// (then true: go on). RX buffers count only when there is something
     /// to put in them; TX chains only when the muxer takes packets.
+    ///
+    /// Only chains that can be taken count: a driver whose available
+    /// index lies past the queue, or cannot be read, offers nothing, and
+    /// an RX buffer just put back would be put back again. Counting them
+    /// kept the worker spinning on one CPU for as long as the guest
+    /// liked (found by the `vsock_queues` fuzz target).
     fn rearm(&mut self) -> bool {
-        let tx = self.txq.enable_notification(&self.mem).unwrap_or(true);
-        let rx = self.rxq.enable_notification(&self.mem).unwrap_or(true);
-        (tx && !self.muxer.backlogged()) || (rx && self.muxer.has_work_for_guest())
+        let tx = takeable(&mut self.txq, &self.mem);
+        let rx = takeable(&mut self.rxq, &self.mem);
+        (tx && !self.muxer.backlogged())
+            || (rx && !self.rx_stalled && self.muxer.has_work_for_guest())
     }
 
     fn apply_watch(&mut self) {
@@ -362,6 +374,7 @@ impl Worker {
     /// Returns whether any was sent.
     fn process_rx(&mut self) -> bool {
         let mut used = false;
+        self.rx_stalled = false;
         for _ in 0..self.rxq.size() {
             if !self.muxer.has_work_for_guest() {
                 break;
@@ -381,16 +394,20 @@ impl Worker {
                 continue;
             };
             let room = writer.available_bytes();
-            if room < HDR_LEN {
-                // Too small for even a header: hand it back empty.
+            if room < HDR_LEN || (room == HDR_LEN && self.muxer.pending_control() == 0) {
+                // Too small for even a header, or for any data when only
+                // data waits: hand it back empty (kept, it would hold up
+                // every buffer behind it).
                 let _ = self.rxq.add_used(&self.mem, head, 0);
                 used = true;
                 continue;
             }
             let Some((h, payload)) = self.muxer.next_for_guest((room - HDR_LEN).min(MAX_PAYLOAD))
             else {
-                // Nothing after all (e.g. the host socket had no data yet).
+                // Nothing after all (e.g. the host socket had no data yet,
+                // or the buffer holds a header and no data).
                 self.rxq.go_to_previous_position();
+                self.rx_stalled = true;
                 break;
             };
             let ok = writer.write_all(&h.to_bytes()).is_ok() && writer.write_all(&payload).is_ok();
@@ -438,6 +455,12 @@ impl Worker {
 
 /// Parses one TX chain: the header, then exactly `len` payload bytes
 /// (into `payload`). None for anything short, oversized or unreadable.
+/// Re-enables `q`'s notifications; true if the driver made chains
+/// available meanwhile that popping would find.
+fn takeable(q: &mut Queue, mem: &GuestMemoryMmap) -> bool {
+    matches!(q.enable_notification(mem), Ok(true)) && q.iter(mem).is_ok()
+}
+
 fn read_packet(
     mem: &GuestMemoryMmap,
     chain: virtio_queue::DescriptorChain<&GuestMemoryMmap>,
@@ -847,6 +870,60 @@ mod tests {
         assert_eq!(r.received().len(), 64);
         assert!(r.received().iter().all(|(h, _)| h.op == OP_RST));
         assert_ne!(r.tx_used(), before, "TX taken again");
+    }
+
+    /// A driver's available index far past its queue: nothing can be
+    /// popped, so nothing is left to do (before, the worker saw "more
+    /// available" on every round and never slept).
+    #[test]
+    fn an_available_index_past_the_queue_lets_the_worker_sleep() {
+        let m = mem();
+        let mut r = Rig::new(&m);
+        r.send(OP_RW, 5000, 7000, b"x", CONN_BUF, 0);
+        m.write_obj(1000u16, r.tx.avail_addr().unchecked_add(2))
+            .unwrap();
+        assert!(
+            !r.worker.process_some(),
+            "nothing to take: the worker sleeps"
+        );
+        assert!(!r.worker.process_some());
+        assert_eq!(r.tx_used(), 0);
+    }
+
+    /// An RX buffer with room for a header and no data, while a
+    /// connection has host data: handed back empty, and the data goes in
+    /// the next buffer with room (before, the worker put it back and
+    /// tried it again at once, forever).
+    #[test]
+    fn an_rx_buffer_too_small_for_data_is_handed_back_empty() {
+        let m = mem();
+        let mut r = Rig::new(&m);
+        let mut host = r.connect(1000, CONN_BUF);
+        r.worker.process();
+        // Use up the buffers connect() posted.
+        host.write_all(&[1u8; 3 * 4096]).unwrap();
+        r.worker
+            .muxer
+            .host_event(FIRST_CONN_TOKEN, true, false, false);
+        r.worker.process();
+        let before = r.received().len();
+        r.rx_buffers(1, HDR_LEN as u32);
+        host.write_all(b"for the guest").unwrap();
+        r.worker
+            .muxer
+            .host_event(FIRST_CONN_TOKEN, true, false, false);
+        let rounds = (0..100).take_while(|_| r.worker.process_some()).count();
+        assert!(rounds < 100, "the worker goes to sleep");
+        let got = r.received();
+        assert_eq!(got.len(), before + 1);
+        assert!(got[before].1.is_empty(), "handed back empty");
+        assert!(r.worker.muxer.has_work_for_guest(), "the data still waits");
+        r.rx_buffers(1, 4096);
+        r.worker.process();
+        let got = r.received();
+        assert_eq!(got.len(), before + 2);
+        assert_eq!(got[before + 1].0.op, OP_RW);
+        assert!(!got[before + 1].1.is_empty());
     }
 
     #[test]
