@@ -22,7 +22,7 @@ pub fn plan(
     let dir = images.clone().unwrap_or_else(store::default_dir);
     let built = |entry: &mcpvm_images::catalogue::Entry| {
         let index = Index::load(&dir).ok()?;
-        let key = mcpvm_images::build::layer_key(&name, entry, &index.runtime_key());
+        let key = index.key_of(&name, entry);
         index.resolve(&dir, &name, &key).ok()?;
         index.servers.get(&name)?.command.clone()
     };

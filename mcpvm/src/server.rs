@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use mcpvm_images::build::layer_key;
 use mcpvm_images::catalogue::{Catalogue, CatalogueError, Entry};
 use mcpvm_images::store::{self, Index, StoreError};
 
@@ -67,7 +66,7 @@ pub fn plan(
 /// [`plan`] for an entry in hand: its built layer in the store `dir`.
 pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, ServerError> {
     let index = Index::load(dir)?;
-    let key = layer_key(name, entry, &index.runtime_key());
+    let key = index.key_of(name, entry);
     let (runtime, layer) = index.resolve(dir, name, &key)?;
     let env = entry
         .environment(name, |k| std::env::var(k).ok())

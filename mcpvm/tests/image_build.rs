@@ -624,6 +624,28 @@ fn a_crate_is_built_in_a_microvm_into_a_static_binary() {
         !built_on.is_empty() && built_on != host_kernel.trim(),
         "built under the guest's kernel ({built_on:?}), not the host's ({host_kernel:?})"
     );
+
+    // And as a catalogued server in a microVM: the runtime image and this
+    // layer, no tools layer (the binary is static).
+    let mut files = common::run_payload();
+    files.extend(common::store_files(&store, &["crate-server"]));
+    // The catalogue names its source file, whose bytes key the layer.
+    files.push(format!("{c}:crate.toml"));
+    files.push(format!(
+        "{}:mcpvm-cargo-fixture-0.1.0.crate",
+        krate.display()
+    ));
+    let scenario = common::workspace().join("mcpvm/tests/scenarios/crate-server.sh");
+    let r = common::run_scenario(&scenario, &files);
+    let serve = r.case("serve");
+    assert_eq!(serve.rc, 0, "{serve:?}");
+    assert!(
+        serve
+            .stdout
+            .contains("\"serverInfo\":{\"name\":\"mcpvm-cargo-fixture\"")
+            && serve.stdout.contains(&format!("built on {built_on}")),
+        "{serve:?}"
+    );
 }
 
 /// `cargo:NAME@VERSION` from crates.io: the crate is fetched and checked

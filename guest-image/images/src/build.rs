@@ -199,8 +199,26 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The layer key: recipe, what is installed, and the runtime it runs on.
+/// The layer key: recipe, what is installed, and the runtime it runs on;
+/// for a crate, also this host's compiler (a new compiler rebuilds).
 pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
+    layer_key_built_with(name, e, runtime_key, &toolchain_for(e))
+}
+
+/// The compiler a layer of `e` is built with here: a crate's `rustc -vV`,
+/// nothing for the others (no process is started for them).
+pub fn toolchain_for(e: &Entry) -> String {
+    match e.runtime {
+        Runtime::Cargo => crate::cargo::toolchain_version(),
+        _ => String::new(),
+    }
+}
+
+/// [`layer_key`] of a layer built with `toolchain` ([`toolchain_for`] on
+/// the host that built it). A run checks a layer with the toolchain its
+/// record names, so that a crate's layer runs on a host with another
+/// compiler or none (a deployment host, the testbed).
+pub fn layer_key_built_with(name: &str, e: &Entry, runtime_key: &str, toolchain: &str) -> String {
     let mut h = Sha256::new();
     for part in [
         LAYER_RECIPE,
@@ -248,7 +266,7 @@ pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
     }
     // A crate's binaries are rebuilt by a new compiler.
     if e.runtime == Runtime::Cargo {
-        h.update(crate::cargo::toolchain_version().as_bytes());
+        h.update(toolchain.as_bytes());
         h.update([7]);
     }
     h.update(format!("{:?}", e.runtime).as_bytes());
@@ -688,7 +706,8 @@ pub fn build(
     let mut failed = Vec::new();
     for (i, name) in selected.iter().enumerate() {
         let e = catalogue.get(name).expect("checked above");
-        let key = layer_key(name, e, &rt_key);
+        let toolchain = toolchain_for(e);
+        let key = layer_key_built_with(name, e, &rt_key, &toolchain);
         let file = format!("layer-{name}-{key}.erofs");
         let path = store.join(&file);
         let t = Instant::now();
@@ -784,6 +803,7 @@ pub fn build(
                 bytes,
                 lock,
                 command,
+                toolchain: (!toolchain.is_empty()).then_some(toolchain),
             },
         );
         index.save(store)?;

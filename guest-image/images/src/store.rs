@@ -31,6 +31,10 @@ pub struct LayerRecord {
     /// The executable it runs (for `--package`, which names none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The compiler a crate's layer was built with (`rustc -vV`), which
+    /// its key includes: a run checks the key with it, not the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolchain: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +118,17 @@ impl Index {
         std::fs::rename(&tmp, &path).map_err(write)
     }
 
+    /// The key `name`'s layer has if it was built from `entry`, checked
+    /// with the compiler its record names (see `build::layer_key_built_with`).
+    pub fn key_of(&self, name: &str, entry: &crate::catalogue::Entry) -> String {
+        let toolchain = self
+            .servers
+            .get(name)
+            .and_then(|r| r.toolchain.as_deref())
+            .unwrap_or("");
+        crate::build::layer_key_built_with(name, entry, &self.runtime_key(), toolchain)
+    }
+
     /// The runtime image and the layer of `name`, if the layer was built
     /// from `key`.
     pub fn resolve(
@@ -146,6 +161,54 @@ impl Index {
 mod tests {
     use super::*;
 
+    /// A crate's layer is checked with the compiler it was built with, so
+    /// a host with another compiler, or none, runs it; its key still
+    /// moves with the compiler for the builds.
+    #[test]
+    fn a_crate_layer_is_checked_with_the_compiler_it_was_built_with() {
+        let c = crate::catalogue::Catalogue::parse(
+            "[servers.c]\npackage = \"c\"\nversion = \"1.0.0\"\nruntime = \"cargo\"\ncommand = \"c\"\n",
+            "test",
+        )
+        .unwrap();
+        let e = c.get("c").unwrap();
+        let built_with = "rustc 1.90.0 (build host)";
+        let rt = "rt1";
+        let key = crate::build::layer_key_built_with("c", e, rt, built_with);
+        assert_ne!(
+            key,
+            crate::build::layer_key_built_with("c", e, rt, "rustc 1.91.0")
+        );
+        assert_ne!(key, crate::build::layer_key_built_with("c", e, rt, ""));
+        let mut idx = Index {
+            schema: 1,
+            runtime: Some(format!("runtime-{rt}.erofs")),
+            ..Index::default()
+        };
+        idx.servers.insert(
+            "c".into(),
+            LayerRecord {
+                layer: format!("layer-c-{key}.erofs"),
+                key: key.clone(),
+                package: "c".into(),
+                version: "1.0.0".into(),
+                bytes: 1,
+                lock: None,
+                command: Some("c".into()),
+                toolchain: Some(built_with.into()),
+            },
+        );
+        assert_eq!(idx.runtime_key(), rt);
+        assert_eq!(idx.key_of("c", e), key, "whatever this host's rustc is");
+        // Other runtimes' keys know no compiler.
+        let m = crate::catalogue::Catalogue::built_in();
+        let memory = m.get("memory").unwrap();
+        assert_eq!(
+            idx.key_of("memory", memory),
+            crate::build::layer_key("memory", memory, rt)
+        );
+    }
+
     #[test]
     fn resolve_finds_fresh_layers_and_names_stale_or_missing_ones() {
         let dir = tempfile::tempdir().unwrap();
@@ -164,6 +227,7 @@ mod tests {
                 bytes: 1,
                 lock: Some("0123456789abcdef".into()),
                 command: None,
+                toolchain: None,
             },
         );
         idx.save(d).unwrap();

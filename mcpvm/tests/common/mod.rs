@@ -209,7 +209,11 @@ pub fn step<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 /// testbed `--file` arguments for the image store as built: its index,
 /// the runtime image and the layers of `servers`.
 pub fn image_store_files(servers: &[&str]) -> Vec<String> {
-    let store = artifact("images");
+    store_files(&artifact("images"), servers)
+}
+
+/// [`image_store_files`] of any store.
+pub fn store_files(store: &Path, servers: &[&str]) -> Vec<String> {
     let index: serde_json::Value =
         serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
     let mut names = vec![
