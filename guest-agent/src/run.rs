@@ -23,6 +23,9 @@ const MAX_SPEC: u64 = 1 << 20;
 /// How long draining a stream may take once the server has exited (its
 /// grandchildren may hold a pipe open forever).
 const DRAIN: Duration = Duration::from_secs(3);
+/// How long the host may take to read a writable workspace's copy (its
+/// unpacking keeps pace with the stream; this bounds a host that hangs).
+const WORKSPACE_DRAIN: Duration = Duration::from_secs(120);
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
 
 type Events = Arc<Mutex<File>>;
@@ -156,6 +159,14 @@ pub fn run_over_vsock() -> io::Result<u8> {
             }
         }
         vsock::shutdown_write(conn);
+        // The host ends its side once it has read all of it: until then
+        // part of it may still be in flight (in our socket, in the VMM),
+        // and powering off would cut it.
+        if ws.writable {
+            if let Ok(c) = conn.try_clone() {
+                let _ = spawn_done(move || drain(c)).recv_timeout(WORKSPACE_DRAIN);
+            }
+        }
     }
     Ok(session.finish(exit))
 }

@@ -9,7 +9,9 @@ use std::io;
 
 use mcpvm_protocol::ports::WORKSPACE_DIR;
 
-/// Unpacks the host's tar stream into /workspace.
+/// Unpacks the host's tar stream into /workspace. It ends at the tar's
+/// end, not the stream's: for a writable workspace the host keeps the
+/// stream open until the copy sent back has all arrived.
 pub fn receive(conn: &File) -> io::Result<()> {
     fs::create_dir_all(WORKSPACE_DIR)?;
     let mut archive = tar::Archive::new(conn);

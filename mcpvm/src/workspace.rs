@@ -177,13 +177,24 @@ pub fn serve(
             b.follow_symlinks(false);
             b.append_dir_all(".", &ws.path)?;
             b.finish()?;
-            stream.shutdown(Shutdown::Write)
+            // A read-only workspace is done. For a writable one our write
+            // side stays open until the guest's copy is all here: its end
+            // of stream tells the agent it may power the VM off (before
+            // that, what was still in flight was lost with the VM).
+            match fresh {
+                None => stream.shutdown(Shutdown::Write),
+                Some(_) => Ok(()),
+            }
         })()
         .map_err(send_err);
         let result = match (sent, &fresh) {
             (Err(e), _) => Err(e),
             (Ok(()), None) => Ok(None),
-            (Ok(()), Some(fresh)) => take_back(&stream, &ws.path, fresh, limit).map(Some),
+            (Ok(()), Some(fresh)) => {
+                let back = take_back(&stream, &ws.path, fresh, limit);
+                let _ = stream.shutdown(Shutdown::Both);
+                back.map(Some)
+            }
         };
         if let (Some(f), Err(_) | Ok(None)) = (&fresh, &result) {
             let _ = std::fs::remove_dir_all(f);
@@ -201,8 +212,8 @@ impl Transfer {
         if !self.connected.load(Ordering::SeqCst) {
             return None;
         }
-        // The stream is complete once the VM is gone; this only waits for
-        // the unpacking to finish.
+        // The agent waits for the guest's copy to be read before the VM
+        // goes (or gives up): this only waits for the unpacking to finish.
         self.done.recv_timeout(Duration::from_secs(600)).ok()
     }
 }

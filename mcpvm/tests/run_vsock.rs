@@ -23,6 +23,26 @@ fn case(name: &str) -> &'static Case {
     results().case(name)
 }
 
+/// A writable workspace's copy is all on the host when the run ends: the
+/// guest hashed what it wrote, the host hashes what came back, five times.
+#[test]
+fn a_writable_workspace_comes_back_whole() {
+    let c = case("workspace_back");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let lines: Vec<_> = c.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{c:?}");
+    for l in lines {
+        let f: Vec<_> = l.split_whitespace().collect();
+        assert!(
+            f.len() == 3 && f[1].len() == 64 && f[1] == f[2],
+            "run {}: the guest wrote {:?}, the host has {:?}\n{c:?}",
+            f[0],
+            f.get(1),
+            f.get(2)
+        );
+    }
+}
+
 #[test]
 fn rmcp_client_talks_to_the_fixture_inside_a_vm() {
     let c = case("probe_fixture");

@@ -19,10 +19,13 @@
 //! - EGRESS (only when the run spec has `network`): one stream per guest
 //!   connection or DNS lookup; see [`egress`].
 //! - WORKSPACE (only when the run spec asks for one): the host sends a tar
-//!   of its directory and half-closes; the agent unpacks it into
-//!   /workspace before the server starts. For a writable workspace the
-//!   agent sends a tar of /workspace back on the same stream after the
-//!   server exits.
+//!   of its directory; the agent unpacks it into /workspace before the
+//!   server starts (to the tar's end). A read-only workspace's host then
+//!   half-closes. For a writable one the agent sends a tar of /workspace
+//!   back on the same stream after the server exits and half-closes, and
+//!   the host ends the stream only once it has read that tar: the agent
+//!   waits for that end before the VM powers off, so nothing still in
+//!   flight is lost.
 //!
 //! Snapshots (docs/snapshots.md): when the run spec says `snapshot`, the
 //! host may send [`messages::HostMessage::Snapshot`] on CONTROL; the agent answers
