@@ -192,6 +192,10 @@ pub fn serve(
             (Ok(()), None) => Ok(None),
             (Ok(()), Some(fresh)) => {
                 let back = take_back(&stream, &ws.path, fresh, limit);
+                // The tar's padding after its end (a little; a guest that
+                // sends more is cut off), so that ending the stream is an
+                // orderly close, not a reset.
+                let _ = io::copy(&mut (&stream).take(1 << 20), &mut io::sink());
                 let _ = stream.shutdown(Shutdown::Both);
                 back.map(Some)
             }

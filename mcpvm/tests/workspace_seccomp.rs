@@ -25,9 +25,9 @@ fn the_workspace_round_trip_stays_within_its_filter() {
         let t = serve(listener, ws, 1 << 20, vmm::SeccompMode::On);
         // The guest side, on this (unconfined) thread.
         let mut s = UnixStream::connect(&sock).unwrap();
-        let mut sent = Vec::new();
-        (&s).read_to_end(&mut sent).unwrap();
-        let mut names: Vec<String> = tar::Archive::new(&sent[..])
+        // As the agent does: to the tar's end (the host keeps the stream
+        // open for a writable workspace until the copy is back).
+        let mut names: Vec<String> = tar::Archive::new(&s)
             .entries()
             .unwrap()
             .map(|e| e.unwrap().path().unwrap().display().to_string())
@@ -52,7 +52,12 @@ fn the_workspace_round_trip_stays_within_its_filter() {
         h.set_mode(0o777);
         b.append_link(&mut h, "./link", "kept.txt").unwrap();
         std::io::Write::write_all(&mut s, &b.into_inner().unwrap()).unwrap();
-        s.shutdown(std::net::Shutdown::Both).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        // The host ends the stream once it has read the copy: the agent
+        // powers off only then.
+        let mut rest = Vec::new();
+        (&s).read_to_end(&mut rest).unwrap();
+        assert!(rest.iter().all(|b| *b == 0), "only the tar's padding");
         drop(s);
         match t.finish() {
             Some(Ok(Some(back))) if back.refused.is_empty() => println!("replaced"),
