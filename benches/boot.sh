@@ -4,7 +4,7 @@
 # a peer for benchmarks only, when it is there), same kernel, initrd,
 # memory and vCPUs, alternating runs.
 #   benches/boot.sh [RUNS] [BENCH OPTION...]   prints a Markdown table (docs/benchmarks.md)
-#   e.g. benches/boot.sh 10 --tsc-deadline
+#   e.g. benches/boot.sh 10 --no-tsc-deadline
 # MCPVM_FIRECRACKER=PATH names another Firecracker binary.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)

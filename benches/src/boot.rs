@@ -33,7 +33,8 @@ pub struct BootBench {
     pub mem_mib: u64,
     pub vcpus: u8,
     pub timeout: Duration,
-    /// Boot ours with `--tsc-deadline` (see `mcpvm boot --help`).
+    /// Boot ours with the TSC-deadline timer (the default; false passes
+    /// `--no-tsc-deadline`, see `mcpvm boot --help`).
     pub tsc_deadline: bool,
 }
 
@@ -350,8 +351,8 @@ impl BootBench {
         let mut c = Command::new(&self.mcpvm);
         c.args(["boot", "--json", "--cmdline", "quiet", "--kernel"])
             .arg(guest.kernel);
-        if self.tsc_deadline {
-            c.arg("--tsc-deadline");
+        if !self.tsc_deadline {
+            c.arg("--no-tsc-deadline");
         }
         if let Some(initrd) = guest.initrd {
             c.arg("--initrd").arg(initrd);

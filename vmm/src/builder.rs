@@ -148,6 +148,9 @@ pub struct BuiltVm {
     pub panicked: Arc<AtomicBool>,
     /// The guest's kernel command line.
     pub cmdline: String,
+    /// Whether the guest's CPUID offers the TSC-deadline timer (kept in a
+    /// snapshot, which is restored with the same).
+    pub tsc_deadline: bool,
     pub seccomp: SeccompMode,
     /// The virtio devices in bus order, with what each is (for snapshots).
     pub virtio: Vec<AttachedVirtio>,
@@ -255,6 +258,7 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry, host)?;
     phases.mark("vcpus");
     let mut built = BuiltVm::assemble(vm, vcpus, devices, cmdline, config.seccomp);
+    built.tsc_deadline = host.tsc_deadline;
     built.phases = phases.done();
     Ok(built)
 }
@@ -315,6 +319,7 @@ impl BuiltVm {
             serial: d.serial,
             panicked: d.panicked,
             cmdline,
+            tsc_deadline: false,
             seccomp,
             virtio: d.virtio,
             phases: Vec::new(),
@@ -517,6 +522,7 @@ pub fn save(built: &BuiltVm, vcpus: Vec<VcpuState>, dir: &Path) -> Result<(), Sn
     let body = Body {
         mem_mib: built.vm.mem.iter().map(|r| r.len()).sum::<u64>() >> 20,
         cmdline: built.cmdline.clone(),
+        tsc_deadline: built.tsc_deadline,
         vm: built.vm.save_state()?,
         vcpus,
         serial: built

@@ -59,9 +59,9 @@ pub struct VmConfig {
     /// Taking or starting from a snapshot (see [`snapshot`]).
     pub snapshot: SnapshotConfig,
     /// Offer the TSC-deadline timer in CPUID where KVM emulates it (the
-    /// guest then skips calibrating its LAPIC timer: about 0.35 s of a
-    /// testbed boot). Off by default: in the nested testbed the host
-    /// stalled in 4 of 17 sessions with it on (docs/benchmarks.md).
+    /// guest then skips calibrating its LAPIC timer against the PIT: a
+    /// tenth of a second of ticks, about 0.35 s of a testbed boot), as
+    /// Firecracker and QEMU do. A restore takes it from the snapshot.
     pub tsc_deadline: bool,
 }
 

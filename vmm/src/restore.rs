@@ -41,6 +41,8 @@ pub enum RestoreError {
         snapshot: String,
         given: String,
     },
+    #[error("Snapshot {dir} is of a guest that uses the TSC-deadline timer, which this host's KVM does not emulate; restore it on a host whose KVM has KVM_CAP_TSC_DEADLINE_TIMER, or take it again here")]
+    TscDeadline { dir: PathBuf },
     #[error("Snapshot {dir} is not usable: its {part}: {why}")]
     State {
         dir: PathBuf,
@@ -83,11 +85,17 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
     })?;
     check_devices(body, &devices.virtio, dir)?;
 
-    // 4. The vCPUs as saved.
-    // The CPUID the guest booted with: a snapshot of a guest that had the
-    // TSC-deadline timer is restored with it (the caller says so again).
+    // 4. The vCPUs as saved, with the CPUID the guest booted with: a
+    //    guest that programs its timer by TSC deadline would fault on
+    //    the MSR without the bit.
+    if body.tsc_deadline && !cpuid::HostFeatures::of(&kvm).tsc_deadline {
+        return Err(RestoreError::TscDeadline {
+            dir: dir.to_path_buf(),
+        }
+        .into());
+    }
     let host = cpuid::HostFeatures {
-        tsc_deadline: config.tsc_deadline && cpuid::HostFeatures::of(&kvm).tsc_deadline,
+        tsc_deadline: body.tsc_deadline,
     };
     let vcpus = restore_vcpus(&kvm, &vm, body, count, dir, host)?;
 
@@ -106,13 +114,9 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
             })?;
     }
     let cmdline = body.cmdline.clone();
-    Ok(BuiltVm::assemble(
-        vm,
-        vcpus,
-        devices,
-        cmdline,
-        config.seccomp,
-    ))
+    let mut built = BuiltVm::assemble(vm, vcpus, devices, cmdline, config.seccomp);
+    built.tsc_deadline = body.tsc_deadline;
+    Ok(built)
 }
 
 /// The state checks of `kvm::persist` know the structure, not the
@@ -274,6 +278,7 @@ mod tests {
         snapshot::Body {
             mem_mib: 16,
             cmdline: String::new(),
+            tsc_deadline: false,
             vm: VmState {
                 pic_master: pod.clone(),
                 pic_slave: pod.clone(),

@@ -31,7 +31,7 @@ use crate::kvm::persist::{VcpuState, VmState};
 
 pub const FORMAT: &str = "mcpvm-snapshot";
 /// Bumped whenever the body changes meaning; older files are refused.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub const STATE_FILE: &str = "state";
 pub const MEMORY_FILE: &str = "memory";
 
@@ -92,6 +92,8 @@ pub struct Body {
     pub mem_mib: u64,
     /// The guest's kernel command line (what it booted with).
     pub cmdline: String,
+    /// Whether its CPUID offered the TSC-deadline timer (version 3).
+    pub tsc_deadline: bool,
     pub vm: VmState,
     pub vcpus: Vec<VcpuState>,
     pub serial: Option<SerialState>,
@@ -314,6 +316,7 @@ mod tests {
         Body {
             mem_mib: 1,
             cmdline: "console=ttyS0".into(),
+            tsc_deadline: true,
             vm: VmState {
                 pic_master: pod.clone(),
                 pic_slave: pod.clone(),

@@ -146,10 +146,10 @@ pub struct BootArgs {
     /// Per-boot timeout in seconds.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
-    /// Boot ours with the TSC-deadline timer offered (`mcpvm boot
-    /// --tsc-deadline`).
+    /// Boot ours without the TSC-deadline timer (`mcpvm boot
+    /// --no-tsc-deadline`).
     #[arg(long)]
-    tsc_deadline: bool,
+    no_tsc_deadline: bool,
 }
 
 /// Prints a report as JSON or as its Markdown table.
@@ -252,7 +252,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 mem_mib: a.mem,
                 vcpus: a.vcpus,
                 timeout: Duration::from_secs(a.timeout),
-                tsc_deadline: a.tsc_deadline,
+                tsc_deadline: !a.no_tsc_deadline,
             };
             let report = bench.run(|msg| eprintln!("bench boot: {msg}"))?;
             emit(&report, report.markdown(), json)

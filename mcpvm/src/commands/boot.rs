@@ -71,12 +71,12 @@ pub struct BootArgs {
     /// (docs/snapshots.md) and end with exit 0.
     #[arg(long, value_name = "DIR")]
     snapshot_to: Option<PathBuf>,
-    /// Offer the TSC-deadline timer in CPUID where KVM emulates it: the
-    /// guest skips calibrating its LAPIC timer (faster boot). Off by
-    /// default while the nested testbed stalls with it (docs/benchmarks.md);
-    /// a snapshot taken with it is restored with it.
+    /// Do not offer the TSC-deadline timer in CPUID (offered by default
+    /// where KVM emulates it, as Firecracker and QEMU do: the guest then
+    /// skips calibrating its LAPIC timer against the PIT). A snapshot is
+    /// restored with what its guest booted with.
     #[arg(long)]
-    tsc_deadline: bool,
+    no_tsc_deadline: bool,
     /// Start from this snapshot directory instead of booting: memory,
     /// vCPUs, command line, disks and rng come from it (a vsock device
     /// needs --vsock-uds, a new host socket).
@@ -154,7 +154,7 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
             save_to: args.snapshot_to,
             restore_from: args.restore,
         },
-        tsc_deadline: args.tsc_deadline,
+        tsc_deadline: !args.no_tsc_deadline,
     };
     match &config.snapshot.restore_from {
         Some(dir) => log::debug!("restoring {}", dir.display()),

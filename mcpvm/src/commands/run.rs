@@ -332,7 +332,7 @@ fn vm_config(
             save_to: args.snapshot_to.clone(),
             restore_from: restore_from.clone(),
         },
-        tsc_deadline: false,
+        tsc_deadline: true,
     };
     match (plan, restore_from) {
         // Booted: everything from the plan.
