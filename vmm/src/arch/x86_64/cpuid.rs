@@ -3,7 +3,7 @@
 //! total count, the hypervisor bit set so the kernel uses paravirt
 //! features (kvm-clock) instead of probing hardware, and the TSC-deadline
 //! timer offered where KVM emulates it and the caller asks for it
-//! (`VmConfig::tsc_deadline`; off by default, docs/benchmarks.md).
+//! (`VmConfig::tsc_deadline`: every command does unless told not to).
 //!
 //! `KVM_GET_SUPPORTED_CPUID` leaves TSC-deadline out because KVM emulates
 //! it in its LAPIC rather than passing hardware through
