@@ -71,6 +71,25 @@ impl ThreadKind {
             ThreadKind::Egress => "egress",
         }
     }
+
+    /// Its place in [`KINDS`] (and so in the compiled programs): a match,
+    /// so that a new kind cannot be left without one.
+    pub fn index(self) -> usize {
+        match self {
+            ThreadKind::Main => 0,
+            ThreadKind::Vcpu => 1,
+            ThreadKind::Block => 2,
+            ThreadKind::Vsock => 3,
+            ThreadKind::VsockConnector => 4,
+            ThreadKind::Rng => 5,
+            ThreadKind::Signals => 6,
+            ThreadKind::Channels => 7,
+            ThreadKind::Relay => 8,
+            ThreadKind::HostFiles => 9,
+            ThreadKind::Inbound => 10,
+            ThreadKind::Egress => 11,
+        }
+    }
 }
 
 /// What every Rust thread needs: memory, locks and channels, signals

@@ -117,10 +117,9 @@ pub fn program(kind: ThreadKind, mode: SeccompMode) -> Option<BpfProgram> {
         SeccompMode::On => 0,
         SeccompMode::Log => 1,
     };
-    let index = KINDS.iter().position(|&k| k == kind)?;
     // SAFETY: getpid has no preconditions.
     let own = unsafe { libc::getpid() } as u32;
-    Some(with_pid(PROGRAMS[index][slot], own))
+    Some(with_pid(PROGRAMS[kind.index()][slot], own))
 }
 
 /// `BPF_JMP | BPF_JEQ | BPF_K`: the comparison that holds the placeholder.
@@ -339,6 +338,13 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_sits_at_its_index_in_kinds() {
+        for (i, kind) in KINDS.iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
+        }
+    }
+
+    #[test]
     fn the_programs_built_with_the_vmm_are_the_lists_compiled_now() {
         // Whatever build.rs compiled must be what the lists compile to
         // with this process's pid; the placeholder is one comparison.
@@ -350,7 +356,7 @@ mod tests {
             ] {
                 let now = BpfProgram::try_from(lists::filter(kind, action, pid).unwrap()).unwrap();
                 assert_eq!(program(kind, mode).unwrap(), now, "{kind:?} {mode:?}");
-                let index = KINDS.iter().position(|&k| k == kind).unwrap();
+                let index = kind.index();
                 let slot = if mode == SeccompMode::On { 0 } else { 1 };
                 let placeholders = PROGRAMS[index][slot]
                     .iter()
