@@ -257,8 +257,14 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     };
     let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry, host)?;
     phases.mark("vcpus");
-    let mut built = BuiltVm::assemble(vm, vcpus, devices, cmdline, config.seccomp);
-    built.tsc_deadline = host.tsc_deadline;
+    let mut built = BuiltVm::assemble(
+        vm,
+        vcpus,
+        devices,
+        cmdline,
+        host.tsc_deadline,
+        config.seccomp,
+    );
     built.phases = phases.done();
     Ok(built)
 }
@@ -307,6 +313,7 @@ impl BuiltVm {
         vcpus: Vec<Vcpu>,
         d: Devices,
         cmdline: String,
+        tsc_deadline: bool,
         seccomp: SeccompMode,
     ) -> BuiltVm {
         BuiltVm {
@@ -319,7 +326,7 @@ impl BuiltVm {
             serial: d.serial,
             panicked: d.panicked,
             cmdline,
-            tsc_deadline: false,
+            tsc_deadline,
             seccomp,
             virtio: d.virtio,
             phases: Vec::new(),

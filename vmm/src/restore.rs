@@ -114,9 +114,14 @@ pub fn restore(mut config: VmConfig, dir: &Path) -> Result<BuiltVm, BootError> {
             })?;
     }
     let cmdline = body.cmdline.clone();
-    let mut built = BuiltVm::assemble(vm, vcpus, devices, cmdline, config.seccomp);
-    built.tsc_deadline = body.tsc_deadline;
-    Ok(built)
+    Ok(BuiltVm::assemble(
+        vm,
+        vcpus,
+        devices,
+        cmdline,
+        body.tsc_deadline,
+        config.seccomp,
+    ))
 }
 
 /// The state checks of `kvm::persist` know the structure, not the
