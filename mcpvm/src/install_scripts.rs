@@ -24,12 +24,26 @@ const TESTBED: [(&str, &str); 4] = [
     ("case.sh", include_str!("../../testbed/case.sh")),
 ];
 
-/// Longest the scripts of one layer may take in their VM.
-const SCRIPT_TIMEOUT_S: u64 = 900;
+/// Longest the scripts of one layer (or a crate's build) may take in
+/// their VM unless `image build --sandbox-timeout` says otherwise: npm's
+/// scripts take seconds, a crate with a hundred dependencies compiles for
+/// minutes on hardware and for most of an hour in the nested testbed.
+pub const DEFAULT_TIMEOUT_S: u64 = 900;
 
 /// A microVM from this binary and the kernel and initramfs `scripts/build`
-/// put beside it (found when a layer first needs them).
-pub struct MicroVm;
+/// put beside it (found when a layer first needs them), given `timeout_s`
+/// seconds to finish.
+pub struct MicroVm {
+    pub timeout_s: u64,
+}
+
+impl Default for MicroVm {
+    fn default() -> Self {
+        MicroVm {
+            timeout_s: DEFAULT_TIMEOUT_S,
+        }
+    }
+}
 
 struct Artifacts {
     mcpvm: PathBuf,
@@ -74,7 +88,7 @@ fn quote(s: &str) -> String {
 
 /// The testbed's scenario: unpack the stage, run the scripts in a VM
 /// with it as the workspace, pack what came back.
-fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64) -> String {
+fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64, timeout_s: u64) -> String {
     let env: String = job
         .env
         .iter()
@@ -88,7 +102,7 @@ fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64) -> String {
          mkdir stage && tar -xf stage.tar -C stage || exit 90\n\
          rc=0\n\
          ./bin/mcpvm run --kernel ./vmlinux --initrd ./initrd.cpio --image ./runtime.erofs{layers} \\\n  \
-         --workspace ./stage,rw --workspace-limit {limit_mib} --mem {mem_mib} --timeout {SCRIPT_TIMEOUT_S}{env} \\\n  \
+         --workspace ./stage,rw --workspace-limit {limit_mib} --mem {mem_mib} --timeout {timeout_s}{env} \\\n  \
          -- /bin/sh -c {} </dev/null || rc=$?\n\
          if [ $rc -eq 0 ]; then tar -cf \"$MCPVM_OUT/stage.tar\" -C stage . || rc=91; fi\n\
          exit $rc\n",
@@ -148,8 +162,11 @@ impl ScriptSandbox for MicroVm {
             .map(|f| std::fs::metadata(f).map(|m| m.len() >> 20).unwrap_or(0))
             .sum::<u64>()
             + 2 * mib;
-        std::fs::write(w.join("scripts.sh"), scenario(job, mem, limit))
-            .map_err(|e| format!("cannot write the scenario: {e}"))?;
+        std::fs::write(
+            w.join("scripts.sh"),
+            scenario(job, mem, limit, self.timeout_s),
+        )
+        .map_err(|e| format!("cannot write the scenario: {e}"))?;
         let file = |src: &Path, name: &str| format!("{}:{name}", src.display());
         let out = w.join("out");
         let layers: Vec<String> = job
@@ -160,7 +177,7 @@ impl ScriptSandbox for MicroVm {
             .collect();
         let mut child = Command::new("bash")
             .arg(w.join("testbed/run"))
-            .args(["--timeout", &(SCRIPT_TIMEOUT_S + 120).to_string()])
+            .args(["--timeout", &(self.timeout_s + 120).to_string()])
             .arg("--out")
             .arg(&out)
             .args(["--file", &file(&vm.mcpvm, "bin/mcpvm")])
@@ -210,6 +227,13 @@ impl ScriptSandbox for MicroVm {
         }
         for line in &printed {
             progress(&format!("{}: {}", job.server, printable(line)));
+        }
+        if status.code() == Some(124) {
+            return Err(format!(
+                "the microVM did not finish in {} s (the last lines of its output are above); \
+                 give it longer with `mcpvm image build --sandbox-timeout SECS`",
+                self.timeout_s
+            ));
         }
         if !status.success() {
             // What the guest's npm said on stderr, not the testbed's
@@ -273,7 +297,7 @@ mod tests {
             env: &env,
             shell: "cd /workspace && exec npm rebuild".into(),
         };
-        let s = scenario(&job, 1024, 2048);
+        let s = scenario(&job, 1024, 2048, 900);
         assert!(
             s.contains("--image ./runtime.erofs --layer ./layer-0.erofs --layer ./layer-1.erofs"),
             "{s}"
@@ -284,7 +308,9 @@ mod tests {
             "{s}"
         );
         assert!(
-            s.contains("--mem 1024") && s.contains("--workspace-limit 2048"),
+            s.contains("--mem 1024")
+                && s.contains("--workspace-limit 2048")
+                && s.contains("--timeout 900 "),
             "{s}"
         );
         // Only a run that succeeded sends its tree back.

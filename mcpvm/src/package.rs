@@ -37,7 +37,7 @@ pub fn plan(
                 source: format!("--package {spec}"),
                 servers: BTreeMap::from([(name.clone(), entry.clone())]),
             };
-            let sandbox = crate::install_scripts::MicroVm;
+            let sandbox = crate::install_scripts::MicroVm::default();
             let report = build(
                 &catalogue,
                 std::slice::from_ref(&name),

@@ -191,6 +191,24 @@ fn bad_timeout_is_a_usage_error() {
     );
 }
 
+#[test]
+fn bad_sandbox_timeout_is_a_usage_error() {
+    for bad in ["0", "soon", "86401"] {
+        assert_error(
+            &[
+                "image",
+                "build",
+                "--images",
+                "/nonexistent",
+                "--sandbox-timeout",
+                bad,
+            ],
+            2,
+            "invalid value",
+        );
+    }
+}
+
 /// On a kvm_pvm host, a Linux boot is refused with a pointer to the testbed.
 #[test]
 fn kvm_pvm_host_points_to_the_testbed() {
