@@ -74,8 +74,16 @@ pub struct Checkpoint {
     pub rss_mib: Option<Summary>,
     pub pss_mib: Option<Summary>,
     pub guest_touched_mib: Option<Summary>,
-    /// RSS less the guest's pages: what the VMM itself holds.
+    /// RSS less the guest's pages: what the VMM itself maps, its
+    /// binary's pages counted whole in every VMM though they are one
+    /// copy in the page cache.
     pub vmm_own_mib: Option<Summary>,
+    /// PSS less the guest's PSS: the VMM's own share of the host's
+    /// memory (its binary's pages divided among the VMMs).
+    pub vmm_own_pss_mib: Option<Summary>,
+    /// The VMM's private pages outside the guest's: what one more VMM
+    /// costs beyond its guest.
+    pub vmm_private_mib: Option<Summary>,
     pub threads: Option<Summary>,
     /// Summed over the VMs, MiB.
     pub pss_total_mib: f64,
@@ -169,6 +177,12 @@ pub struct ProcMemory {
     pub pss: f64,
     /// RSS of the mappings of `guest_file` (the guest's pages).
     pub guest: f64,
+    /// PSS of those mappings: the guest's pages, each shared page
+    /// divided among the VMs that map it.
+    pub guest_pss: f64,
+    /// Private pages outside them (heap, stacks, relocated data): the
+    /// VMM's memory that no other VMM shares.
+    pub own_private: f64,
     pub threads: f64,
 }
 
@@ -181,7 +195,10 @@ pub fn proc_memory(pid: u32, guest_file: &Path) -> Option<ProcMemory> {
     Some(ProcMemory {
         rss: meminfo_field(&rollup, "Rss:")?,
         pss: meminfo_field(&rollup, "Pss:")?,
-        guest: mapping_rss(&smaps, guest_file),
+        guest: mapping_sum(&smaps, guest_file, "Rss:", true),
+        guest_pss: mapping_sum(&smaps, guest_file, "Pss:", true),
+        own_private: mapping_sum(&smaps, guest_file, "Private_Clean:", false)
+            + mapping_sum(&smaps, guest_file, "Private_Dirty:", false),
         threads: status
             .lines()
             .find_map(|l| l.strip_prefix("Threads:"))
@@ -189,8 +206,9 @@ pub fn proc_memory(pid: u32, guest_file: &Path) -> Option<ProcMemory> {
     })
 }
 
-/// Sums the `Rss:` of the smaps entries whose mapping is `file`, MiB.
-fn mapping_rss(smaps: &str, file: &Path) -> f64 {
+/// Sums `field` (`Rss:`, `Pss:`, ...) over the smaps entries whose
+/// mapping is `file` (`of_file`) or over all the others (`!of_file`), MiB.
+fn mapping_sum(smaps: &str, file: &Path, field: &str, of_file: bool) -> f64 {
     let file = file.to_string_lossy();
     let mut inside = false;
     let mut kb = 0.0;
@@ -198,9 +216,9 @@ fn mapping_rss(smaps: &str, file: &Path) -> f64 {
         let first = line.split_whitespace().next().unwrap_or("");
         // A mapping header starts with "start-end" in hex.
         if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-            inside = line.trim_end().ends_with(&*file);
+            inside = line.trim_end().ends_with(&*file) == of_file;
         } else if inside {
-            if let Some(v) = line.strip_prefix("Rss:") {
+            if let Some(v) = line.strip_prefix(field) {
                 kb += v
                     .split_whitespace()
                     .next()
@@ -368,6 +386,8 @@ impl DensityBench {
             pss_mib: col(|m| m.pss),
             guest_touched_mib: col(|m| m.guest),
             vmm_own_mib: col(|m| m.rss - m.guest),
+            vmm_own_pss_mib: col(|m| m.pss - m.guest_pss),
+            vmm_private_mib: col(|m| m.own_private),
             threads: col(|m| m.threads),
             pss_total_mib: mem.iter().map(|m| m.pss).sum(),
             rss_total_mib: mem.iter().map(|m| m.rss).sum(),
@@ -382,13 +402,13 @@ impl DensityReport {
         let med = |s: &Option<Summary>| s.map(|s| format!("{:.1}", s.median)).unwrap_or("–".into());
         let mut s = format!(
             "Guest memory per VM: {:.0} MiB (one snapshot, mapped copy-on-write by every VM).\n\n\
-             | VMs | restore (median of the new, ms) | the Nth (ms) | RSS / VM (MiB) | PSS / VM | guest pages / VM | VMM own / VM | threads / VM | PSS all (MiB) | host available (MiB) | answered |\n\
-             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+             | VMs | restore (median of the new, ms) | the Nth (ms) | RSS / VM (MiB) | PSS / VM | guest pages / VM | VMM own / VM (RSS) | VMM own / VM (PSS) | VMM private / VM | threads / VM | PSS all (MiB) | host available (MiB) | answered |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
             self.guest_mib
         );
         for c in &self.checkpoints {
             s += &format!(
-                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} of {} |\n",
+                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} of {} |\n",
                 c.vms,
                 med(&c.restore_ms),
                 c.nth_restore_ms,
@@ -396,6 +416,8 @@ impl DensityReport {
                 med(&c.pss_mib),
                 med(&c.guest_touched_mib),
                 med(&c.vmm_own_mib),
+                med(&c.vmm_own_pss_mib),
+                med(&c.vmm_private_mib),
                 med(&c.threads),
                 c.pss_total_mib,
                 c.host_available_mib,
@@ -425,13 +447,21 @@ Pss:                2048 kB
 Rss:                1024 kB
 7f0020000000-7f0020100000 rw-p 00000000 00:00 0 
 Rss:                4096 kB
+Private_Dirty:      4096 kB
 ";
 
     #[test]
     fn the_guest_pages_are_the_rss_of_the_snapshot_mappings() {
-        let got = mapping_rss(SMAPS, Path::new("/run/snap/memory"));
-        assert_eq!(got, 21.0);
-        assert_eq!(mapping_rss(SMAPS, Path::new("/elsewhere/memory")), 0.0);
+        let snap = Path::new("/run/snap/memory");
+        assert_eq!(mapping_sum(SMAPS, snap, "Rss:", true), 21.0);
+        assert_eq!(
+            mapping_sum(SMAPS, Path::new("/elsewhere/memory"), "Rss:", true),
+            0.0
+        );
+        assert_eq!(mapping_sum(SMAPS, snap, "Pss:", true), 2.0);
+        // The binary and the anonymous mapping, not the guest's.
+        assert_eq!(mapping_sum(SMAPS, snap, "Rss:", false), 4996.0 / 1024.0);
+        assert_eq!(mapping_sum(SMAPS, snap, "Private_Dirty:", false), 4.0);
     }
 
     #[test]
