@@ -197,13 +197,15 @@ pub fn confine(kind: ThreadKind, mode: SeccompMode) -> Result<(), SeccompError> 
 /// by a confined one, in a VM with two disks). A trim threshold no heap
 /// reaches means it never shrinks one (wholly free heaps are still
 /// unmapped, large blocks still munmapped); a fixed arena limit means it
-/// never counts CPUs.
+/// never counts CPUs. One arena: the VMM's threads allocate little and
+/// rarely (buffers are made once), and each further arena's heap is
+/// memory every VM pays for.
 fn keep_malloc_from_opening_files() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets malloc parameters; any thread may call it.
     unsafe {
         libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
-        libc::mallopt(libc::M_ARENA_MAX, 16);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 
