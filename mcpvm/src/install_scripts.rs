@@ -97,13 +97,24 @@ fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64, timeout_s: u64) -
     let layers: String = (0..job.layers.len())
         .map(|i| format!(" --layer ./layer-{i}.erofs"))
         .collect();
+    // What the scripts print on stderr (cargo's "Compiling ..." lines)
+    // goes on as it comes: nested, through the serial log as progress
+    // lines, which testbed/run passes on at once; and to the scenario's
+    // stderr, which the cause of a failure is taken from.
     format!(
         "set -u\n\
+         . ./case.sh\n\
          mkdir stage && tar -xf stage.tar -C stage || exit 90\n\
          rc=0\n\
+         mkfifo .stderr\n\
+         (while IFS= read -r l; do\n  \
+         [ \"${{MCPVM_TESTBED:-}}\" = nested ] && progress \"$l\"\n  \
+         printf '%s\\n' \"$l\" >&2\n\
+         done < .stderr) &\n\
          ./bin/mcpvm run --kernel ./vmlinux --initrd ./initrd.cpio --image ./runtime.erofs{layers} \\\n  \
          --workspace ./stage,rw --workspace-limit {limit_mib} --mem {mem_mib} --timeout {timeout_s}{env} \\\n  \
-         -- /bin/sh -c {} </dev/null || rc=$?\n\
+         -- /bin/sh -c {} </dev/null 2> .stderr || rc=$?\n\
+         wait\n\
          if [ $rc -eq 0 ]; then tar -cf \"$MCPVM_OUT/stage.tar\" -C stage . || rc=91; fi\n\
          exit $rc\n",
         quote(&job.shell)
@@ -311,6 +322,11 @@ mod tests {
             s.contains("--mem 1024")
                 && s.contains("--workspace-limit 2048")
                 && s.contains("--timeout 900 "),
+            "{s}"
+        );
+        // Its stderr is passed on line by line as it comes.
+        assert!(
+            s.contains("2> .stderr || rc=$?") && s.contains("progress \"$l\""),
             "{s}"
         );
         // Only a run that succeeded sends its tree back.
