@@ -81,6 +81,27 @@ fn last_lines(out: impl std::io::Read) -> (Vec<String>, usize) {
     (kept.into(), dropped)
 }
 
+/// Whether `line` of testbed/run's stderr was already shown: nested, the
+/// scripts' stderr comes once as it happens (as `testbed: LINE`, kept in
+/// `live`, the last [`KEPT_LINES`]) and once more with the scenario's
+/// output at the end.
+fn shown_live(live: &mut std::collections::VecDeque<String>, line: &str) -> bool {
+    if let Some(rest) = line.strip_prefix("testbed: ") {
+        live.push_back(rest.to_string());
+        if live.len() > KEPT_LINES {
+            live.pop_front();
+        }
+        return false;
+    }
+    match live.iter().position(|l| l == line) {
+        Some(i) => {
+            live.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
 /// `s` as one single-quoted POSIX shell word.
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -219,9 +240,12 @@ impl ScriptSandbox for MicroVm {
         if let Some(err) = child.stderr.take() {
             let mut reader = BufReader::new(err);
             let mut line = Vec::new();
+            let mut live = std::collections::VecDeque::new();
             while read_line_bounded(&mut reader, &mut line, MAX_LINE) {
                 let text = String::from_utf8_lossy(&line).into_owned();
-                progress(&format!("{}: {}", job.server, printable(&text)));
+                if !shown_live(&mut live, &text) {
+                    progress(&format!("{}: {}", job.server, printable(&text)));
+                }
                 said.push(text);
                 if said.len() > KEPT_LINES {
                     said.remove(0);
@@ -293,6 +317,27 @@ mod tests {
             kept.last().unwrap().len(),
             MAX_LINE,
             "an endless line is cut"
+        );
+    }
+
+    #[test]
+    fn lines_shown_as_they_came_are_not_shown_again() {
+        let mut live = std::collections::VecDeque::new();
+        let lines = [
+            "testbed: host up after 6s; running the scenario",
+            "testbed:    Compiling serde v1.0.0",
+            "testbed:    Compiling serde v1.0.0",
+            "testbed: scenario exit 0",
+            "   Compiling serde v1.0.0",
+            "   Compiling serde v1.0.0",
+            "   Compiling serde v1.0.0",
+            "error: only printed at the end",
+        ];
+        let shown: Vec<bool> = lines.iter().map(|l| shown_live(&mut live, l)).collect();
+        assert_eq!(
+            shown,
+            [false, false, false, false, true, true, false, false],
+            "each live line hides one repeat"
         );
     }
 
