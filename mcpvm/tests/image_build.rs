@@ -538,6 +538,13 @@ fn a_crate_is_built_in_a_microvm_into_a_static_binary() {
         "{err}"
     );
     assert!(!marker.exists(), "the build script ran on the host");
+    // cargo's lines come as the build goes (nested: through the serial
+    // log, before the testbed says the scenario ended), each once.
+    let compiling = "Compiling mcpvm-cargo-fixture v0.1.0";
+    assert_eq!(err.matches(compiling).count(), 1, "{err}");
+    if let Some(end) = err.find("testbed: scenario exit") {
+        assert!(err.find(compiling).unwrap() < end, "{err}");
+    }
 
     let layer = std::fs::read_dir(&store)
         .unwrap()
