@@ -277,6 +277,58 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
     }
 }
 
+/// A layer whose sandbox runs out of time fails with a line that says so
+/// and names the option that gives it more; nothing is left half-built.
+#[test]
+fn a_sandbox_out_of_time_fails_its_layer_and_names_the_option() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fixture = common::workspace().join("mcpvm/tests/fixtures/npm-scripted");
+    let pack = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(dir.path())
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    assert!(pack.status.success(), "npm pack: {pack:?}");
+    let catalogue = dir.path().join("slow.toml");
+    std::fs::write(
+        &catalogue,
+        "[servers.slow]
+package = \"mcpvm-fixture-scripted\"\nversion = \"1.0.0\"\n\
+         source = \"mcpvm-fixture-scripted-1.0.0.tgz\"\nruntime = \"node\"\n\
+         command = \"mcpvm-fixture-scripted\"\n\
+         install_env = { MCPVM_FIXTURE_SKIP_DOWNLOAD = \"1\" }\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+    // Two seconds: the VM cannot even boot in that time.
+    let (rc, out, err) = mcpvm(&[
+        "image",
+        "build",
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+        "--sandbox-timeout",
+        "2",
+    ]);
+    assert_ne!(rc, 0, "{out}\n{err}");
+    assert!(
+        err.contains("the microVM did not finish in 2 s")
+            && err.contains("mcpvm image build --sandbox-timeout SECS"),
+        "{err}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(".stage") || n.starts_with("layer-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 fn sha256(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
     String::from_utf8_lossy(&out.stdout)[..64].to_string()
