@@ -27,6 +27,45 @@ fn mcpvm(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `mcpvm image CMD` on the catalogue `c` alone and the store `s`, then
+/// `extra`.
+fn image_cmd(cmd: &str, c: &str, s: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "image",
+        cmd,
+        "--catalogue",
+        c,
+        "--catalogue-only",
+        "--images",
+        s,
+    ];
+    args.extend_from_slice(extra);
+    mcpvm(&args)
+}
+
+/// What a build left in `store` of its work or its layers.
+fn stages_and_layers(store: &Path) -> Vec<String> {
+    std::fs::read_dir(store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(".stage") || n.starts_with("layer-"))
+        .collect()
+}
+
+/// Packs mcpvm/tests/fixtures/npm-scripted into `dir` as
+/// mcpvm-fixture-scripted-1.0.0.tgz.
+fn pack_scripted_fixture(dir: &Path) {
+    let fixture = common::workspace().join("mcpvm/tests/fixtures/npm-scripted");
+    let pack = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(dir)
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    assert!(pack.status.success(), "npm pack: {pack:?}");
+}
+
 const BATCH: &str = r#"
 [servers.good]
 package = "@modelcontextprotocol/server-memory"
@@ -73,15 +112,7 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
     let store = dir.path().join("store");
     let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
 
-    let (rc, out, err) = mcpvm(&[
-        "image",
-        "build",
-        "--catalogue",
-        c,
-        "--catalogue-only",
-        "--images",
-        s,
-    ]);
+    let (rc, out, err) = image_cmd("build", c, s, &[]);
     assert_eq!(rc, 3, "some layers failed: {out}\n{err}");
     let bad = out
         .lines()
@@ -143,16 +174,7 @@ fn a_batch_survives_a_bad_entry_and_names_it() {
         "nothing half-made: {files:?}"
     );
 
-    let (rc, out, _) = mcpvm(&[
-        "--json",
-        "image",
-        "list",
-        "--catalogue",
-        c,
-        "--catalogue-only",
-        "--images",
-        s,
-    ]);
+    let (rc, out, _) = image_cmd("list", c, s, &["--json"]);
     assert_eq!(rc, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let state = |name: &str| {
@@ -179,14 +201,7 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
     // Only the fixture writes it; left by a manual run, it would hide one.
     let _ = std::fs::remove_file(marker);
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let fixture = common::workspace().join("mcpvm/tests/fixtures/npm-scripted");
-    let pack = Command::new("npm")
-        .args(["pack", "--silent", "--pack-destination"])
-        .arg(dir.path())
-        .arg(&fixture)
-        .output()
-        .unwrap();
-    assert!(pack.status.success(), "npm pack: {pack:?}");
+    pack_scripted_fixture(dir.path());
     let catalogue = dir.path().join("scripted.toml");
     let entry = |name: &str, extra: &str| {
         format!(
@@ -205,15 +220,7 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
     .unwrap();
     let store = dir.path().join("store");
     let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
-    let (rc, out, err) = mcpvm(&[
-        "image",
-        "build",
-        "--catalogue",
-        c,
-        "--catalogue-only",
-        "--images",
-        s,
-    ]);
+    let (rc, out, err) = image_cmd("build", c, s, &[]);
     assert_eq!(rc, 0, "{out}\n{err}");
     assert!(
         err.contains(
@@ -282,19 +289,11 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
 #[test]
 fn a_sandbox_out_of_time_fails_its_layer_and_names_the_option() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let fixture = common::workspace().join("mcpvm/tests/fixtures/npm-scripted");
-    let pack = Command::new("npm")
-        .args(["pack", "--silent", "--pack-destination"])
-        .arg(dir.path())
-        .arg(&fixture)
-        .output()
-        .unwrap();
-    assert!(pack.status.success(), "npm pack: {pack:?}");
+    pack_scripted_fixture(dir.path());
     let catalogue = dir.path().join("slow.toml");
     std::fs::write(
         &catalogue,
-        "[servers.slow]
-package = \"mcpvm-fixture-scripted\"\nversion = \"1.0.0\"\n\
+        "[servers.slow]\npackage = \"mcpvm-fixture-scripted\"\nversion = \"1.0.0\"\n\
          source = \"mcpvm-fixture-scripted-1.0.0.tgz\"\nruntime = \"node\"\n\
          command = \"mcpvm-fixture-scripted\"\n\
          install_env = { MCPVM_FIXTURE_SKIP_DOWNLOAD = \"1\" }\n",
@@ -303,29 +302,14 @@ package = \"mcpvm-fixture-scripted\"\nversion = \"1.0.0\"\n\
     let store = dir.path().join("store");
     let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
     // Two seconds: the VM cannot even boot in that time.
-    let (rc, out, err) = mcpvm(&[
-        "image",
-        "build",
-        "--catalogue",
-        c,
-        "--catalogue-only",
-        "--images",
-        s,
-        "--sandbox-timeout",
-        "2",
-    ]);
+    let (rc, out, err) = image_cmd("build", c, s, &["--sandbox-timeout", "2"]);
     assert_ne!(rc, 0, "{out}\n{err}");
     assert!(
         err.contains("the microVM did not finish in 2 s")
             && err.contains("mcpvm image build --sandbox-timeout SECS"),
         "{err}"
     );
-    let left: Vec<_> = std::fs::read_dir(&store)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with(".stage") || n.starts_with("layer-"))
-        .collect();
+    let left = stages_and_layers(&store);
     assert!(left.is_empty(), "{left:?}");
 }
 
@@ -484,15 +468,7 @@ fn apt_packages_are_unpacked_into_the_layer() {
     .unwrap();
     let store = dir.path().join("store");
     let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
-    let (rc, out, err) = mcpvm(&[
-        "image",
-        "build",
-        "--catalogue",
-        c,
-        "--catalogue-only",
-        "--images",
-        s,
-    ]);
+    let (rc, out, err) = image_cmd("build", c, s, &[]);
     assert_eq!(rc, 3, "{out}\n{err}");
     let failed = out
         .lines()
@@ -574,15 +550,7 @@ fn a_crate_is_built_in_a_microvm_into_a_static_binary() {
     .unwrap();
     let store = dir.path().join("store");
     let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
-    let (rc, out, err) = mcpvm(&[
-        "image",
-        "build",
-        "--catalogue",
-        c,
-        "--catalogue-only",
-        "--images",
-        s,
-    ]);
+    let (rc, out, err) = image_cmd("build", c, s, &[]);
     assert_eq!(rc, 0, "{out}\n{err}");
     assert!(
         err.contains("has no Cargo.lock: resolving one")
@@ -637,15 +605,7 @@ fn a_crate_is_built_in_a_microvm_into_a_static_binary() {
         std::fs::read_to_string(store.join("locks/crate-server/Cargo.lock")).unwrap(),
         lock
     );
-    let (_, list, _) = mcpvm(&[
-        "image",
-        "list",
-        "--catalogue",
-        c,
-        "--catalogue-only",
-        "--images",
-        s,
-    ]);
+    let (_, list, _) = image_cmd("list", c, s, &[]);
     assert!(
         list.lines()
             .any(|l| l.starts_with("crate-server ") && l.contains("cargo") && l.contains("built")),
@@ -734,12 +694,7 @@ fn a_crate_from_crates_io_is_fetched_and_a_library_is_refused() {
         !err.contains("microVM"),
         "no VM for a crate that cannot serve: {err}"
     );
-    let left: Vec<_> = std::fs::read_dir(&store)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with(".stage") || n.starts_with("layer-"))
-        .collect();
+    let left = stages_and_layers(&store);
     assert!(left.is_empty(), "{left:?}");
     let (rc, _, err) = mcpvm(&[
         "image",
