@@ -18,7 +18,7 @@ store=$t/images
 work=$(mktemp -d "${TMPDIR:-/tmp}/mcpvm-arguments-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 sed '/^audit_calls/d' "$top/guest-image/catalogue.toml" > "$work/generated.toml"
-files=(--file "$t/bin/mcpvm:after/bin/mcpvm" --file "$t/kernel/vmlinux:after/kernel/vmlinux"
+files=(--file "$t/bin/mcpvm:after/bin/mcpvm" --file "$t/bin/mcpvm-tools:after/bin/mcpvm-tools" --file "$t/kernel/vmlinux:after/kernel/vmlinux"
        --file "$t/initramfs-test.cpio:after/initramfs-test.cpio"
        --file "$work/generated.toml:generated.toml" --file "$work/scenario.sh:scenario.sh")
 builds=after
@@ -26,6 +26,8 @@ if [ -n "$old" ]; then
   for f in bin/mcpvm initramfs-test.cpio; do
     [ -e "$old/$f" ] || { echo "arguments-vm: $old/$f is missing: give an older checkout's target/mcpvm" >&2; exit 1; }
   done
+  # Builds before the split into two binaries have no mcpvm-tools.
+  [ -e "$old/bin/mcpvm-tools" ] && files+=(--file "$old/bin/mcpvm-tools:before/bin/mcpvm-tools")
   files+=(--file "$old/bin/mcpvm:before/bin/mcpvm" --file "$t/kernel/vmlinux:before/kernel/vmlinux"
           --file "$old/initramfs-test.cpio:before/initramfs-test.cpio")
   builds="before after"

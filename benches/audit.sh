@@ -20,7 +20,7 @@ t=$top/target/mcpvm
 store=${MCPVM_BENCH_IMAGES:-$t/images}
 scenario=$(mktemp)
 trap 'rm -f "$scenario"' EXIT
-files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:kernel/vmlinux"
+files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux"
        --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh")
 for f in "$store"/index.json "$store"/*.erofs; do files+=(--file "$f:images/$(basename "$f")"); done
 opts="--images images --jobs $jobs --init-timeout 400 --step-timeout 200"

@@ -22,7 +22,7 @@ else
   echo "boot: no Firecracker at $fc: measuring mcpvm and QEMU only" >&2
 fi
 "$top/testbed/run" --timeout 1800 \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:vmlinux" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs.cpio" --file "$work/qemu:qemu" "${peer[@]}" \
   -- mcpvm bench boot --runs "$runs" --kernel vmlinux --initrd initramfs.cpio --qemu qemu/qemu \
      --firecracker firecracker "$@"

@@ -19,7 +19,7 @@ index=$store/index.json
 runtime=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['runtime'])" "$index")
 layer=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['servers']['memory']['layer'])" "$index")
 MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-16384} "$top/testbed/run" --timeout 5400 \
-  --file "$t/bin/mcpvm:bin/mcpvm" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" \
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
   --file "$index:images/index.json" --file "$store/$runtime:images/$runtime" \
   --file "$store/$layer:images/$layer" \

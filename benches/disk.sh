@@ -27,6 +27,6 @@ for i in \$(seq $runs); do
   done
 done
 SCEN
-"$top/testbed/run" --timeout 1800 --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:vmlinux" \
+"$top/testbed/run" --timeout 1800 --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs.cpio" --file "$scenario:scenario.sh" -- sh scenario.sh \
   | awk '/RESULT/ { printf "%s %s %-6s cold read %.2f s  warm read %.2f s  write+fsync %.2f s\n", $1, $2, $3, $7-$6, $10-$9, $13-$12 }'

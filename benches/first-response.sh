@@ -21,7 +21,7 @@ else
   echo "first-response: no Firecracker at $fc: measuring mcpvm and the bare process only" >&2
 fi
 "$top/testbed/run" --timeout 1800 \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
   "${peer[@]}" \
   -- mcpvm bench first-response --runs "$runs" --firecracker firecracker "$@" \

@@ -62,7 +62,7 @@ done
 SCEN
 out=$work/out
 "$top/testbed/run" --timeout 3600 --out "$out" \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:kernel/vmlinux" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$work/scenario.sh:scenario.sh" \
   --file "$top/mcpvm/tests/fixtures/net-catalogue.toml:net.toml" --file "$work/offline.toml:offline.toml" \
   --file "$index:images/index.json" --file "$store/$runtime:images/$runtime" \

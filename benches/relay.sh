@@ -7,6 +7,6 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
 "$top/testbed/run" --timeout 1800 \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:kernel/vmlinux" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
   -- mcpvm bench relay --round-trips "${1:-1000}" --bulk-mib "${2:-64}"

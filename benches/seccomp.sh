@@ -23,7 +23,7 @@ for r in \$(seq $rounds); do
 done
 SCEN
 "$top/testbed/run" --timeout 3600 --out "$out" \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
   --file "$scenario:scenario.sh" -- sh scenario.sh
 python3 - "$out" "$rounds" "$runs" <<'PY'

@@ -39,7 +39,7 @@ for s in ${servers[*]}; do
 done
 SCEN
 "$top/testbed/run" --timeout 3600 --out "$out" \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:kernel/vmlinux" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" \
   "${files[@]}" -- sh scenario.sh
 python3 - "$out" "${servers[@]}" <<'PY'

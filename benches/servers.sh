@@ -14,7 +14,7 @@ t=$top/target/mcpvm
 store=$t/images
 scenario=$(mktemp)
 trap 'rm -f "$scenario"' EXIT
-files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:kernel/vmlinux"
+files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux"
        --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh"
        --file "$store/index.json:images/index.json")
 runtime=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['runtime'])" "$store/index.json")

@@ -38,7 +38,7 @@ done > "\$MCPVM_OUT/ten.txt"
 kill \$(cat pids); wait
 SCEN
 "$top/testbed/run" --timeout 1800 --out "$out" \
-  --file "$t/bin/mcpvm:bin/mcpvm" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" \
   --file "$t/kernel/vmlinux:vmlinux" --file "$t/initramfs-test.cpio:initramfs.cpio" \
   --file "$scenario:scenario.sh" -- sh scenario.sh
 python3 - "$out" "$rounds" <<'PY'

@@ -14,7 +14,7 @@ t=$top/target/mcpvm
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$top/testbed/run" --timeout 900 --out "$out" \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/vsock-load:bin/vsock-load" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/bin/vsock-load:bin/vsock-load" \
   --file "$t/kernel/vmlinux:vmlinux" --file "$t/initramfs-test.cpio:initramfs.cpio" \
   --file "$top/mcpvm/tests/scenarios/vsock-flood.sh:vsock-flood.sh" \
   -- sh -c 'sh vsock-flood.sh; rc=$?; echo "exit: $rc; VMM peak RSS: $(cat "$MCPVM_OUT/vsock_flood_peak_kb.txt") kB"'

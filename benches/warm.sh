@@ -51,7 +51,7 @@ kill $(cat holders) $(cat pids); wait
 SCEN
 } > "$scenario"
 "$top/testbed/run" --timeout 5400 --out "$out" \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
   --file "$index:images/index.json" --file "$store/$runtime:images/$runtime" \
   --file "$store/$layer:images/$layer" --file "$scenario:scenario.sh" \

@@ -26,7 +26,7 @@ for r in \$(seq $runs); do
 done
 SCEN
 "$top/testbed/run" --timeout 3600 --out "$out" \
-  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/kernel/vmlinux:kernel/vmlinux" \
+  --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" \
   --file "$index:images/index.json" --file "$store/$runtime:images/$runtime" \
   --file "$store/$layer:images/$layer" -- sh scenario.sh

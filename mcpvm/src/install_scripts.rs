@@ -55,7 +55,7 @@ fn artifacts() -> Result<Artifacts, String> {
     use crate::run::plan::default_artifact;
     let found = |what, rel| default_artifact(what, None, rel).map_err(|e| e.to_string());
     Ok(Artifacts {
-        mcpvm: std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,
+        mcpvm: crate::exe::vm().map_err(|e| e.to_string())?,
         kernel: found("kernel", "kernel/vmlinux")?,
         initrd: found("initrd", "initramfs-test.cpio")?,
     })

@@ -1,11 +1,14 @@
-//! mcpvm's commands and their parts, as a library: the `mcpvm` binary
-//! (main.rs) is the command line over it, and the fuzz targets (fuzz/)
-//! reach the parsers of profiles and catalogues through it.
+//! mcpvm's commands and their parts, as a library: the `mcpvm` and
+//! `mcpvm-tools` binaries (main.rs, bin/; `exe` says why two) are the
+//! command line over it, and the fuzz targets (fuzz/) reach the parsers
+//! of profiles and catalogues through it.
 
 pub mod audit;
+pub mod cli;
 pub mod commands;
 pub mod disk_arg;
 pub mod egress;
+pub mod exe;
 pub mod hints;
 pub mod image;
 pub mod install_scripts;

@@ -2,13 +2,15 @@
 //! its package, like `npx`/`uvx` but pinned and sandboxed. Its layer is
 //! built into the image store on first use (its install scripts in a
 //! microVM, as for any layer) and found there after; the command is the
-//! package's own executable, which the store remembers.
+//! package's own executable, which the store remembers. The build is
+//! `mcpvm image build --package`'s, run as `mcpvm-tools` (`crate::exe`):
+//! the binary a VM runs in holds no image builder.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use mcpvm_images::build::build;
-use mcpvm_images::catalogue::Catalogue;
 use mcpvm_images::store::{self, Index};
 
 use crate::server::ServerPlan;
@@ -33,22 +35,7 @@ pub fn plan(
                 "package: {spec}: building its layer in {} (first use; cached after)",
                 dir.display()
             );
-            let catalogue = Catalogue {
-                source: format!("--package {spec}"),
-                servers: BTreeMap::from([(name.clone(), entry.clone())]),
-            };
-            let sandbox = crate::install_scripts::MicroVm::default();
-            let report = build(
-                &catalogue,
-                std::slice::from_ref(&name),
-                &[],
-                &dir,
-                &sandbox,
-                &mut |msg| eprintln!("image: {msg}"),
-            )?;
-            if let Some(f) = report.failed.first() {
-                return Err(format!("--package {spec}: {}", f.error).into());
-            }
+            build_layer(spec, &dir)?;
             built(&entry).ok_or_else(|| {
                 format!(
                     "--package {spec}: its layer was built but is not in {}",
@@ -63,4 +50,44 @@ pub fn plan(
     entry.command = command;
     plan.argv = entry.argv(&name);
     Ok(plan)
+}
+
+/// Builds `spec`'s layer into `dir` with `mcpvm-tools image build`, its
+/// progress passed on as it comes and its error, if any, made this one's.
+fn build_layer(spec: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let tools = crate::exe::sibling(crate::exe::TOOLS)?;
+    let mut child = Command::new(&tools)
+        .arg0("mcpvm")
+        .args(["image", "build", "--json", "--package", spec, "--images"])
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("--package {spec}: cannot run {}: {e}", tools.display()))?;
+    let mut cause = None;
+    for line in BufReader::new(child.stderr.take().expect("piped")).lines() {
+        let line = line?;
+        match line.strip_prefix("mcpvm: ") {
+            Some(error) => cause = Some(error.to_owned()),
+            None => eprintln!("{line}"),
+        }
+    }
+    let mut report = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut report)?;
+    let status = child.wait()?;
+    let failed = serde_json::from_str::<serde_json::Value>(&report)
+        .ok()
+        .and_then(|r| r["failed"][0]["error"].as_str().map(str::to_owned));
+    match (failed.or(cause), status.success()) {
+        (Some(why), _) => Err(format!("--package {spec}: {why}").into()),
+        (None, true) => Ok(()),
+        (None, false) => {
+            Err(format!("--package {spec}: building its layer failed ({status})").into())
+        }
+    }
 }

@@ -786,3 +786,72 @@ fn package_specs_are_checked_before_anything_is_built() {
         "--server <SERVER>|--package <SPEC>",
     );
 }
+
+/// `mcpvm` (the binary a VM runs in) hands every other command to
+/// `mcpvm-tools` beside it, and `mcpvm-tools` hands VM commands back:
+/// where the other binary is missing, the error says which and where.
+#[test]
+fn the_two_binaries_hand_commands_to_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let alone = dir.path().join("mcpvm");
+    std::fs::copy(env!("CARGO_BIN_EXE_mcpvm"), &alone).unwrap();
+    let run = |exe: &std::path::Path, args: &[&str]| {
+        let out = Command::new(exe).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code().unwrap(), err)
+    };
+    for args in [&["probe", "--", "x"][..], &["--help"], &["image", "list"]] {
+        let (code, err) = run(&alone, args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(
+            err.starts_with("mcpvm: cannot run mcpvm-tools: ")
+                && err.contains(&format!("{}", dir.path().join("mcpvm-tools").display()))
+                && err.contains("installed side by side"),
+            "{err}"
+        );
+    }
+    // Its own commands need no partner.
+    let (code, err) = run(&alone, &["run", "--no-such-option"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("unexpected argument '--no-such-option'"),
+        "{err}"
+    );
+
+    // Side by side, `mcpvm --help` is the full help, and VM commands
+    // given to mcpvm-tools are parsed (and run) by mcpvm.
+    let (code, help) = {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+            .arg("--help")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    assert_eq!(code, 0);
+    for command in ["run", "probe", "audit", "boot", "image", "bench"] {
+        assert!(
+            help.contains(&format!("\n  {command} ")),
+            "{command}: {help}"
+        );
+    }
+    let tools = std::path::Path::new(env!("CARGO_BIN_EXE_mcpvm-tools"));
+    let (code, err) = run(tools, &["run", "--mem", "lots", "--", "x"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("invalid value 'lots' for '--mem <MEM>'"),
+        "{err}"
+    );
+    let (code, err) = run(
+        &tools.with_file_name("mcpvm-tools"),
+        &["boot", "--kernel", "/nonexistent/vmlinux"],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("mcpvm: ") && err.contains("/nonexistent/vmlinux"),
+        "{err}"
+    );
+}

@@ -446,6 +446,42 @@ fn packages_build_with_their_own_command() {
     );
 }
 
+/// `run --package` builds a layer on first use through `mcpvm-tools`
+/// (the binary a VM runs in holds no image builder): the build's progress
+/// comes through as it goes, and a build that fails is one error line,
+/// the installer's own words in it, with nothing left in the store.
+#[test]
+fn run_package_builds_its_layer_through_the_tools_binary() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let store = dir.path().join("store");
+    let spec = "npm:@modelcontextprotocol/server-memory@0.0.0-mcpvm-no-such-version";
+    let (rc, out, err) = mcpvm(&[
+        "run",
+        "--images",
+        store.to_str().unwrap(),
+        "--package",
+        spec,
+    ]);
+    assert_eq!(rc, 1, "{out}\n{err}");
+    assert!(
+        err.contains(&format!("package: {spec}: building its layer in")),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("image: ")),
+        "progress: {err}"
+    );
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("mcpvm: ")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {err}");
+    assert!(
+        errors[0].starts_with(&format!("mcpvm: --package {spec}: npm install "))
+            && (errors[0].contains("ETARGET") || errors[0].contains("No matching version")),
+        "npm's words: {err}"
+    );
+    assert!(!err.contains("layers failed"), "no batch summary: {err}");
+    assert_eq!(stages_and_layers(&store), Vec::<String>::new());
+}
+
 /// `apt = [...]`: the Debian package and what it needs that the runtime
 /// lacks are unpacked into the server's layer, listed with their hashes
 /// in `apt.lock`; a package Debian does not have fails that entry alone,

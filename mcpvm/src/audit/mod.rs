@@ -285,7 +285,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
 
     // 3. The cells, `jobs` at a time, each recorded as it ends.
     let ctx = CellContext {
-        exe: std::env::current_exe()?,
+        exe: crate::exe::vm()?,
         out: o.out.clone(),
         catalogue: o.catalogue.clone(),
         images: o.images.clone(),

@@ -169,7 +169,7 @@ fn emit(
 pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
         BenchCommand::Relay(a) => {
-            let exe = std::env::current_exe()?.display().to_string();
+            let exe = crate::exe::vm()?.display().to_string();
             eprintln!("bench relay: VM");
             let dir = tempfile::tempdir()?;
             let timings = dir.path().join("timings.json");
@@ -203,7 +203,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
         BenchCommand::FirstResponse(a) => {
             let vm_args = run_args(a.mem, a.seccomp, a.server, a.images, a.guest);
             let bench = FirstResponseBench {
-                mcpvm: std::env::current_exe()?,
+                mcpvm: crate::exe::vm()?,
                 vm_args,
                 host_command: a.host,
                 runs: a.runs as usize,
@@ -221,7 +221,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
             }
             let vm_args = run_args(a.mem, None, a.server, a.images, a.guest);
-            let mcpvm = std::env::current_exe()?;
+            let mcpvm = crate::exe::vm()?;
             let dir = tempfile::Builder::new()
                 .prefix("mcpvm-bench-density-")
                 .tempdir()?;
@@ -243,7 +243,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
         BenchCommand::Boot(a) => {
             let firecracker = peer_binary("boot", a.firecracker);
             let bench = BootBench {
-                mcpvm: std::env::current_exe()?,
+                mcpvm: crate::exe::vm()?,
                 qemu: a.qemu,
                 firecracker,
                 kernel: a.kernel,

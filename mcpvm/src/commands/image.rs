@@ -196,6 +196,10 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             if report.failed.is_empty() {
                 return Ok(0);
             }
+            if json {
+                // The report above lists them, each with its error.
+                return Ok(3);
+            }
             let names: Vec<&str> = report.failed.iter().map(|f| f.name.as_str()).collect();
             eprintln!(
                 "image: {} of {} layers failed ({}); the others are built. Fix those entries and run it again: built layers are cached",

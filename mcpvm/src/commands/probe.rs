@@ -197,7 +197,7 @@ pub enum ProbeCliError {
     },
     #[error("The calls file {path} is not valid: {why}; expected {{\"tool\": {{arguments}} or \"dangerous\"}}")]
     Format { path: PathBuf, why: String },
-    #[error("Cannot find this program's own path to run `mcpvm run`")]
+    #[error("Cannot find the mcpvm binary to run `mcpvm run` with")]
     Exe(#[source] std::io::Error),
     #[error("Cannot create the run directory")]
     RunDir(#[source] std::io::Error),
@@ -407,7 +407,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         }
         let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
         let timings = dir.path().join("probe-timings.json");
-        let exe = std::env::current_exe().map_err(ProbeCliError::Exe)?;
+        let exe = crate::exe::vm().map_err(ProbeCliError::Exe)?;
         let events = dir.path().join("probe-events.jsonl");
         let run = RunArgs {
             vm: vm_options,

@@ -375,7 +375,7 @@ fn warm_snapshot(args: &RunArgs, plan: &RunPlan, catalogued: bool) -> Result<Pat
             },
             ..RunArgs::default()
         };
-        let exe = std::env::current_exe().map_err(RunError::Warm)?;
+        let exe = crate::exe::vm().map_err(RunError::Warm)?;
         let status = std::process::Command::new(exe)
             .arg("run")
             .args(take.to_args())

@@ -37,9 +37,9 @@ pub struct Egress {
 }
 
 impl Egress {
-    /// Starts `mcpvm egress` (this very binary), waiting for its sockets.
+    /// Starts `mcpvm egress`, waiting for its sockets.
     pub fn spawn(policy: &Policy, seccomp: vmm::SeccompMode) -> io::Result<Egress> {
-        Egress::spawn_exe(&std::env::current_exe()?, policy, seccomp)
+        Egress::spawn_exe(&crate::exe::vm()?, policy, seccomp)
     }
 
     /// [`Egress::spawn`] of the `mcpvm` binary at `exe`.

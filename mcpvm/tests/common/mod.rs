@@ -27,14 +27,19 @@ pub fn artifact(rel: &str) -> PathBuf {
     p
 }
 
-/// testbed `--file` arguments for `mcpvm run` scenarios: bin/mcpvm,
-/// kernel/vmlinux and initramfs-test.cpio (agent, busybox, fixtures), where
-/// `mcpvm run` looks for them by default.
+/// testbed `--file` arguments for `mcpvm` scenarios: the two binaries
+/// (bin/mcpvm, bin/mcpvm-tools), kernel/vmlinux and initramfs-test.cpio
+/// (agent, busybox, fixtures), where `mcpvm run` looks for them by default.
 pub fn run_payload() -> Vec<String> {
-    ["bin/mcpvm", "kernel/vmlinux", "initramfs-test.cpio"]
-        .iter()
-        .map(|rel| format!("{}:{rel}", artifact(rel).display()))
-        .collect()
+    [
+        "bin/mcpvm",
+        "bin/mcpvm-tools",
+        "kernel/vmlinux",
+        "initramfs-test.cpio",
+    ]
+    .iter()
+    .map(|rel| format!("{}:{rel}", artifact(rel).display()))
+    .collect()
 }
 
 /// One case's results from a testbed scenario.

@@ -1,0 +1,251 @@
+//! The command line of both binaries (`crate::exe`): the full parser,
+//! whose help lists every command (`mcpvm-tools` parses with it), and the
+//! small parsers `mcpvm` parses its own commands with — each holds one
+//! command, so the VM's binary links no other command's code.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands::{audit, bench, boot, image, probe, run};
+
+/// Options every command takes, before or after its name.
+#[derive(Args)]
+pub struct Globals {
+    /// Log what happens, with timestamps, to stderr.
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+    /// Machine-readable output: a JSON result on stdout, JSON log lines.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Parser)]
+#[command(
+    name = "mcpvm",
+    version,
+    about = "Run an MCP server in its own microVM"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub globals: Globals,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const RUN_ABOUT: &str = "Run a command (an MCP server) in its own microVM as a stdio server";
+const BOOT_ABOUT: &str = "Boot a Linux kernel in a microVM and wait for it to stop";
+
+#[derive(Subcommand)]
+pub enum Command {
+    #[command(about = RUN_ABOUT)]
+    Run(run::RunArgs),
+    /// Talk to an MCP server as a client would and report every step.
+    Probe(probe::ProbeArgs),
+    /// Audit servers × withholding profiles in microVMs and report what breaks.
+    Audit(audit::AuditArgs),
+    #[command(about = BOOT_ABOUT)]
+    Boot(boot::BootArgs),
+    /// Guest images: the runtime image and catalogued servers' layers.
+    #[command(subcommand)]
+    Image(image::ImageCommand),
+    /// Benchmarks, side by side with a peer measured in the same run.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+    /// The egress proxy of a run (`mcpvm run` starts it; docs/network.md).
+    #[command(hide = true)]
+    Egress(EgressArgs),
+}
+
+#[derive(Args)]
+pub struct EgressArgs {
+    #[arg(long, default_value = "on")]
+    pub seccomp: vmm::SeccompMode,
+}
+
+/// What `mcpvm` runs itself: the commands that live as long as a VM.
+pub enum VmCommand {
+    Run(run::RunArgs),
+    Boot(boot::BootArgs),
+    Egress(EgressArgs),
+}
+
+/// One parser per command of `mcpvm`'s: clap builds every command's
+/// arguments before it parses, and in the testbed (where the VMM's own
+/// code runs under emulation, each first run of code translated) building
+/// the whole tree took 75 ms of the 160 ms before kernel entry. Help,
+/// errors and usage lines are the same as the full parser's: the commands
+/// are the same `Args` types under the same name and about line.
+macro_rules! one_command_parser {
+    ($cli:ident, $only:ident, $variant:ident($args:ty), $($attr:tt)*) => {
+        #[derive(Parser)]
+        #[command(name = "mcpvm", version)]
+        pub struct $cli {
+            #[command(flatten)]
+            pub globals: Globals,
+            #[command(subcommand)]
+            pub command: $only,
+        }
+
+        #[derive(Subcommand)]
+        pub enum $only {
+            #[command($($attr)*)]
+            $variant($args),
+        }
+    };
+}
+
+one_command_parser!(RunCli, RunOnly, Run(run::RunArgs), about = RUN_ABOUT);
+one_command_parser!(BootCli, BootOnly, Boot(boot::BootArgs), about = BOOT_ABOUT);
+one_command_parser!(EgressCli, EgressOnly, Egress(EgressArgs), hide = true);
+
+/// The command `args` name (the first word that is not a global flag).
+pub fn command_name(args: &[OsString]) -> Option<&str> {
+    args.iter()
+        .skip(1)
+        .find(|a| !matches!(a.to_str(), Some("-v" | "--verbose" | "--json")))
+        .and_then(|a| a.to_str())
+}
+
+/// `args` parsed, if their command is one of `mcpvm`'s own (help, version
+/// and every other command are `mcpvm-tools`'s).
+pub fn parse_vm_command(args: &[OsString]) -> Option<(Globals, VmCommand)> {
+    Some(match command_name(args)? {
+        "run" => {
+            let RunCli {
+                globals,
+                command: RunOnly::Run(a),
+            } = RunCli::parse_from(args);
+            (globals, VmCommand::Run(a))
+        }
+        "boot" => {
+            let BootCli {
+                globals,
+                command: BootOnly::Boot(a),
+            } = BootCli::parse_from(args);
+            (globals, VmCommand::Boot(a))
+        }
+        "egress" => {
+            let EgressCli {
+                globals,
+                command: EgressOnly::Egress(a),
+            } = EgressCli::parse_from(args);
+            (globals, VmCommand::Egress(a))
+        }
+        _ => return None,
+    })
+}
+
+/// Runs the binary `name` (next to this one) in this process's place
+/// with the same arguments, under the name users typed; returns only if
+/// it cannot.
+pub fn hand_over(name: &str, args: &[OsString]) -> ExitCode {
+    let e = match crate::exe::sibling(name) {
+        Ok(path) => std::process::Command::new(path)
+            .arg0(args.first().map_or("mcpvm".into(), Clone::clone))
+            .args(args.iter().skip(1))
+            .exec(),
+        Err(e) => e,
+    };
+    eprintln!("mcpvm: cannot run {name}: {e}");
+    ExitCode::from(1)
+}
+
+/// A command's result as the process's exit: its code, or its error on
+/// one line (with a hint where one applies) and 1.
+pub fn exit(result: Result<u8, Box<dyn std::error::Error>>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("mcpvm: {}", crate::hints::explain(e.as_ref()));
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(Into::into).collect()
+    }
+
+    #[test]
+    fn the_command_is_the_first_word_after_the_global_flags() {
+        assert_eq!(command_name(&os(&["mcpvm", "run", "--", "x"])), Some("run"));
+        assert_eq!(
+            command_name(&os(&["mcpvm", "--verbose", "--json", "boot"])),
+            Some("boot")
+        );
+        assert_eq!(
+            command_name(&os(&["mcpvm", "-v", "probe", "run"])),
+            Some("probe")
+        );
+        assert_eq!(command_name(&os(&["mcpvm", "--help"])), Some("--help"));
+        assert_eq!(command_name(&os(&["mcpvm"])), None);
+    }
+
+    #[test]
+    fn only_the_vm_commands_are_parsed_by_the_vm_binary() {
+        for argv in [
+            &["mcpvm", "probe", "--", "x"][..],
+            &["mcpvm", "--help"],
+            &["mcpvm", "--version"],
+            &["mcpvm", "-v"],
+            &["mcpvm", "image", "build"],
+            &["mcpvm", "--json", "bench", "boot"],
+        ] {
+            assert!(parse_vm_command(&os(argv)).is_none(), "{argv:?}");
+        }
+        let parsed = parse_vm_command(&os(&["mcpvm", "--json", "run", "--", "cat"]));
+        assert!(matches!(parsed, Some((g, VmCommand::Run(_))) if g.json));
+        let parsed = parse_vm_command(&os(&["mcpvm", "egress", "--seccomp", "off"]));
+        assert!(matches!(parsed, Some((_, VmCommand::Egress(_)))));
+    }
+
+    /// The small parser must say what the full one says: same help,
+    /// same errors, for the commands it holds.
+    #[test]
+    fn the_small_parser_speaks_like_the_full_one() {
+        for argv in [
+            &["mcpvm", "run", "--help"][..],
+            &["mcpvm", "boot", "--help"],
+            &["mcpvm", "run", "--no-such-option"],
+            &["mcpvm", "boot", "--mem", "lots", "--kernel", "k"],
+            &["mcpvm", "boot"],
+            &["mcpvm", "egress", "--seccomp", "sometimes"],
+        ] {
+            let full = Cli::try_parse_from(argv)
+                .err()
+                .map(|e| e.render().to_string());
+            let small = match argv[1] {
+                "run" => RunCli::try_parse_from(argv).err(),
+                "boot" => BootCli::try_parse_from(argv).err(),
+                "egress" => EgressCli::try_parse_from(argv).err(),
+                _ => unreachable!(),
+            }
+            .map(|e| e.render().to_string());
+            assert!(full.is_some(), "{argv:?} should not parse");
+            assert_eq!(full, small, "{argv:?}");
+        }
+        let full = Cli::command();
+        for (name, small) in [
+            ("run", RunCli::command()),
+            ("boot", BootCli::command()),
+            ("egress", EgressCli::command()),
+        ] {
+            let f = full.find_subcommand(name).unwrap();
+            let s = small.find_subcommand(name).unwrap();
+            let ids = |c: &clap::Command| {
+                c.get_arguments()
+                    .map(|a| a.get_id().to_string())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(ids(f), ids(s), "{name}");
+        }
+    }
+}
