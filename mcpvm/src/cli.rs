@@ -66,6 +66,8 @@ pub struct EgressArgs {
 }
 
 /// What `mcpvm` runs itself: the commands that live as long as a VM.
+/// One per process, moved once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum VmCommand {
     Run(run::RunArgs),
     Boot(boot::BootArgs),
@@ -94,6 +96,17 @@ macro_rules! one_command_parser {
             #[command($($attr)*)]
             $variant($args),
         }
+
+        impl $cli {
+            /// `args` parsed (clap's usual exit on bad ones).
+            pub fn parse_args(args: &[OsString]) -> (Globals, $args) {
+                let $cli {
+                    globals,
+                    command: $only::$variant(a),
+                } = <$cli as Parser>::parse_from(args);
+                (globals, a)
+            }
+        }
     };
 }
 
@@ -113,29 +126,16 @@ pub fn command_name(args: &[OsString]) -> Option<&str> {
 /// and every other command are `mcpvm-tools`'s).
 pub fn parse_vm_command(args: &[OsString]) -> Option<(Globals, VmCommand)> {
     Some(match command_name(args)? {
-        "run" => {
-            let RunCli {
-                globals,
-                command: RunOnly::Run(a),
-            } = RunCli::parse_from(args);
-            (globals, VmCommand::Run(a))
-        }
-        "boot" => {
-            let BootCli {
-                globals,
-                command: BootOnly::Boot(a),
-            } = BootCli::parse_from(args);
-            (globals, VmCommand::Boot(a))
-        }
-        "egress" => {
-            let EgressCli {
-                globals,
-                command: EgressOnly::Egress(a),
-            } = EgressCli::parse_from(args);
-            (globals, VmCommand::Egress(a))
-        }
+        "run" => map_command(RunCli::parse_args(args), VmCommand::Run),
+        "boot" => map_command(BootCli::parse_args(args), VmCommand::Boot),
+        "egress" => map_command(EgressCli::parse_args(args), VmCommand::Egress),
         _ => return None,
     })
+}
+
+/// A small parser's result as one of `mcpvm`'s commands.
+fn map_command<A>((g, a): (Globals, A), f: fn(A) -> VmCommand) -> (Globals, VmCommand) {
+    (g, f(a))
 }
 
 /// Runs the binary `name` (next to this one) in this process's place
