@@ -7,7 +7,8 @@
 # rounds, after one warm-up round that is not reported. Same VM in every
 # run: 256 MiB, 1 vCPU, the test initramfs, `/bin/sh -c 'sleep 14'`,
 # smaps read 10 s after the start.
-#   benches/vmm-memory.sh [ROUNDS]        prints one line per process and round
+#   benches/vmm-memory.sh [ROUNDS]   a line per process and round as it goes,
+#                                    then a Markdown table of the medians
 # OLD_BUILD=DIR adds DIR/bin/mcpvm (an older checkout's target/mcpvm) as
 # a third VMM, for before/after, its lines tagged OLD_LABEL (default
 # "old"); MCPVM_FIRECRACKER=PATH names another Firecracker binary.
@@ -68,8 +69,28 @@ round() {
 round > /dev/null
 i=1
 while [ "$i" -le "$ROUNDS" ]; do
-  round | sed "s/^/round $i: /" | while read -r l; do progress "$l"; done
+  round | tee -a rounds.txt | sed "s/^/round $i: /" | while read -r l; do progress "$l"; done
   i=$((i + 1))
 done
+# Medians per process over the rounds, and each VMM's to Firecracker's.
+sort rounds.txt | awk '
+  function med(list,   n, a, i, j, t) {
+    n = split(list, a, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  { tag = $1; if (!(tag in own)) order[++tags] = tag
+    for (f = 2; f <= 4; f++) { split($f, kv, "="); v[tag, kv[1]] = v[tag, kv[1]] " " kv[2] }
+    own[tag] = 1 }
+  END {
+    fc = ("firecracker" in own) ? med(v["firecracker", "own"]) : 0
+    print "| process (medians of " ENVIRON["ROUNDS"] " rounds, KiB) | RSS − guest pages | file pages | anonymous | / Firecracker |"
+    print "|---|---:|---:|---:|---:|"
+    for (i = 1; i <= tags; i++) {
+      t = order[i]; o = med(v[t, "own"])
+      printf "| %s | %d | %d | %d | %s |\n", t, o, med(v[t, "file"]), med(v[t, "anon"]), \
+        (fc && t != "firecracker-host-side") ? sprintf("%.2f", o / fc) : "-"
+    }
+  }'
 SCEN
 "$top/testbed/run" --timeout $((600 + rounds * 120)) "${files[@]}" -- env ROUNDS="$rounds" OLD_LABEL="${OLD_LABEL:-old}" sh scenario.sh
