@@ -34,3 +34,9 @@ pub fn sibling(name: &str) -> io::Result<PathBuf> {
 pub fn vm() -> io::Result<PathBuf> {
     sibling(VM)
 }
+
+/// The `mcpvm-tools` binary, to run a probe, audit, bench or image
+/// command with.
+pub fn tools() -> io::Result<PathBuf> {
+    sibling(TOOLS)
+}

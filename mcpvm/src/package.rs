@@ -55,7 +55,7 @@ pub fn plan(
 /// Builds `spec`'s layer into `dir` with `mcpvm-tools image build`, its
 /// progress passed on as it comes and its error, if any, made this one's.
 fn build_layer(spec: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    let tools = crate::exe::sibling(crate::exe::TOOLS)?;
+    let tools = crate::exe::tools()?;
     let mut child = Command::new(&tools)
         .arg0("mcpvm")
         .args(["image", "build", "--json", "--package", spec, "--images"])

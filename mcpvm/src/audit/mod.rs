@@ -285,7 +285,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
 
     // 3. The cells, `jobs` at a time, each recorded as it ends.
     let ctx = CellContext {
-        exe: crate::exe::vm()?,
+        exe: crate::exe::tools()?,
         out: o.out.clone(),
         catalogue: o.catalogue.clone(),
         images: o.images.clone(),
@@ -556,6 +556,7 @@ impl PdeathSig for Command {
 
 /// What a worker needs to run a cell.
 struct CellContext {
+    /// `mcpvm-tools`, whose `probe` runs each cell.
     exe: PathBuf,
     out: PathBuf,
     catalogue: crate::server::CatalogueArg,
