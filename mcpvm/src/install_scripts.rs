@@ -62,7 +62,7 @@ fn artifacts() -> Result<Artifacts, String> {
 }
 
 /// The longest line of script output kept, and how many lines.
-const MAX_LINE: usize = 4096;
+pub(crate) const MAX_LINE: usize = 4096;
 const KEPT_LINES: usize = 400;
 
 /// The last [`KEPT_LINES`] lines of `out` (each cut at [`MAX_LINE`]) and

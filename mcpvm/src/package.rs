@@ -6,13 +6,14 @@
 //! `mcpvm image build --package`'s, run as `mcpvm-tools` (`crate::exe`):
 //! the binary a VM runs in holds no image builder.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use mcpvm_images::store::{self, Index};
 
+use crate::run::events::read_line_bounded;
 use crate::server::ServerPlan;
 
 /// The server `spec` names, its layer built first if the store has none.
@@ -65,9 +66,13 @@ fn build_layer(spec: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>>
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("--package {spec}: cannot run {}: {e}", tools.display()))?;
+    // Its lines carry what installers and the sandbox VM printed: each
+    // is cut at the builder's own line limit, the report at 1 MiB.
     let mut cause = None;
-    for line in BufReader::new(child.stderr.take().expect("piped")).lines() {
-        let line = line?;
+    let mut reader = BufReader::new(child.stderr.take().expect("piped"));
+    let mut bytes = Vec::new();
+    while read_line_bounded(&mut reader, &mut bytes, crate::install_scripts::MAX_LINE) {
+        let line = String::from_utf8_lossy(&bytes);
         match line.strip_prefix("mcpvm: ") {
             Some(error) => cause = Some(error.to_owned()),
             None => eprintln!("{line}"),
@@ -78,6 +83,7 @@ fn build_layer(spec: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>>
         .stdout
         .take()
         .expect("piped")
+        .take(1 << 20)
         .read_to_string(&mut report)?;
     let status = child.wait()?;
     let failed = serde_json::from_str::<serde_json::Value>(&report)
