@@ -85,20 +85,31 @@ fn log_mode_lets_the_call_through() {
     );
     assert!(stdout.contains("socket fd "), "{stdout}");
     // The kernel's record of it, where this user may read the kernel log.
-    match Command::new("dmesg").output() {
-        Ok(d) if d.status.success() => {
-            let log = String::from_utf8_lossy(&d.stdout);
-            let needle = format!("pid={pid} ");
-            assert!(
-                log.lines().any(|l| l.contains("type=1326")
-                    && l.contains(&needle)
-                    && l.contains("syscall=41")),
-                "no seccomp log record for pid {pid} calling socket (41)"
-            );
+    // The record reaches the log through the kernel's audit thread, after
+    // the call returned: it is looked for until it comes, at most 10 s.
+    let needle = format!("pid={pid} ");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let log = match Command::new("dmesg").output() {
+            Ok(d) if d.status.success() => String::from_utf8_lossy(&d.stdout).into_owned(),
+            _ => {
+                eprintln!(
+                    "the kernel log is not readable here: the record of the call is not checked"
+                );
+                return;
+            }
+        };
+        if log
+            .lines()
+            .any(|l| l.contains("type=1326") && l.contains(&needle) && l.contains("syscall=41"))
+        {
+            return;
         }
-        _ => {
-            eprintln!("the kernel log is not readable here: the record of the call is not checked")
-        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no seccomp log record for pid {pid} calling socket (41) within 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
 
