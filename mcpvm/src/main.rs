@@ -11,6 +11,8 @@ use std::time::Instant;
 fn main() -> ExitCode {
     // Every timing the VMM reports is measured from here.
     let start = Instant::now();
+    // Before any thread: one malloc arena for the whole VMM.
+    vmm::host_seccomp::keep_malloc_from_opening_files();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let Some((globals, command)) = cli::parse_vm_command(&args) else {
         return cli::hand_over(exe::TOOLS, &args);

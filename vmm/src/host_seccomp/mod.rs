@@ -199,8 +199,11 @@ pub fn confine(kind: ThreadKind, mode: SeccompMode) -> Result<(), SeccompError> 
 /// unmapped, large blocks still munmapped); a fixed arena limit means it
 /// never counts CPUs. One arena: the VMM's threads allocate little and
 /// rarely (buffers are made once), and each further arena's heap is
-/// memory every VM pays for.
-fn keep_malloc_from_opening_files() {
+/// memory every VM pays for (about 80 KiB each, measured). glibc fixes
+/// its arena limit when the first thread makes an arena, so the VMM's
+/// binary calls this before it starts any thread; `confine` calls it
+/// again for processes that did not.
+pub fn keep_malloc_from_opening_files() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets malloc parameters; any thread may call it.
     unsafe {
