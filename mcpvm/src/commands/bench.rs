@@ -81,6 +81,14 @@ pub struct RelayArgs {
     /// The echoing command inside the guest.
     #[arg(long, default_value = "/bin/cat")]
     guest_cat: String,
+    /// Rounds, each running every peer once, in turn.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    rounds: u64,
+    /// Firecracker binary to run the same VM under, behind the same host
+    /// side (a peer for benchmarks only, ../shared/peers/firecracker); a
+    /// path that is not there is said and skipped.
+    #[arg(long, value_name = "PATH")]
+    firecracker: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -170,30 +178,53 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
     match cmd {
         BenchCommand::Relay(a) => {
             let exe = crate::exe::vm()?.display().to_string();
-            eprintln!("bench relay: VM");
             let dir = tempfile::tempdir()?;
             let timings = dir.path().join("timings.json");
-            let vm = relay::measure(
-                &[
-                    exe,
+            let vm = relay::Peer {
+                cmd: vec![
+                    exe.clone(),
                     "run".into(),
                     "--timings".into(),
                     timings.display().to_string(),
                     "--".into(),
+                    a.guest_cat.clone(),
+                ],
+                timings: Some(timings),
+            };
+            let firecracker = peer_binary("relay", a.firecracker).map(|fc| relay::Peer {
+                cmd: vec![
+                    exe,
+                    "run".into(),
+                    "--peer-firecracker".into(),
+                    fc.display().to_string(),
+                    "--".into(),
                     a.guest_cat,
                 ],
-                Some(&timings),
+                timings: None,
+            });
+            let bare = relay::Peer {
+                cmd: vec!["cat".into()],
+                timings: None,
+            };
+            let (mut ours, mut theirs, mut cats) = (Vec::new(), Vec::new(), Vec::new());
+            for round in 1..=a.rounds {
+                eprintln!("bench relay: round {round} of {}: VM", a.rounds);
+                ours.push(relay::measure(&vm, a.round_trips, a.bulk_mib)?);
+                if let Some(fc) = &firecracker {
+                    eprintln!("bench relay: round {round}: Firecracker");
+                    theirs.push(relay::measure(fc, a.round_trips, a.bulk_mib)?);
+                }
+                eprintln!("bench relay: round {round}: bare process");
+                cats.push(relay::measure(&bare, a.round_trips, a.bulk_mib)?);
+            }
+            let report = relay::RelayReport::new(
                 a.round_trips,
                 a.bulk_mib,
-            )?;
-            eprintln!("bench relay: bare process");
-            let bare = relay::measure(&["cat".into()], None, a.round_trips, a.bulk_mib)?;
-            let report = relay::RelayReport {
-                round_trips: a.round_trips,
-                bulk_mib: a.bulk_mib,
-                vm,
-                bare,
-            };
+                a.rounds as usize,
+                relay::RelayResult::of(&ours),
+                firecracker.map(|_| relay::RelayResult::of(&theirs)),
+                relay::RelayResult::of(&cats),
+            );
             emit(&report, report.markdown(), json)
         }
         BenchCommand::Probe(a) => {
