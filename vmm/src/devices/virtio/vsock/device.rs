@@ -5,6 +5,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
@@ -149,6 +150,15 @@ impl VirtioDevice for Vsock {
 /// Rounds of [`Worker::process_some`] between two looks at the epoll.
 const ROUNDS: usize = 16;
 
+/// How long an interrupt for TX chains alone may wait for one the RX
+/// queue needs anyway. The guest wants its TX buffers back only to free
+/// them or when its ring runs full (then it is interrupted at once: see
+/// [`Worker::tx_unsignalled`]); an interrupt costs a nested guest four
+/// exits (injection, the driver's status read and acknowledgement, its
+/// halt), and on a host with one CPU it takes that CPU from the threads
+/// carrying the reply to the client (docs/benchmarks.md, "Relay").
+const TX_IRQ_DEFER: Duration = Duration::from_millis(4);
+
 /// The device side of the queues plus the muxer, driven by one epoll.
 pub struct Worker {
     mem: GuestMemoryMmap,
@@ -171,6 +181,12 @@ pub struct Worker {
     /// or the host had nothing after all): another round now would do
     /// the same, so only a new event goes on.
     rx_stalled: bool,
+    /// Since when an interrupt for used TX chains has been held back,
+    /// waiting for one the RX queue needs ([`TX_IRQ_DEFER`]).
+    tx_irq_owed: Option<Instant>,
+    /// TX chains used since the guest was last interrupted: at half the
+    /// ring it may be about to run out, and is interrupted at once.
+    tx_unsignalled: usize,
 }
 
 impl Worker {
@@ -213,6 +229,8 @@ impl Worker {
             epoll,
             payload: Vec::new(),
             rx_stalled: false,
+            tx_irq_owed: None,
+            tx_unsignalled: 0,
         })
     }
 
@@ -230,8 +248,18 @@ impl Worker {
         let mut more = true;
         loop {
             // With work left over, only look whether anything (the kill
-            // above all) is ready, and go on.
-            let n = match self.epoll.wait(if more { 0 } else { -1 }, &mut events) {
+            // above all) is ready, and go on; with an interrupt held back,
+            // sleep no longer than it may wait.
+            let timeout = match (more, self.tx_irq_owed) {
+                (true, _) => 0,
+                (false, Some(since)) => {
+                    let left = TX_IRQ_DEFER.saturating_sub(since.elapsed());
+                    // Rounded up: waking before the deadline would spin.
+                    left.as_micros().div_ceil(1000) as i32
+                }
+                (false, None) => -1,
+            };
+            let n = match self.epoll.wait(timeout, &mut events) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -241,7 +269,10 @@ impl Worker {
             };
             for ev in &events[..n] {
                 match ev.data() {
-                    TOKEN_KILL => return,
+                    TOKEN_KILL => {
+                        self.pay_owed_interrupt();
+                        return;
+                    }
                     TOKEN_RX => drop(self.evts[0].read()),
                     TOKEN_TX => drop(self.evts[1].read()),
                     TOKEN_EVQ => {
@@ -275,6 +306,7 @@ impl Worker {
     /// there may be more. A guest that keeps its queues full (a flood)
     /// would otherwise keep the worker from ever seeing its kill eventfd.
     fn process_some(&mut self) -> bool {
+        let mut more = true;
         for _ in 0..ROUNDS {
             let tx = self.process_tx();
             let rx = self.process_rx();
@@ -284,14 +316,39 @@ impl Worker {
             // Both are asked: asking resets each queue's count of adds.
             let tx_irq = tx && self.txq.needs_notification(&self.mem).unwrap_or(true);
             let rx_irq = rx && self.rxq.needs_notification(&self.mem).unwrap_or(true);
-            if tx_irq || rx_irq {
-                self.interrupt.signal_used_queue();
+            if rx_irq || (tx_irq && self.tx_unsignalled >= usize::from(self.txq.size()) / 2) {
+                self.interrupt_now();
+            } else if tx_irq {
+                // TX alone: wait a little for an RX interrupt to carry it.
+                self.tx_irq_owed.get_or_insert_with(Instant::now);
             }
             if !tx && !rx && !self.rearm() {
-                return false;
+                more = false;
+                break;
             }
         }
-        true
+        if self
+            .tx_irq_owed
+            .is_some_and(|since| since.elapsed() >= TX_IRQ_DEFER)
+        {
+            self.interrupt_now();
+        }
+        more
+    }
+
+    /// Interrupts the guest for every used buffer so far.
+    fn interrupt_now(&mut self) {
+        self.interrupt.signal_used_queue();
+        self.tx_irq_owed = None;
+        self.tx_unsignalled = 0;
+    }
+
+    /// Before the worker stops (a reset, a snapshot, the VM's end): a
+    /// held-back interrupt is raised, so no used buffer goes unannounced.
+    fn pay_owed_interrupt(&mut self) {
+        if self.tx_irq_owed.is_some() {
+            self.interrupt_now();
+        }
     }
 
     /// Before the worker sleeps: asks the guest to notify on its next
@@ -357,6 +414,7 @@ impl Worker {
                     "vsock: TX chain {head} uses an indirect table, never offered; dropped"
                 );
                 let _ = self.txq.add_used(&self.mem, head, 0);
+                self.tx_unsignalled += 1;
                 used = true;
                 continue;
             }
@@ -365,6 +423,7 @@ impl Worker {
                 None => log::debug!("vsock: malformed TX chain {head} dropped"),
             }
             let _ = self.txq.add_used(&self.mem, head, 0);
+            self.tx_unsignalled += 1;
             used = true;
         }
         used
@@ -504,6 +563,8 @@ mod tests {
         tx_next: u16,
         /// The device's interrupt line, as the guest would see it raised.
         irq: EventFd,
+        /// Stops [`Worker::run`].
+        kill: EventFd,
         buf: u64,
         uds: PathBuf,
         _dir: tempfile::TempDir,
@@ -553,6 +614,7 @@ mod tests {
             let listener = UnixListener::bind(&uds).unwrap();
             listener.set_nonblocking(true).unwrap();
             let kill = EventFd::new(libc::EFD_NONBLOCK).unwrap();
+            let stop = kill.try_clone().unwrap();
             let direct = Arc::new(Connector::Direct(uds.clone()));
             let worker = Worker::new(a, Muxer::new(CID, direct), listener, kill).unwrap();
             Rig {
@@ -564,6 +626,7 @@ mod tests {
                 rx_next: 0,
                 tx_next: 0,
                 irq: raised,
+                kill: stop,
                 buf: 0x10_0000,
                 uds,
                 _dir: dir,
@@ -986,5 +1049,98 @@ mod tests {
         r.worker.process();
         assert_eq!(r.received()[2].1, b"more");
         assert_eq!(r.interrupts(), 1);
+    }
+
+    /// A guest that waits for its next used TX chain, on a connection to
+    /// host port 1000 (the interrupt for its RESPONSE already taken).
+    fn waiting_for_tx(m: &GuestMemoryMmap) -> (Rig<'_>, UnixStream) {
+        let mut r = Rig::build(m, false, true);
+        let host = r.connect(1000, CONN_BUF);
+        let _ = r.interrupts();
+        r.wait_for_used(&r.tx, r.tx_used());
+        (r, host)
+    }
+
+    #[test]
+    fn an_interrupt_for_tx_alone_waits_for_one_rx_needs() {
+        let m = mem();
+        let (mut r, mut host) = waiting_for_tx(&m);
+        r.send(OP_RW, 5000, 1000, b"reply", CONN_BUF, 0);
+        r.worker.process();
+        assert_eq!(read_n(&mut host, 5), b"reply");
+        assert_eq!(r.interrupts(), 0, "held back");
+
+        // The host's next request: one interrupt serves both queues.
+        r.wait_for_used(&r.rx, r.received().len() as u16);
+        host.write_all(b"next").unwrap();
+        r.worker
+            .muxer
+            .host_event(FIRST_CONN_TOKEN, true, false, false);
+        r.worker.process();
+        assert_eq!(r.received().last().unwrap().1, b"next");
+        assert_eq!(r.interrupts(), 1);
+        assert!(r.worker.tx_irq_owed.is_none(), "paid by the RX interrupt");
+
+        // TX alone again, and nothing comes the other way: raised once
+        // its time is up.
+        r.wait_for_used(&r.tx, r.tx_used());
+        r.send(OP_RW, 5000, 1000, b"late", CONN_BUF, 0);
+        r.worker.process();
+        assert_eq!(r.interrupts(), 0);
+        std::thread::sleep(TX_IRQ_DEFER);
+        r.worker.process();
+        assert_eq!(r.interrupts(), 1);
+    }
+
+    #[test]
+    fn a_guest_that_filled_half_its_tx_ring_is_interrupted_at_once() {
+        // Without EVENT_IDX (the mock's used ring would overwrite a
+        // used_event this far on): every used chain wants an interrupt.
+        let m = mem();
+        let mut r = Rig::new(&m);
+        let mut host = r.connect(1000, CONN_BUF);
+        let _ = r.interrupts();
+        let half = RIG_QUEUE / 2;
+        for _ in 1..half {
+            r.send(OP_RW, 5000, 1000, b"x", CONN_BUF, 0);
+        }
+        r.worker.process();
+        assert_eq!(r.interrupts(), 0, "{} chains: held back", half - 1);
+        r.send(OP_RW, 5000, 1000, b"x", CONN_BUF, 0);
+        r.worker.process();
+        assert_eq!(r.interrupts(), 1, "{half} chains: at once");
+        assert_eq!(
+            read_n(&mut host, usize::from(half)).len(),
+            usize::from(half)
+        );
+    }
+
+    #[test]
+    fn the_sleeping_worker_wakes_to_raise_a_held_back_interrupt() {
+        let m = mem();
+        let (mut r, mut host) = waiting_for_tx(&m);
+        r.send(OP_RW, 5000, 1000, b"reply", CONN_BUF, 0);
+        let (worker, irq, kill) = (&mut r.worker, &r.irq, &r.kill);
+        let start = Instant::now();
+        let raised_after = std::thread::scope(|s| {
+            // Nothing else happens: the worker takes the chain, then
+            // sleeps in its epoll until the interrupt is due.
+            s.spawn(|| worker.run());
+            while irq.read().is_err() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "the held-back interrupt never came"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let after = start.elapsed();
+            kill.write(1).unwrap();
+            after
+        });
+        assert_eq!(read_n(&mut host, 5), b"reply");
+        assert!(
+            raised_after >= TX_IRQ_DEFER,
+            "raised after {raised_after:?}"
+        );
     }
 }
