@@ -14,13 +14,8 @@ shift || true
 t=$top/target/mcpvm
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$top/benches/qemu-bundle.sh" "$work/qemu"
-fc=${MCPVM_FIRECRACKER:-$top/../shared/peers/firecracker/firecracker}
-peer=()
-if [ -x "$fc" ]; then
-  peer=(--file "$fc:firecracker")
-else
-  echo "boot: no Firecracker at $fc: measuring mcpvm and QEMU only" >&2
-fi
+. "$top/benches/lib/firecracker.sh"
+firecracker_peer boot firecracker "mcpvm and QEMU"
 "$top/testbed/run" --timeout 1800 \
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs.cpio" --file "$work/qemu:qemu" "${peer[@]}" \

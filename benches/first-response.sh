@@ -13,13 +13,8 @@ runs=${1:-20}
 shift || true
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
-fc=${MCPVM_FIRECRACKER:-$top/../shared/peers/firecracker/firecracker}
-peer=()
-if [ -x "$fc" ]; then
-  peer=(--file "$fc:firecracker")
-else
-  echo "first-response: no Firecracker at $fc: measuring mcpvm and the bare process only" >&2
-fi
+. "$top/benches/lib/firecracker.sh"
+firecracker_peer first-response firecracker "mcpvm and the bare process"
 "$top/testbed/run" --timeout 1800 \
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \

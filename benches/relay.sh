@@ -10,13 +10,8 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
-fc=${MCPVM_FIRECRACKER:-$top/../shared/peers/firecracker/firecracker}
-peer=()
-if [ -x "$fc" ]; then
-  peer=(--file "$fc:firecracker")
-else
-  echo "relay: no Firecracker at $fc: measuring mcpvm and bare cat only" >&2
-fi
+. "$top/benches/lib/firecracker.sh"
+firecracker_peer relay firecracker "mcpvm and bare cat"
 "$top/testbed/run" --timeout 3600 \
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs-test.cpio" "${peer[@]}" \

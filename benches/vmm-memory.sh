@@ -21,12 +21,9 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools"
        --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio"
        --file "$work/scenario.sh:scenario.sh")
-fc=${MCPVM_FIRECRACKER:-$top/../shared/peers/firecracker/firecracker}
-if [ -x "$fc" ]; then
-  files+=(--file "$fc:bin/firecracker")
-else
-  echo "vmm-memory: no Firecracker at $fc: measuring mcpvm only" >&2
-fi
+. "$top/benches/lib/firecracker.sh"
+firecracker_peer vmm-memory bin/firecracker mcpvm
+files+=("${peer[@]}")
 if [ -n "${OLD_BUILD:-}" ]; then
   [ -x "$OLD_BUILD/bin/mcpvm" ] || { echo "vmm-memory: $OLD_BUILD/bin/mcpvm is missing: give an older checkout's target/mcpvm" >&2; exit 1; }
   files+=(--file "$OLD_BUILD/bin/mcpvm:old/bin/mcpvm")
