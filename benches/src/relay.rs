@@ -90,6 +90,17 @@ pub struct Peer {
     pub timings: Option<PathBuf>,
 }
 
+/// A peer's process, killed and reaped however the measurement ends: a
+/// VM left running would outlive the bench.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Round trips and bulk through `peer`, whose command must echo its stdin.
 pub fn measure(peer: &Peer, round_trips: usize, bulk_mib: usize) -> Result<RelayRun, RelayError> {
     let cmd = &peer.cmd;
@@ -105,9 +116,9 @@ pub fn measure(peer: &Peer, round_trips: usize, bulk_mib: usize) -> Result<Relay
     };
     let broken = |why: &str| RelayError::Broken(name.clone(), why.to_string());
 
-    let mut child = spawn()?;
-    let mut stdin = child.stdin.take().expect("piped");
-    let mut out = BufReader::new(child.stdout.take().expect("piped"));
+    let mut child = Reaped(spawn()?);
+    let mut stdin = child.0.stdin.take().expect("piped");
+    let mut out = BufReader::new(child.0.stdout.take().expect("piped"));
     let mut line = "x".repeat(1023);
     line.push('\n');
     let mut back = String::new();
@@ -123,8 +134,6 @@ pub fn measure(peer: &Peer, round_trips: usize, bulk_mib: usize) -> Result<Relay
         out.read_line(&mut back)
             .map_err(|e| broken(&e.to_string()))?;
         if back != line {
-            let _ = child.kill();
-            let _ = child.wait();
             return Err(broken("wrong bytes"));
         }
         if i > 0 {
@@ -155,7 +164,7 @@ pub fn measure(peer: &Peer, round_trips: usize, bulk_mib: usize) -> Result<Relay
     }
     let secs = t.elapsed().as_secs_f64();
     drop(writer.join());
-    let _ = child.wait();
+    let _ = child.0.wait();
     if got != bytes {
         return Err(broken(&format!("{got} of {bytes} bulk bytes")));
     }

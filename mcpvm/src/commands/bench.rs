@@ -81,7 +81,8 @@ pub struct RelayArgs {
     /// The echoing command inside the guest.
     #[arg(long, default_value = "/bin/cat")]
     guest_cat: String,
-    /// Rounds, each running every peer once, in turn.
+    /// Rounds, each running every peer once, in turn, after one warm-up
+    /// round that is not reported.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
     rounds: u64,
     /// Firecracker binary to run the same VM under, behind the same host
@@ -206,24 +207,41 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 cmd: vec!["cat".into()],
                 timings: None,
             };
-            let (mut ours, mut theirs, mut cats) = (Vec::new(), Vec::new(), Vec::new());
-            for round in 1..=a.rounds {
-                eprintln!("bench relay: round {round} of {}: VM", a.rounds);
-                ours.push(relay::measure(&vm, a.round_trips, a.bulk_mib)?);
-                if let Some(fc) = &firecracker {
-                    eprintln!("bench relay: round {round}: Firecracker");
-                    theirs.push(relay::measure(fc, a.round_trips, a.bulk_mib)?);
-                }
-                eprintln!("bench relay: round {round}: bare process");
-                cats.push(relay::measure(&bare, a.round_trips, a.bulk_mib)?);
+            // One warm-up round, not reported (page cache, first runs of
+            // code), then each round starts with the next peer in turn.
+            let mut peers: Vec<(&str, &relay::Peer, Vec<relay::RelayRun>)> =
+                vec![("VM", &vm, Vec::new())];
+            if let Some(fc) = &firecracker {
+                peers.push(("Firecracker", fc, Vec::new()));
             }
+            peers.push(("bare process", &bare, Vec::new()));
+            let n = peers.len();
+            for round in 0..=a.rounds as usize {
+                for i in 0..n {
+                    let (name, peer, runs) = &mut peers[(round + i) % n];
+                    match round {
+                        0 => eprintln!("bench relay: warm-up round: {name}"),
+                        r => eprintln!("bench relay: round {r} of {}: {name}", a.rounds),
+                    }
+                    let run = relay::measure(peer, a.round_trips, a.bulk_mib)?;
+                    if round > 0 {
+                        runs.push(run);
+                    }
+                }
+            }
+            let mut results = peers
+                .into_iter()
+                .map(|(_, _, runs)| relay::RelayResult::of(&runs));
+            let ours = results.next().expect("the VM is measured");
+            let theirs = firecracker.as_ref().and_then(|_| results.next());
+            let cats = results.next().expect("bare cat is measured");
             let report = relay::RelayReport::new(
                 a.round_trips,
                 a.bulk_mib,
                 a.rounds as usize,
-                relay::RelayResult::of(&ours),
-                firecracker.map(|_| relay::RelayResult::of(&theirs)),
-                relay::RelayResult::of(&cats),
+                ours,
+                theirs,
+                cats,
             );
             emit(&report, report.markdown(), json)
         }
