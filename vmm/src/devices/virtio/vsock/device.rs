@@ -235,6 +235,13 @@ impl Worker {
     }
 
     fn run(&mut self) {
+        self.serve();
+        // However it ended (its kill, a failed epoll), no used buffer
+        // goes unannounced.
+        self.pay_owed_interrupt();
+    }
+
+    fn serve(&mut self) {
         let mut events = vec![EpollEvent::default(); 64];
         // Host connections that arrived before the guest driver was up.
         self.muxer.accept(&self.listener);
@@ -269,10 +276,7 @@ impl Worker {
             };
             for ev in &events[..n] {
                 match ev.data() {
-                    TOKEN_KILL => {
-                        self.pay_owed_interrupt();
-                        return;
-                    }
+                    TOKEN_KILL => return,
                     TOKEN_RX => drop(self.evts[0].read()),
                     TOKEN_TX => drop(self.evts[1].read()),
                     TOKEN_EVQ => {
@@ -343,8 +347,8 @@ impl Worker {
         self.tx_unsignalled = 0;
     }
 
-    /// Before the worker stops (a reset, a snapshot, the VM's end): a
-    /// held-back interrupt is raised, so no used buffer goes unannounced.
+    /// When the worker stops (a reset, a snapshot, the VM's end): a
+    /// held-back interrupt is raised.
     fn pay_owed_interrupt(&mut self) {
         if self.tx_irq_owed.is_some() {
             self.interrupt_now();
@@ -503,7 +507,8 @@ impl Worker {
         self.reset_pending = false;
         log::debug!("vsock: told the guest its connections are gone (transport reset)");
         if self.evq.needs_notification(&self.mem).unwrap_or(true) {
-            self.interrupt.signal_used_queue();
+            // It serves a held-back TX interrupt too.
+            self.interrupt_now();
         }
     }
 
