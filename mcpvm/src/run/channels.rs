@@ -15,7 +15,8 @@
 //! thread's filter allows starting threads and stacking a filter, and
 //! nothing else beyond a relay's calls (docs/security.md).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,7 @@ use mcpvm_protocol::ports::{CONTROL_PORT, GUEST_CID, STDERR_PORT, STDIO_PORT, WO
 use vmm::{SeccompMode, ThreadKind, VsockConfig};
 
 use super::events::{EventSink, FirstSeen};
+use super::pump;
 use super::template::{self, Answer};
 use super::RunError;
 
@@ -184,16 +186,24 @@ impl HostChannels {
         drop(self);
         match stdio {
             Stdio::Relay => {
+                // Both relays share the socket's flags: set before either runs.
+                if let Err(e) = pump::channel_socket(&stdio_s) {
+                    log::error!("the stdio channel cannot be made non-blocking: {e}");
+                    return;
+                }
                 // Not waited for: it reads our stdin, which may never end.
                 if let Ok(to_guest) = stdio_s.try_clone() {
                     spawn_relay(mode, None, move || {
-                        copy(io::stdin().lock(), &to_guest);
+                        // Held so that nothing else in the process reads it.
+                        let stdin = io::stdin().lock();
+                        pump::pump(stdin.as_fd(), to_guest.as_fd());
                         // EOF closes the server's stdin.
                         let _ = to_guest.shutdown(std::net::Shutdown::Write);
                     });
                 }
                 spawn_relay(mode, Some(done.clone()), move || {
-                    copy(&stdio_s, io::stdout().lock());
+                    let stdout = io::stdout().lock();
+                    pump::pump(stdio_s.as_fd(), stdout.as_fd());
                     // Every byte is here: let the agent finish.
                     let _ = stdio_s.shutdown(std::net::Shutdown::Both);
                 });
@@ -208,7 +218,8 @@ impl HostChannels {
             }
         }
         spawn_relay(mode, Some(done.clone()), move || {
-            copy(&stderr_s, io::stderr().lock());
+            let stderr = io::stderr().lock();
+            pump::pump(stderr_s.as_fd(), stderr.as_fd());
             let _ = stderr_s.shutdown(std::net::Shutdown::Both);
         });
         sink.read_from(&control);
@@ -232,15 +243,6 @@ fn spawn_relay(
             Err(e) => log::error!("a relay cannot confine itself: {e}"),
         }
     });
-}
-
-fn copy(mut from: impl Read, mut to: impl Write) {
-    let mut buf = vec![0u8; 64 * 1024];
-    while let Ok(n) = from.read(&mut buf) {
-        if n == 0 || to.write_all(&buf[..n]).is_err() || to.flush().is_err() {
-            break;
-        }
-    }
 }
 
 /// The running relays, seen from the run.

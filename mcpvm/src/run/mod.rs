@@ -6,6 +6,8 @@
 //! - [`plan`]: options resolved into the VM and the agent's run spec;
 //! - [`channels`]: the Unix sockets the guest's vsock connections arrive
 //!   on, accepted in one place, each handed to the relay that owns it;
+//! - [`pump`]: a relay's byte copy, spliced where the client's end is a
+//!   pipe;
 //! - [`events`]: the agent's events on CONTROL (log, `--events`, timings,
 //!   the signal to snapshot);
 //! - [`jail`]: what a jailed run may still reach on the host;
@@ -24,6 +26,7 @@ pub mod jail;
 pub mod options;
 pub mod peer;
 pub mod plan;
+pub mod pump;
 pub mod template;
 
 use std::io;

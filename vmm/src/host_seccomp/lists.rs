@@ -162,6 +162,10 @@ const SOCKET_PEER: &[i64] = &[
     libc::SYS_fcntl,
 ];
 
+/// A relay's copy between a pipe and a socket: splice, and waiting for
+/// either end in poll (the relay never waits inside a splice).
+const SPLICE: &[i64] = &[libc::SYS_splice, libc::SYS_poll, libc::SYS_ppoll];
+
 /// Reading a directory tree and writing one: open, stat, list, create,
 /// link, rename, remove, set modes and times.
 const FILE_TREE: &[i64] = &[
@@ -260,8 +264,8 @@ pub fn calls(kind: ThreadKind) -> Vec<i64> {
             libc::SYS_fcntl,
         ]],
         ThreadKind::Rng => &[EVENT_LOOP],
-        ThreadKind::Relay => &[SOCKET_PEER],
-        ThreadKind::Channels => &[SOCKET_PEER, START_CONFINED_THREAD],
+        ThreadKind::Relay => &[SOCKET_PEER, SPLICE],
+        ThreadKind::Channels => &[SOCKET_PEER, SPLICE, START_CONFINED_THREAD],
         ThreadKind::HostFiles => &[SOCKET_PEER, FILE_TREE],
         // Reads signal numbers from its pipe.
         ThreadKind::Signals => &[&[libc::SYS_read]],
