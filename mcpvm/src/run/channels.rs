@@ -217,6 +217,11 @@ impl HostChannels {
                 }
             }
         }
+        // So that no splice waits on it (pump.rs), on any kernel; the
+        // events below are still read if it cannot be.
+        if let Err(e) = pump::channel_socket(&stderr_s) {
+            log::error!("the stderr channel cannot be made non-blocking: {e}");
+        }
         spawn_relay(mode, Some(done.clone()), move || {
             let stderr = io::stderr().lock();
             pump::pump(stderr_s.as_fd(), stderr.as_fd());
