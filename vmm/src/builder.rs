@@ -52,7 +52,7 @@ use crate::kvm::{self, HostError};
 use crate::restore::RestoreError;
 use crate::snapshot::{self, Body, SnapshotError};
 use crate::VmConfig;
-use kvm_ioctls::IoEventAddress;
+use kvm_ioctls::{IoEventAddress, NoDatamatch};
 
 /// The 64-bit entry point of a bzImage's protected-mode kernel
 /// (Documentation/arch/x86/boot.rst, "64-bit boot protocol").
@@ -714,6 +714,10 @@ fn attach_virtio(
             .register_ioevent(evt, &addr, i as u32)
             .map_err(kvm_io("virtio queue notification"))?;
     }
+    let addr = IoEventAddress::Mmio(base + mmio::REG_INTERRUPT_ACK);
+    vm.fd
+        .register_ioevent(transport.ack_evt(), &addr, NoDatamatch)
+        .map_err(kvm_io("virtio interrupt acknowledgement"))?;
     let transport = Arc::new(Mutex::new(transport));
     mmio.insert(transport.clone(), base, MMIO_DEVICE_WINDOW)?;
     Ok(transport)

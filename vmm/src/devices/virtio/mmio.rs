@@ -64,6 +64,10 @@ pub struct MmioTransport {
     thread: Arc<DeviceThread>,
     queues: Vec<Queue>,
     queue_evts: Vec<EventFd>,
+    /// Written by KVM when the driver acknowledges an interrupt, for
+    /// registration as an ioeventfd on InterruptACK; never read (the
+    /// status was cleared when the driver read it).
+    ack_evt: EventFd,
     queue_sel: u32,
     features_sel: u32,
     driver_features_sel: u32,
@@ -104,6 +108,7 @@ impl MmioTransport {
             thread,
             queues,
             queue_evts,
+            ack_evt: EventFd::new(libc::EFD_NONBLOCK).map_err(MmioError::EventFd)?,
             queue_sel: 0,
             features_sel: 0,
             driver_features_sel: 0,
@@ -118,6 +123,13 @@ impl MmioTransport {
     /// the QueueNotify register (datamatch = queue index).
     pub fn queue_evts(&self) -> &[EventFd] {
         &self.queue_evts
+    }
+
+    /// The eventfd to register on the InterruptACK register: the driver's
+    /// acknowledgement then ends in the kernel instead of an exit to us
+    /// (one per interrupt: the status read is the other).
+    pub fn ack_evt(&self) -> &EventFd {
+        &self.ack_evt
     }
 
     pub fn status(&self) -> u32 {
@@ -146,7 +158,9 @@ impl MmioTransport {
             },
             REG_QUEUE_NUM_MAX => q.map_or(0, |q| u32::from(q.max_size())),
             REG_QUEUE_READY => q.map_or(0, |q| u32::from(q.ready())),
-            REG_INTERRUPT_STATUS => self.interrupt.status(),
+            // Read-to-clear (`Interrupt::take_status`), so that the
+            // acknowledgement needs no exit.
+            REG_INTERRUPT_STATUS => self.interrupt.take_status(),
             REG_STATUS => self.status,
             REG_CONFIG_GENERATION => self.config_generation,
             _ => 0,
@@ -204,6 +218,7 @@ impl MmioTransport {
                     let _ = evt.write(1);
                 }
             }
+            // Reached only when no ioeventfd is registered for it.
             REG_INTERRUPT_ACK => self.interrupt.ack(v),
             REG_STATUS => self.set_status(v),
             _ => {}
@@ -593,6 +608,32 @@ mod tests {
         w(&mut t, REG_STATUS, running | STATUS_FAILED);
         assert_eq!(r(&mut t, REG_STATUS), running | STATUS_FAILED);
         assert_eq!(seen.lock().unwrap().activations, 1);
+    }
+
+    #[test]
+    fn reading_the_interrupt_status_clears_it_and_a_later_signal_sets_it_again() {
+        let (mut t, _) = transport();
+        t.interrupt.signal_used_queue();
+        t.interrupt.signal(INT_CONFIG_CHANGE);
+        let both = super::super::INT_USED_RING | INT_CONFIG_CHANGE;
+        assert_eq!(
+            r(&mut t, REG_INTERRUPT_STATUS),
+            both,
+            "the driver sees both causes"
+        );
+        // Its acknowledgement goes to KVM's ioeventfd and reaches no one:
+        // nothing may be left for it to clear.
+        assert_eq!(r(&mut t, REG_INTERRUPT_STATUS), 0, "cleared by the read");
+        t.interrupt.signal_used_queue();
+        assert_eq!(
+            r(&mut t, REG_INTERRUPT_STATUS),
+            super::super::INT_USED_RING,
+            "a signal after the read is seen by the next one"
+        );
+        // Where no ioeventfd took it, the acknowledgement still clears.
+        t.interrupt.signal_used_queue();
+        w(&mut t, REG_INTERRUPT_ACK, super::super::INT_USED_RING);
+        assert_eq!(t.interrupt.status(), 0);
     }
 
     #[test]
