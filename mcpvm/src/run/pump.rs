@@ -37,20 +37,23 @@ pub fn channel_socket(socket: &impl AsRawFd) -> io::Result<()> {
 /// Either may be non-blocking; neither's flags are changed (stdin and
 /// stdout are shared with the client's other processes).
 pub fn pump(from: BorrowedFd<'_>, to: BorrowedFd<'_>) {
-    if let Spliced::NotApplicable = splice_all(from.as_raw_fd(), to.as_raw_fd()) {
+    if let Spliced::Copy = splice_all(from.as_raw_fd(), to.as_raw_fd()) {
         copy(from.as_raw_fd(), to.as_raw_fd());
     }
 }
 
 enum Spliced {
+    /// `from` ended.
     Ended,
-    /// Neither end is a pipe (a terminal, a file, a socket): no byte
-    /// moved yet.
-    NotApplicable,
+    /// Splice does not apply (neither end is a pipe: a terminal, a file,
+    /// a socket) or failed: `read` and `write` go on from here. A failed
+    /// splice moved nothing, so only their verdict ends a stream (a
+    /// splice can fail where they would not: a Unix socket's splice into
+    /// a pipe turns some of the pipe's refusals into `EFAULT`).
+    Copy,
 }
 
 fn splice_all(from: RawFd, to: RawFd) -> Spliced {
-    let mut moved = false;
     loop {
         // SAFETY: no offsets (both ends are streams); the kernel checks
         // the descriptors.
@@ -65,7 +68,6 @@ fn splice_all(from: RawFd, to: RawFd) -> Spliced {
             )
         };
         if n > 0 {
-            moved = true;
             continue;
         }
         if n == 0 {
@@ -79,8 +81,7 @@ fn splice_all(from: RawFd, to: RawFd) -> Spliced {
                     return Spliced::Ended;
                 }
             }
-            Some(libc::EINVAL) if !moved => return Spliced::NotApplicable,
-            _ => return Spliced::Ended,
+            _ => return Spliced::Copy,
         }
     }
 }
@@ -205,6 +206,53 @@ mod tests {
         };
         let mut got = Vec::new();
         client.read_to_end(&mut got).unwrap(); // EOF: the pump ended, stdout closed
+        assert!(got == sent, "the bytes changed on the way");
+        pump.join().unwrap();
+        drop(writer.join().unwrap());
+    }
+
+    #[test]
+    fn a_bursty_guest_and_a_slow_client_get_every_byte_in_order() {
+        // The socket in chunks of every size, now and then pausing; the
+        // client reading in small and large pieces, now and then late:
+        // the pump meets an empty socket and a full pipe, often.
+        let (mut client, stdout) = pipe();
+        let (relay_end, guest) = UnixStream::pair().unwrap();
+        channel_socket(&relay_end).unwrap();
+        let pump = pumping(relay_end.into(), stdout.into());
+        let sent = bytes(6 << 20);
+        let writer = {
+            let sent = sent.clone();
+            std::thread::spawn(move || {
+                let sizes = [1, 100, 4096, 65536, 200_000];
+                let (mut at, mut i) = (0, 0);
+                while at < sent.len() {
+                    let end = (at + sizes[i % sizes.len()]).min(sent.len());
+                    (&guest).write_all(&sent[at..end]).unwrap();
+                    at = end;
+                    i += 1;
+                    if i % 37 == 0 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                guest.shutdown(std::net::Shutdown::Write).unwrap();
+                guest
+            })
+        };
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        for i in 0.. {
+            let want = [1, 4096, 65536][i % 3];
+            let n = client.read(&mut buf[..want]).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            if i % 41 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        assert_eq!(got.len(), sent.len());
         assert!(got == sent, "the bytes changed on the way");
         pump.join().unwrap();
         drop(writer.join().unwrap());
