@@ -189,21 +189,45 @@ mod tests {
         pump.join().unwrap();
     }
 
-    #[test]
-    fn the_socket_reaches_stdout_as_a_pipe_whole_and_its_shutdown_ends_the_pump() {
-        let (mut client, stdout) = pipe();
+    /// The stdout relay's ends: the client's read end of its stdout
+    /// pipe, the guest's end of the channel socket, and the pump between.
+    fn socket_to_pipe() -> (File, UnixStream, std::thread::JoinHandle<()>) {
+        let (client, stdout) = pipe();
         let (relay_end, guest) = UnixStream::pair().unwrap();
         channel_socket(&relay_end).unwrap();
-        let pump = pumping(relay_end.into(), stdout.into());
+        (client, guest, pumping(relay_end.into(), stdout.into()))
+    }
+
+    /// The guest sends `sent` in writes of `sizes` in turn (pausing now
+    /// and then), then shuts its side; the socket is handed back, held
+    /// open until the reader is done.
+    fn guest_sends(
+        guest: UnixStream,
+        sent: &[u8],
+        sizes: &'static [usize],
+    ) -> std::thread::JoinHandle<UnixStream> {
+        let sent = sent.to_vec();
+        std::thread::spawn(move || {
+            let (mut at, mut i) = (0, 0);
+            while at < sent.len() {
+                let end = sent.len().min(at.saturating_add(sizes[i % sizes.len()]));
+                (&guest).write_all(&sent[at..end]).unwrap();
+                at = end;
+                i += 1;
+                if i % 37 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            guest.shutdown(std::net::Shutdown::Write).unwrap();
+            guest
+        })
+    }
+
+    #[test]
+    fn the_socket_reaches_stdout_as_a_pipe_whole_and_its_shutdown_ends_the_pump() {
+        let (mut client, guest, pump) = socket_to_pipe();
         let sent = bytes(3 << 20);
-        let writer = {
-            let sent = sent.clone();
-            std::thread::spawn(move || {
-                (&guest).write_all(&sent).unwrap();
-                guest.shutdown(std::net::Shutdown::Write).unwrap();
-                guest // held until the reader is done
-            })
-        };
+        let writer = guest_sends(guest, &sent, &[usize::MAX]);
         let mut got = Vec::new();
         client.read_to_end(&mut got).unwrap(); // EOF: the pump ended, stdout closed
         assert!(got == sent, "the bytes changed on the way");
@@ -216,29 +240,9 @@ mod tests {
         // The socket in chunks of every size, now and then pausing; the
         // client reading in small and large pieces, now and then late:
         // the pump meets an empty socket and a full pipe, often.
-        let (mut client, stdout) = pipe();
-        let (relay_end, guest) = UnixStream::pair().unwrap();
-        channel_socket(&relay_end).unwrap();
-        let pump = pumping(relay_end.into(), stdout.into());
+        let (mut client, guest, pump) = socket_to_pipe();
         let sent = bytes(6 << 20);
-        let writer = {
-            let sent = sent.clone();
-            std::thread::spawn(move || {
-                let sizes = [1, 100, 4096, 65536, 200_000];
-                let (mut at, mut i) = (0, 0);
-                while at < sent.len() {
-                    let end = (at + sizes[i % sizes.len()]).min(sent.len());
-                    (&guest).write_all(&sent[at..end]).unwrap();
-                    at = end;
-                    i += 1;
-                    if i % 37 == 0 {
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                }
-                guest.shutdown(std::net::Shutdown::Write).unwrap();
-                guest
-            })
-        };
+        let writer = guest_sends(guest, &sent, &[1, 100, 4096, 65536, 200_000]);
         let mut got = Vec::new();
         let mut buf = vec![0u8; 65536];
         for i in 0.. {
