@@ -115,6 +115,10 @@ fn write_all(to: RawFd, mut bytes: &[u8]) -> bool {
             bytes = &bytes[n as usize..];
             continue;
         }
+        if n == 0 {
+            // Nothing taken and no error to say why: not a stream to go on with.
+            return false;
+        }
         match io::Error::last_os_error().raw_os_error() {
             Some(libc::EINTR) => {}
             Some(libc::EAGAIN) if wait(to, libc::POLLOUT) => {}
