@@ -48,8 +48,10 @@ enum Spliced {
     /// Splice does not apply (neither end is a pipe: a terminal, a file,
     /// a socket) or failed: `read` and `write` go on from here. A failed
     /// splice moved nothing, so only their verdict ends a stream (a
-    /// splice can fail where they would not: a Unix socket's splice into
-    /// a pipe turns some of the pipe's refusals into `EFAULT`).
+    /// splice can fail where they would not: by the kernel's source, a
+    /// Unix socket's splice into a pipe reports some of the pipe's
+    /// refusals as `EFAULT`; not seen here, but a relay that ended on it
+    /// would cut the stream).
     Copy,
 }
 
