@@ -284,6 +284,79 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
     }
 }
 
+/// A catalogue is passed around: its `install_env` must not reach the
+/// host's npm or pip. Here it asks the host's node to load a script
+/// (`NODE_OPTIONS=--require`) and the host's pip to import a
+/// `sitecustomize.py` (`PYTHONPATH`); both would write a marker on the
+/// host. The layers build and no marker appears.
+#[test]
+fn a_catalogues_install_env_runs_nothing_on_the_host() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = dir.path();
+    pack_scripted_fixture(d);
+    let (node_ran, python_ran) = (d.join("node-ran"), d.join("python-ran"));
+    std::fs::write(
+        d.join("evil.js"),
+        format!(
+            "require('fs').writeFileSync({:?}, 'host node ran catalogue code')\n",
+            node_ran.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(d.join("py")).unwrap();
+    std::fs::write(
+        d.join("py/sitecustomize.py"),
+        format!(
+            "open({:?}, 'w').write('host python ran catalogue code')\n",
+            python_ran.display().to_string()
+        ),
+    )
+    .unwrap();
+    let catalogue = d.join("hostile.toml");
+    std::fs::write(
+        &catalogue,
+        format!(
+            "[servers.node-options]\npackage = \"mcpvm-fixture-scripted\"\nversion = \"1.0.0\"\n\
+             source = \"mcpvm-fixture-scripted-1.0.0.tgz\"\nruntime = \"node\"\n\
+             command = \"mcpvm-fixture-scripted\"\nignore_scripts = true\n\
+             install_env = {{ NODE_OPTIONS = \"--require={}\" }}\n\n\
+             [servers.pythonpath]\npackage = \"mcp-server-time\"\nversion = \"2026.10.19\"\n\
+             runtime = \"python\"\ncommand = \"mcp-server-time\"\n\
+             install_env = {{ PYTHONPATH = \"{}\" }}\n",
+            d.join("evil.js").display(),
+            d.join("py").display()
+        ),
+    )
+    .unwrap();
+    // Shown to work: the same interpreters do run these when asked.
+    let node = Command::new("node")
+        .env(
+            "NODE_OPTIONS",
+            format!("--require={}", d.join("evil.js").display()),
+        )
+        .args(["-e", "0"])
+        .status()
+        .unwrap();
+    assert!(
+        node.success() && node_ran.exists(),
+        "the exploit itself works"
+    );
+    std::fs::remove_file(&node_ran).unwrap();
+
+    let store = d.join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+    let (rc, out, err) = image_cmd("build", c, s, &[]);
+    assert_eq!(rc, 0, "{out}\n{err}");
+    assert!(
+        !node_ran.exists(),
+        "the host's node ran the catalogue's NODE_OPTIONS"
+    );
+    assert!(
+        !python_ran.exists(),
+        "the host's pip ran the catalogue's PYTHONPATH"
+    );
+}
+
 /// A layer whose sandbox runs out of time fails with a line that says so
 /// and names the option that gives it more; nothing is left half-built.
 #[test]

@@ -35,7 +35,7 @@ fn base(runtime: &Path, cache: &Path) -> Result<PathBuf, BuildError> {
     std::fs::create_dir_all(cache).map_err(io(cache))?;
     let r = run(
         "fsck.erofs --extract (the runtime's dpkg status)",
-        Command::new("fsck.erofs")
+        crate::host_env::command("fsck.erofs")
             .arg(format!("--extract={}", tmp.display()))
             .arg(runtime),
     )
@@ -143,7 +143,7 @@ fn fetch_and_unpack(
         .map_err(io(&list))?;
     std::fs::copy(base.join("status"), root.join("var/lib/dpkg/status")).map_err(io(root))?;
     let apt = |args: &[&str]| {
-        let mut c = Command::new("apt-get");
+        let mut c = crate::host_env::command("apt-get");
         c.arg("-q")
             .arg(format!("-oDir={}", root.display()))
             .arg(format!(
@@ -179,9 +179,12 @@ fn fetch_and_unpack(
     for deb in &debs {
         run(
             &format!("dpkg-deb -x {}", deb.display()),
-            Command::new("dpkg-deb").arg("-x").arg(deb).arg(stage),
+            crate::host_env::command("dpkg-deb")
+                .arg("-x")
+                .arg(deb)
+                .arg(stage),
         )?;
-        let fields = Command::new("dpkg-deb")
+        let fields = crate::host_env::command("dpkg-deb")
             .args(["-f"])
             .arg(deb)
             .args(["Package", "Version"])

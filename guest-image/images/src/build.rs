@@ -309,7 +309,7 @@ fn scripts() -> Result<PathBuf, BuildError> {
 fn pinned_node(scripts: &Path, major: Option<&str>) -> Result<PathBuf, BuildError> {
     run(
         "guest-image/runtimes/fetch-node",
-        Command::new("python3")
+        crate::host_env::command("python3")
             .arg(scripts.join("runtimes/fetch-node"))
             .args(major),
     )
@@ -347,7 +347,7 @@ fn build_runtime(scripts: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathB
     progress(
         "runtime image (Debian 12, python 3.11, pinned node): building or finding it in the cache",
     );
-    let mut child = Command::new("bash")
+    let mut child = crate::host_env::command("bash")
         .arg(&script)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -425,7 +425,7 @@ pub(crate) fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
     );
     run(
         "mkfs.erofs",
-        Command::new("mkfs.erofs")
+        crate::host_env::command("mkfs.erofs")
             .args(["-zlz4hc", "-T0", "--all-root"])
             .arg(format!("-U{uuid}"))
             .arg(out)
@@ -474,9 +474,10 @@ fn install(
             // npm runs `node`: the pinned one.
             let path = std::env::var("PATH").unwrap_or_default();
             let npm = || {
-                let mut c = Command::new(node.join("bin/npm"));
+                let mut c = crate::host_env::command(node.join("bin/npm"));
+                // `install_env` is not passed: it is the install
+                // microVM's (host_env.rs says why).
                 c.env("PATH", format!("{}:{path}", node.join("bin").display()))
-                    .envs(&e.install_env)
                     .args(["--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev"])
                     .args(["--loglevel=error", "--prefix"])
                     .arg(&target);
@@ -566,9 +567,8 @@ fn install(
             // Wheels only: installing one runs none of its code, building
             // an sdist would run its setup on the host.
             let pip = || {
-                let mut c = Command::new("/usr/bin/python3");
-                c.envs(&e.install_env)
-                    .args(["-m", "pip", "install", "--quiet"])
+                let mut c = crate::host_env::command("/usr/bin/python3");
+                c.args(["-m", "pip", "install", "--quiet"])
                     .args(["--disable-pip-version-check", "--only-binary=:all:"])
                     .args(["--no-warn-script-location", "--no-compile", "--target"])
                     .arg(&target);
@@ -611,7 +611,7 @@ fn install(
             // without it every start compiles every import again. Files
             // that do not compile (templates, python 2 leftovers in some
             // packages) are skipped, as pip itself does.
-            let _ = Command::new("/usr/bin/python3")
+            let _ = crate::host_env::command("/usr/bin/python3")
                 .args(["-m", "compileall", "-q", "-j", "0"])
                 .args(["--invalidation-mode", "unchecked-hash", "-s"])
                 .arg(stage)

@@ -15,7 +15,6 @@
 //! executable here; the lock kept is the host's.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
@@ -47,7 +46,7 @@ fn failed(what: impl Into<String>, tail: impl Into<String>) -> BuildError {
 fn sysroot() -> Result<PathBuf, BuildError> {
     let root = PathBuf::from(run(
         "rustc --print sysroot",
-        Command::new("rustc").args(["--print", "sysroot"]),
+        crate::host_env::command("rustc").args(["--print", "sysroot"]),
     )?);
     for need in ["bin/rustc", "bin/cargo"] {
         if !root.join(need).is_file() {
@@ -65,7 +64,7 @@ fn sysroot() -> Result<PathBuf, BuildError> {
 
 /// The toolchain's version, for layer keys: a new compiler rebuilds.
 pub fn toolchain_version() -> String {
-    Command::new("rustc")
+    crate::host_env::command("rustc")
         .arg("-vV")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
@@ -121,7 +120,7 @@ pub fn tools_layer(
         // helpers; not docs, sources or other tools.
         let host = format!("lib/rustlib/{TARGET}");
         std::fs::create_dir_all(rust.join(&host)).map_err(io_err(&rust))?;
-        let mut copy = Command::new("cp");
+        let mut copy = crate::host_env::command("cp");
         copy.arg("-a")
             .arg(root.join("bin/rustc"))
             .arg(root.join("bin/cargo"))
@@ -135,7 +134,7 @@ pub fn tools_layer(
             if is_file && entry.file_name().to_string_lossy().contains(".so") {
                 run(
                     "copying the compiler's libraries",
-                    Command::new("cp")
+                    crate::host_env::command("cp")
                         .arg("-a")
                         .arg(entry.path())
                         .arg(rust.join("lib")),
@@ -147,7 +146,7 @@ pub fn tools_layer(
             if from.is_dir() {
                 run(
                     "copying the target's libraries",
-                    Command::new("cp")
+                    crate::host_env::command("cp")
                         .arg("-a")
                         .arg(&from)
                         .arg(rust.join(&host)),
@@ -177,7 +176,7 @@ pub fn tools_layer(
 /// crate's directory.
 fn unpack(krate: &Path, dir: &Path, e: &Entry) -> Result<PathBuf, BuildError> {
     let what = format!("unpacking {}", krate.display());
-    let gunzip = Command::new("gzip")
+    let gunzip = crate::host_env::command("gzip")
         .arg("-dc")
         .arg(krate)
         .stdin(std::process::Stdio::null())
@@ -225,7 +224,7 @@ fn unpack(krate: &Path, dir: &Path, e: &Entry) -> Result<PathBuf, BuildError> {
 fn binaries(cargo: &Path, src: &Path, env: &[(&str, &Path)]) -> Result<Vec<String>, BuildError> {
     let text = run(
         "cargo metadata",
-        Command::new(cargo)
+        crate::host_env::command(cargo)
             .args(["metadata", "--no-deps", "--format-version", "1"])
             .arg("--manifest-path")
             .arg(src.join("Cargo.toml"))
@@ -306,7 +305,7 @@ pub fn install(
                 let file = work.join(format!("{}-{}.crate", e.package, e.version));
                 run(
                     &format!("fetching {spec} from crates.io"),
-                    Command::new("python3")
+                    crate::host_env::command("python3")
                         .arg(fetch_crate)
                         .args([&e.package, &e.version])
                         .arg(&file),
@@ -329,7 +328,7 @@ pub fn install(
                 progress(&format!("{name}: {spec} has no Cargo.lock: resolving one"));
                 run(
                     &format!("cargo generate-lockfile ({spec})"),
-                    Command::new(&cargo)
+                    crate::host_env::command(&cargo)
                         .arg("generate-lockfile")
                         .arg("--manifest-path")
                         .arg(src.join("Cargo.toml"))
@@ -349,7 +348,7 @@ pub fn install(
         progress(&format!("{name}: vendoring the dependencies of {spec}"));
         run(
             &format!("cargo vendor ({spec})"),
-            Command::new(&cargo)
+            crate::host_env::command(&cargo)
                 .args(["vendor", "--locked", "--versioned-dirs", "--quiet"])
                 .arg("--manifest-path")
                 .arg(src.join("Cargo.toml"))
@@ -451,7 +450,7 @@ mod tests {
         b.finish().unwrap();
         drop(b);
         let out = dir.join("demo-1.0.0.crate");
-        let gz = Command::new("gzip")
+        let gz = crate::host_env::command("gzip")
             .arg("-c")
             .arg(&tar_path)
             .output()

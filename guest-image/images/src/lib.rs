@@ -9,6 +9,8 @@
 //!   npm/PyPI package under /opt/mcp/<name>), each EROFS, content-addressed
 //!   and cached, so hundreds of servers share one runtime and an unchanged
 //!   catalogue rebuilds in seconds.
+//! - [`host_env`]: the cleared environment every host program of a build
+//!   starts with (a catalogue never reaches it).
 //! - [`lock`]: each layer's resolved dependency tree, kept so that a
 //!   rebuild installs the same one.
 //! - [`package`]: a server named on the command line (`npm:NAME@VERSION`,
@@ -20,6 +22,7 @@ pub mod apt;
 pub mod build;
 pub mod cargo;
 pub mod catalogue;
+pub mod host_env;
 pub mod lock;
 pub mod package;
 pub mod store;
