@@ -9,8 +9,13 @@
 //! or `cd` in DIR must not run guest code on the host. Refused, with the
 //! host's own copy kept where there is one: paths that leave DIR, symbolic
 //! links that point out of it, hard links, devices and FIFOs, GNU sparse
-//! entries (a TiB apparent size from a few bytes), and the files tools run
-//! code from: `.git/config`, `.git/hooks/*`, `.envrc`. Files come back
+//! entries (a TiB apparent size from a few bytes), and what tools run code
+//! from: anything under a `.git`, `.hg` or `.envrc` at any depth (a
+//! gitfile, `.git/commondir` pointing at a planted directory, a nested
+//! `sub/.git/config` all make `git status` run the guest's
+//! `core.fsmonitor`), symbolic links that lead into one, and directories
+//! laid out as a bare git repository (git takes one for a repository when
+//! run inside it). The host's own copies of those stay. Files come back
 //! without setuid/setgid/sticky bits, without group or world write, and
 //! executable only if the host's file was. The stream is cut at
 //! `--workspace-limit` MiB, and so is the sum of the files' sizes. What
@@ -80,16 +85,25 @@ pub enum WorkspaceError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "The workspace {0} is itself a git repository directory (HEAD beside objects, refs or \
+         commondir): the guest could write the configuration the host's git runs; hand it over \
+         read-only, or a directory with a checkout of it, with `--workspace DIR,rw`"
+    )]
+    Repository(PathBuf),
     #[error("Cannot confine the workspace thread")]
     Confine(#[source] vmm::host_seccomp::SeccompError),
 }
 
 pub fn check(ws: &WorkspaceArg) -> Result<(), WorkspaceError> {
-    if ws.path.is_dir() {
-        Ok(())
-    } else {
-        Err(WorkspaceError::NotDir(ws.path.clone()))
+    if !ws.path.is_dir() {
+        return Err(WorkspaceError::NotDir(ws.path.clone()));
     }
+    // Its top-level `config` and `hooks` would be the guest's to write.
+    if ws.writable && repository_layout(&ws.path) {
+        return Err(WorkspaceError::Repository(ws.path.clone()));
+    }
+    Ok(())
 }
 
 /// The host side of the workspace port, running on its own thread.
@@ -274,8 +288,24 @@ pub fn jail(dir: &Path, fresh: Option<&Path>) -> Result<landlock::RulesetStatus,
     Ok(status.ruleset)
 }
 
-/// Files tools on the host run code from: never taken from the guest.
-const PROTECTED: [&str; 3] = [".git/config", ".git/hooks", ".envrc"];
+/// Names tools on the host run code from (git's repository, Mercurial's
+/// `hgrc` hooks, direnv's `.envrc`): nothing at or under such a path
+/// component, at any depth, is taken from the guest, and the host's copies
+/// are kept. Compared ignoring case, as git itself does for `.git`.
+const PROTECTED: [&str; 3] = [".git", ".hg", ".envrc"];
+
+/// Whether `name` is one of [`PROTECTED`].
+fn protected_name(name: &std::ffi::OsStr) -> bool {
+    let n = name.as_encoded_bytes();
+    PROTECTED
+        .iter()
+        .any(|p| n.eq_ignore_ascii_case(p.as_bytes()))
+}
+
+/// Whether any component of `rel` is protected.
+fn protected(rel: &Path) -> bool {
+    rel.components().any(|c| protected_name(c.as_os_str()))
+}
 
 /// What happens to one entry of the guest's tar.
 #[derive(Debug, PartialEq)]
@@ -301,7 +331,7 @@ fn judge(
 ) -> Verdict {
     use tar::EntryType as T;
     let refuse = |why: &str| Verdict::Refuse(format!("{}: {why}", rel.display()));
-    if PROTECTED.iter().any(|p| rel.starts_with(p)) {
+    if protected(rel) {
         return refuse("the host's tools run code from it; the host's copy is kept");
     }
     match kind {
@@ -311,8 +341,11 @@ fn judge(
             mask: 0o7022 | if host_exec { 0 } else { 0o111 },
         },
         T::Directory => Verdict::Take { mask: 0o7022 },
-        T::Symlink => match link {
-            Some(target) if stays_inside(rel, target) => Verdict::Take { mask: 0o7022 },
+        T::Symlink => match link.map(|target| resolve_link(rel, target)) {
+            Some(Some(to)) if protected(&to) => {
+                refuse("a symbolic link into a path the host's tools run code from")
+            }
+            Some(Some(_)) => Verdict::Take { mask: 0o7022 },
             _ => refuse("a symbolic link that leaves the workspace"),
         },
         T::GNUSparse => refuse("a sparse file"),
@@ -335,25 +368,30 @@ fn inside(rel: &Path) -> Option<PathBuf> {
     Some(out)
 }
 
-/// Whether a symlink at `rel` pointing at `target` stays inside DIR.
-fn stays_inside(rel: &Path, target: &Path) -> bool {
+/// Where a symlink at `rel` pointing at `target` leads, as a path inside
+/// DIR, or None when it leaves DIR. Lexical: the links it passes through
+/// were judged the same way when they came, and none leads out or into a
+/// protected path.
+fn resolve_link(rel: &Path, target: &Path) -> Option<PathBuf> {
     use std::path::Component;
     if target.is_absolute() {
-        return false;
+        return None;
     }
-    let mut depth = rel.components().count().saturating_sub(1) as i64;
+    let mut to: Vec<&std::ffi::OsStr> = rel
+        .parent()
+        .map(|p| p.components().map(|c| c.as_os_str()).collect())
+        .unwrap_or_default();
     for c in target.components() {
         match c {
-            Component::ParentDir => depth -= 1,
-            Component::Normal(_) => depth += 1,
+            Component::ParentDir => {
+                to.pop()?;
+            }
+            Component::Normal(n) => to.push(n),
             Component::CurDir => {}
-            _ => return false,
-        }
-        if depth < 0 {
-            return false;
+            _ => return None,
         }
     }
-    true
+    Some(to.iter().collect())
 }
 
 /// Unpacks the guest's tar next to DIR, entry by entry as [`judge`]s,
@@ -381,7 +419,13 @@ pub fn take_back(
             }));
         }
     };
-    keep_protected(dir, fresh).map_err(|e| refused(e.to_string()))?;
+    let mut summary = summary;
+    let kept = refuse_repositories(fresh, Path::new(""), &mut summary.refused)
+        .and_then(|()| keep_protected(dir, fresh, Path::new("")));
+    if let Err(e) = kept {
+        let _ = std::fs::remove_dir_all(fresh);
+        return Err(refused(e.to_string()));
+    }
     let old = sibling(dir, "old");
     let replace = |source| WorkspaceError::Replace {
         path: dir.to_path_buf(),
@@ -444,21 +488,83 @@ fn unpack_judged(stream: impl Read, fresh: &Path, dir: &Path, limit: u64) -> io:
     Ok(summary)
 }
 
-/// Moves the host's own protected files (if any) into the new copy: the
-/// guest's were refused, the host's stay what they were.
-fn keep_protected(dir: &Path, fresh: &Path) -> io::Result<()> {
-    for p in PROTECTED {
-        let from = dir.join(p);
-        if std::fs::symlink_metadata(&from).is_err() {
-            continue;
+/// Whether `d` is laid out as a git repository directory (git's own test,
+/// `is_git_directory`, asks for `HEAD` and either `commondir` or both
+/// `objects` and `refs`; any one of those three beside a `HEAD` is taken
+/// as one here, the stricter side). Run inside such a directory, git reads
+/// its `config` as the repository's.
+fn repository_layout(d: &Path) -> bool {
+    let has = |n: &str| std::fs::symlink_metadata(d.join(n)).is_ok();
+    has("HEAD") && (has("commondir") || has("objects") || has("refs"))
+}
+
+/// Removes the guest's directories laid out as git repositories beneath
+/// `fresh` (`rel` the one looked at now), saying so in `refused`; a
+/// workspace that came back as one whole is refused (Err).
+fn refuse_repositories(fresh: &Path, rel: &Path, refused: &mut Vec<String>) -> io::Result<()> {
+    let here = fresh.join(rel);
+    if repository_layout(&here) {
+        if rel.as_os_str().is_empty() {
+            return Err(io::Error::other(
+                "it came back laid out as a bare git repository, which git run in it would take \
+                 its configuration from",
+            ));
         }
-        let to = fresh.join(p);
-        if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent)?;
+        std::fs::remove_dir_all(&here)?;
+        refused.push(format!(
+            "{}: laid out as a bare git repository (the host's git would run its configuration); \
+             the host's copy is kept",
+            crate::logger::printable(&rel.to_string_lossy())
+        ));
+        return Ok(());
+    }
+    for e in std::fs::read_dir(&here)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            refuse_repositories(fresh, &rel.join(e.file_name()), refused)?;
         }
-        let _ = std::fs::remove_dir_all(&to);
-        let _ = std::fs::remove_file(&to);
-        std::fs::rename(&from, &to)?;
+    }
+    Ok(())
+}
+
+/// Moves the host's own protected paths and repository directories
+/// beneath `rel` (if any) into the new copy: the guest's were refused,
+/// the host's stay what they were. Symbolic links the guest left on the
+/// way are replaced by directories: the host's tree decides where its
+/// repositories are.
+fn keep_protected(dir: &Path, fresh: &Path, rel: &Path) -> io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir.join(rel)) else {
+        return Ok(());
+    };
+    for e in entries {
+        let e = e?;
+        let rel = rel.join(e.file_name());
+        let is_dir = e.file_type()?.is_dir();
+        if protected_name(&e.file_name()) || (is_dir && repository_layout(&e.path())) {
+            let to = fresh.join(&rel);
+            make_real_dirs(fresh, rel.parent().unwrap_or(Path::new("")))?;
+            let _ = std::fs::remove_dir_all(&to);
+            let _ = std::fs::remove_file(&to);
+            std::fs::rename(e.path(), &to)?;
+        } else if is_dir {
+            keep_protected(dir, fresh, &rel)?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes `fresh/rel` a real directory all the way down, replacing
+/// whatever the guest left on the way that is not one.
+fn make_real_dirs(fresh: &Path, rel: &Path) -> io::Result<()> {
+    let mut at = fresh.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => std::fs::remove_file(&at)?,
+            Err(_) => {}
+        }
+        std::fs::create_dir(&at)?;
     }
     Ok(())
 }
@@ -658,6 +764,194 @@ mod tests {
         for refused in [".git/config", ".git/hooks/pre-commit", ".envrc"] {
             assert!(said.contains(refused), "{said}");
         }
+    }
+
+    /// Runs `git status` in `at` as a user would (a prompt does it on
+    /// `cd`); whatever it says, only its side effects matter here.
+    fn git_status(at: &Path) {
+        let _ = std::process::Command::new("git")
+            .arg("-C")
+            .arg(at)
+            .args(["status", "--short"])
+            .env("GIT_CEILING_DIRECTORIES", at.parent().unwrap_or(at))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+
+    /// The guest plants a repository configuration whose `core.fsmonitor`
+    /// makes a marker, every way git finds one: `.git/commondir` pointing
+    /// at a planted directory, a gitfile, a nested `sub/.git`, a bare
+    /// layout, a symlink into `.git`. `git status` in each place, after
+    /// the take-back, runs nothing.
+    #[test]
+    fn a_planted_repository_configuration_runs_nothing_when_the_host_runs_git() {
+        use tar::EntryType as T;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ws");
+        std::fs::create_dir(&dir).unwrap();
+        let init = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let host_config = std::fs::read(dir.join(".git/config")).unwrap();
+        let marker = t.path().join("fsmonitor-ran");
+        let config = format!("[core]\n\tfsmonitor = \"touch {}\"\n", marker.display());
+        // The exploit works on a repository laid out like this.
+        let proof = t.path().join("proof");
+        std::fs::create_dir(&proof).unwrap();
+        std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(&proof)
+            .status()
+            .unwrap();
+        std::fs::write(proof.join(".git/config"), &config).unwrap();
+        git_status(&proof);
+        assert!(
+            marker.exists(),
+            "git runs core.fsmonitor: the exploit works"
+        );
+        std::fs::remove_file(&marker).unwrap();
+
+        let mut b = tar::Builder::new(Vec::new());
+        let bare = |b: &mut tar::Builder<Vec<u8>>, at: &str| {
+            append(b, T::Directory, at, None, 0o755, b"");
+            append(
+                b,
+                T::Regular,
+                &format!("{at}/HEAD"),
+                None,
+                0o644,
+                b"ref: refs/heads/main\n",
+            );
+            append(
+                b,
+                T::Regular,
+                &format!("{at}/config"),
+                None,
+                0o644,
+                config.as_bytes(),
+            );
+            append(b, T::Directory, &format!("{at}/objects"), None, 0o755, b"");
+            append(b, T::Directory, &format!("{at}/refs"), None, 0o755, b"");
+        };
+        bare(&mut b, "./planted");
+        append(&mut b, T::Directory, "./.git", None, 0o755, b"");
+        append(
+            &mut b,
+            T::Regular,
+            "./.git/commondir",
+            None,
+            0o644,
+            b"../planted\n",
+        );
+        append(
+            &mut b,
+            T::Regular,
+            "./.git/config",
+            None,
+            0o644,
+            config.as_bytes(),
+        );
+        append(&mut b, T::Directory, "./sub", None, 0o755, b"");
+        append(
+            &mut b,
+            T::Regular,
+            "./sub/.git",
+            None,
+            0o644,
+            b"gitdir: ../planted\n",
+        );
+        append(&mut b, T::Directory, "./nested", None, 0o755, b"");
+        bare(&mut b, "./nested/.git");
+        append(&mut b, T::Directory, "./cased", None, 0o755, b"");
+        bare(&mut b, "./cased/.GIT");
+        bare(&mut b, "./bare.git");
+        append(&mut b, T::Symlink, "./link", Some(".git"), 0o777, b"");
+        append(
+            &mut b,
+            T::Symlink,
+            "./sub/up",
+            Some("../nested/./.git"),
+            0o777,
+            b"",
+        );
+        append(&mut b, T::Regular, "./notes.txt", None, 0o644, b"kept\n");
+        let tar = b.into_inner().unwrap();
+        let back = back(&tar[..], &dir, 1 << 20).unwrap();
+        let said = back.to_string();
+        for at in [
+            "", "sub", "nested", "cased", "planted", "bare.git", "link", "sub/up",
+        ] {
+            git_status(&dir.join(at));
+            assert!(
+                !marker.exists(),
+                "git status in {at:?} ran the guest's command"
+            );
+        }
+        // The host's repository is what it was; the rest came back.
+        assert_eq!(std::fs::read(dir.join(".git/config")).unwrap(), host_config);
+        assert!(!dir.join(".git/commondir").exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+            "kept\n"
+        );
+        for gone in [
+            "planted",
+            "bare.git",
+            "sub/.git",
+            "nested/.git",
+            "cased/.GIT",
+            "link",
+            "sub/up",
+        ] {
+            assert!(std::fs::symlink_metadata(dir.join(gone)).is_err(), "{gone}");
+            assert!(said.contains(gone), "{gone}: {said}");
+        }
+    }
+
+    #[test]
+    fn a_workspace_laid_out_as_a_repository_is_refused_whole() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ws");
+        std::fs::create_dir(&dir).unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        append(
+            &mut b,
+            tar::EntryType::Regular,
+            "./HEAD",
+            None,
+            0o644,
+            b"ref: refs/heads/main\n",
+        );
+        append(
+            &mut b,
+            tar::EntryType::Directory,
+            "./refs",
+            None,
+            0o755,
+            b"",
+        );
+        let tar = b.into_inner().unwrap();
+        let e = back(&tar[..], &dir, 1 << 20).unwrap_err().to_string();
+        assert!(
+            e.contains("bare git repository") && e.contains("is unchanged"),
+            "{e}"
+        );
+        assert!(!dir.join("HEAD").exists());
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+        // And a writable workspace that is one is refused before the run.
+        std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::create_dir(dir.join("objects")).unwrap();
+        let ws = parse_workspace(&format!("{},rw", dir.display())).unwrap();
+        let e = check(&ws).unwrap_err().to_string();
+        assert!(
+            e.contains("git repository directory") && e.contains("read-only"),
+            "{e}"
+        );
+        assert!(check(&parse_workspace(dir.to_str().unwrap()).unwrap()).is_ok());
     }
 
     #[test]
