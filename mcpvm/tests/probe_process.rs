@@ -347,3 +347,55 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// The probe's memory ceiling: whatever a tool's schema asks for, the
+/// probe stays under it. Asserted on the peak resident size the kernel
+/// recorded for the probe and everything it waited for.
+const PROBE_MEMORY_CEILING_MIB: i64 = 256;
+
+/// A tool whose schema holds a 4 MiB `default` inside two lists of
+/// `minItems: 64` (copied naively, 16 GiB of arguments: before the byte
+/// budget this drove the probe to 24 GB on this machine): the probe stays
+/// under its ceiling, calls the tool with what fits, and the step says
+/// what was cut.
+#[test]
+fn a_schema_bomb_keeps_the_probe_under_its_memory_ceiling() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .args(["probe", "--json", "--", &broken(), "schema-bomb"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let said = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = Vec::new();
+    out.read_to_end(&mut stdout).unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: waits for our own child, whose pid std has not reaped.
+    let waited = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as i32);
+    let err = said.join().unwrap();
+    let peak_mib = usage.ru_maxrss / 1024;
+    assert!(
+        peak_mib < PROBE_MEMORY_CEILING_MIB,
+        "the probe peaked at {peak_mib} MiB: {err}"
+    );
+    assert_eq!(libc::WEXITSTATUS(status), 0, "{err}");
+    let r: Value = serde_json::from_slice(&stdout).unwrap();
+    let grid = step(&r, "tools/call:grid");
+    assert_eq!(grid["outcome"], "ok", "{grid}");
+    assert!(
+        grid["detail"]["why"]["cells"]
+            .as_str()
+            .unwrap()
+            .contains("argument budget"),
+        "{grid}"
+    );
+    assert!(grid["detail"]["text"].as_str().unwrap().ends_with(" rows"));
+}

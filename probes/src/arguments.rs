@@ -24,22 +24,106 @@ const MAX_DEPTH: usize = 16;
 /// schema (nested lists with `minItems`, self-references) could otherwise
 /// ask for 64^15 of them. Past it, values are `null` and lists stop.
 pub const MAX_VALUES: usize = 10_000;
-/// String bytes one call's arguments may hold (`minLength` asks).
-pub const MAX_STRING_BYTES: usize = 1 << 20;
+/// Bytes one call's arguments may hold, as JSON, all counted: strings made
+/// for `minLength`, property names, and every value copied from the
+/// schema (`const`, `enum`, `default`, `examples`) or from the server's
+/// earlier answers. A schema's 4 MiB `default` inside two lists of
+/// `minItems: 64` once asked for 16 GiB of copies; a copy that does not
+/// fit is `null` instead, and the argument's reason says so.
+pub const MAX_BYTES: usize = 1 << 20;
 
 /// What is left of one call's allowance.
 struct Budget {
     values: usize,
     bytes: usize,
+    /// Something was left out for want of room (said in the reason).
+    capped: bool,
 }
 
 impl Budget {
     fn new() -> Budget {
         Budget {
             values: MAX_VALUES,
-            bytes: MAX_STRING_BYTES,
+            bytes: MAX_BYTES,
+            capped: false,
         }
     }
+
+    /// Takes `bytes` of room; false (and nothing taken) when there is not
+    /// that much left.
+    fn take(&mut self, bytes: usize) -> bool {
+        if bytes > self.bytes {
+            self.capped = true;
+            return false;
+        }
+        self.bytes -= bytes;
+        true
+    }
+
+    /// A copy of `v` if it fits what is left (its JSON size and its
+    /// values), else `null`. Measuring stops as soon as it is over, so a
+    /// huge value costs no more to refuse than the room left.
+    fn copy(&mut self, v: &Value) -> Value {
+        let mut size = Size {
+            bytes: 0,
+            values: 0,
+            room: (self.bytes, self.values),
+        };
+        if size.add(v) && self.values >= size.values && self.take(size.bytes) {
+            self.values -= size.values;
+            return v.clone();
+        }
+        self.capped = true;
+        self.bytes = self.bytes.saturating_sub(5);
+        Value::Null
+    }
+}
+
+/// The JSON size of a value, counted up to a limit.
+struct Size {
+    bytes: usize,
+    values: usize,
+    room: (usize, usize),
+}
+
+impl Size {
+    /// Adds `v`; false once over the room.
+    fn add(&mut self, v: &Value) -> bool {
+        self.values += 1;
+        self.bytes += match v {
+            Value::Null | Value::Bool(_) => 5,
+            Value::Number(_) => 24,
+            Value::String(s) => s.len() + 2,
+            Value::Array(a) => 2 + a.len(),
+            Value::Object(m) => 2 + m.keys().map(|k| k.len() + 4).sum::<usize>(),
+        };
+        if self.bytes > self.room.0 || self.values > self.room.1 {
+            return false;
+        }
+        match v {
+            Value::Array(a) => a.iter().all(|x| self.add(x)),
+            Value::Object(m) => m.values().all(|x| self.add(x)),
+            _ => true,
+        }
+    }
+}
+
+/// Where a top-level reason says the budget cut something.
+fn with_cap_note(reason: String, budget: &Budget) -> String {
+    match budget.capped {
+        true => format!(
+            "{reason}; cut to fit the {} KiB argument budget (null in its place)",
+            MAX_BYTES >> 10
+        ),
+        false => reason,
+    }
+}
+
+static NULL: Value = Value::Null;
+
+/// `root[key]`, or null.
+fn field<'a>(root: &'a Map<String, Value>, key: &str) -> &'a Value {
+    root.get(key).unwrap_or(&NULL)
 }
 
 /// What a run offers argument generation beyond the schema.
@@ -82,16 +166,20 @@ pub fn generate_with(
     schema: &Map<String, Value>,
     hints: &Hints,
 ) -> (Map<String, Value>, Map<String, Value>) {
-    let root = Value::Object(schema.clone());
+    // The schema is borrowed, never copied: a server's schema can be as
+    // large as its listing line.
+    let root = schema;
     let mut budget = Budget::new();
     let mut args = Map::new();
     let mut why = Map::new();
-    for name in required(&root) {
-        if budget.values == 0 {
+    for name in required(field(root, "required")) {
+        if budget.values == 0 || !budget.take(name.len() + 4) {
             break;
         }
-        let prop = &root["properties"][&name];
-        let (v, reason) = top_value(&root, prop, &name, hints, &mut budget);
+        budget.capped = false;
+        let prop = &field(root, "properties")[&name];
+        let (v, reason) = top_value(root, prop, &name, hints, &mut budget);
+        let reason = with_cap_note(reason, &budget);
         args.insert(name.clone(), v);
         why.insert(name, Value::String(reason));
     }
@@ -102,7 +190,7 @@ pub fn generate_with(
 /// then what the server said earlier, then what the name asks for, then
 /// the type.
 fn top_value(
-    root: &Value,
+    root: &Map<String, Value>,
     prop: &Value,
     name: &str,
     hints: &Hints,
@@ -110,16 +198,16 @@ fn top_value(
 ) -> (Value, String) {
     let schema = resolve(root, prop, 0);
     if let Some(v) = schema.get("const") {
-        return (v.clone(), "const".into());
+        return (budget.copy(v), "const".into());
     }
     if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
-        return (first.clone(), "the first enum member".into());
+        return (budget.copy(first), "the first enum member".into());
     }
     if let Some(v) = schema.get("default") {
-        return (v.clone(), "the schema's default".into());
+        return (budget.copy(v), "the schema's default".into());
     }
     if let Some(e) = schema["examples"].as_array().and_then(|e| e.first()) {
-        return (e.clone(), "the schema's first example".into());
+        return (budget.copy(e), "the schema's first example".into());
     }
     let ty = primary_type(schema);
     if let Some(v) = hints.seen.get(&name.to_lowercase()) {
@@ -131,7 +219,7 @@ fn top_value(
         );
         if fits {
             return (
-                v.clone(),
+                budget.copy(v),
                 format!("returned by the server earlier as '{name}'"),
             );
         }
@@ -140,7 +228,8 @@ fn top_value(
     if ty.as_deref() == Some("string") && schema.get("format").is_none() {
         if let Some((v, reason)) = by_name(name, description, hints) {
             budget.values = budget.values.saturating_sub(1);
-            return (Value::String(v), reason);
+            let v = budget.copy(&Value::String(v));
+            return (v, reason);
         }
     }
     // A list of plain strings named for what each is (`filePaths`,
@@ -156,7 +245,8 @@ fn top_value(
         let one = name.strip_suffix('s').unwrap_or(name);
         if let Some((v, reason)) = by_name(one, description, hints) {
             budget.values = budget.values.saturating_sub(1);
-            return (json!([v]), format!("{reason}, as a list of one"));
+            let v = budget.copy(&json!([v]));
+            return (v, format!("{reason}, as a list of one"));
         }
     }
     let v = value_for(root, prop, 1, budget);
@@ -339,10 +429,16 @@ pub fn remember(text: &str, seen: &mut Map<String, Value>) {
 
 /// Arguments where every required property has the wrong type.
 pub fn wrong_types(schema: &Map<String, Value>) -> Map<String, Value> {
-    let root = Value::Object(schema.clone());
+    let root = schema;
     let mut out = Map::new();
-    for name in required(&root) {
-        let prop = resolve(&root, &root["properties"][&name], 0);
+    let mut room = MAX_BYTES;
+    for name in required(field(root, "required")) {
+        // Property names are the server's: bounded like everything else.
+        room = match room.checked_sub(name.len() + 32) {
+            Some(r) => r,
+            None => break,
+        };
+        let prop = resolve(root, &field(root, "properties")[&name], 0);
         let wrong = match primary_type(prop).as_deref() {
             Some("string") => json!(12345),
             Some("number" | "integer") => json!("not a number"),
@@ -364,21 +460,21 @@ pub fn wrong_types(schema: &Map<String, Value>) -> Map<String, Value> {
 /// The first string property, required ones first: where the robustness
 /// probe puts its oversized argument.
 pub fn first_string_property(schema: &Map<String, Value>) -> Option<String> {
-    let root = Value::Object(schema.clone());
-    let props = root["properties"].as_object()?;
+    let root = schema;
+    let props = field(root, "properties").as_object()?;
     let is_string = |n: &String| {
-        primary_type(resolve(&root, &props[n.as_str()], 0)).as_deref() == Some("string")
+        primary_type(resolve(root, &props[n.as_str()], 0)).as_deref() == Some("string")
     };
-    let req = required(&root);
+    let req = required(field(root, "required"));
     req.iter()
         .find(|n| props.contains_key(n.as_str()) && is_string(n))
         .or_else(|| props.keys().find(|n| is_string(n)))
         .cloned()
 }
 
-fn required(schema: &Value) -> Vec<String> {
-    schema["required"]
-        .as_array()
+/// The names a schema's `required` list holds (`list`: that list).
+fn required(list: &Value) -> Vec<String> {
+    list.as_array()
         .map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(str::to_string))
@@ -388,16 +484,27 @@ fn required(schema: &Value) -> Vec<String> {
 }
 
 /// Follows a local `$ref` (`#/$defs/X`, `#/definitions/X`).
-fn resolve<'a>(root: &'a Value, schema: &'a Value, depth: usize) -> &'a Value {
+fn resolve<'a>(root: &'a Map<String, Value>, schema: &'a Value, depth: usize) -> &'a Value {
     match schema["$ref"].as_str() {
         Some(r) if depth < MAX_DEPTH => {
-            let target = r
-                .strip_prefix('#')
-                .and_then(|p| root.pointer(p))
-                .unwrap_or(&Value::Null);
-            resolve(root, target, depth + 1)
+            let target = r.strip_prefix('#').and_then(|p| pointer(root, p));
+            resolve(root, target.unwrap_or(&NULL), depth + 1)
         }
         _ => schema,
+    }
+}
+
+/// A JSON pointer (RFC 6901) into the schema object `root`; "" is the
+/// schema itself, which a borrowed map cannot be: a `$ref` to `#` (a
+/// whole-schema recursion) resolves to nothing, and gets `null`.
+fn pointer<'a>(root: &'a Map<String, Value>, p: &str) -> Option<&'a Value> {
+    let rest = p.strip_prefix('/')?;
+    let (first, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    let first = first.replace("~1", "/").replace("~0", "~");
+    let v = root.get(&first)?;
+    match rest.contains('/') {
+        true => v.pointer(&format!("/{tail}")),
+        false => Some(v),
     }
 }
 
@@ -416,7 +523,12 @@ fn primary_type(schema: &Value) -> Option<String> {
     }
 }
 
-fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) -> Value {
+fn value_for(
+    root: &Map<String, Value>,
+    schema: &Value,
+    depth: usize,
+    budget: &mut Budget,
+) -> Value {
     if budget.values == 0 {
         return Value::Null;
     }
@@ -428,16 +540,16 @@ fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) ->
     }
     let schema = resolve(root, schema, depth);
     if let Some(c) = schema.get("const") {
-        return c.clone();
+        return budget.copy(c);
     }
     if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
-        return first.clone();
+        return budget.copy(first);
     }
     if let Some(d) = schema.get("default") {
-        return d.clone();
+        return budget.copy(d);
     }
     if let Some(e) = schema["examples"].as_array().and_then(|e| e.first()) {
-        return e.clone();
+        return budget.copy(e);
     }
     for key in ["anyOf", "oneOf", "allOf"] {
         if let Some(branches) = schema[key].as_array() {
@@ -452,14 +564,14 @@ fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) ->
     }
     match primary_type(schema).as_deref() {
         Some("string") => {
-            let s = string_for(schema, budget.bytes);
-            budget.bytes -= s.as_str().map_or(0, str::len).min(budget.bytes);
+            let s = string_for(schema, budget.bytes.saturating_sub(2));
+            budget.take(s.as_str().map_or(0, str::len) + 2);
             s
         }
-        Some("integer") => json!(number_for(schema).round() as i64),
-        Some("number") => json!(number_for(schema)),
-        Some("boolean") => json!(false),
-        Some("null") => Value::Null,
+        Some("integer") if budget.take(24) => json!(number_for(schema).round() as i64),
+        Some("number") if budget.take(24) => json!(number_for(schema)),
+        Some("boolean") if budget.take(5) => json!(false),
+        Some("integer" | "number" | "boolean" | "null") => Value::Null,
         Some("array") => {
             // One item where allowed: an empty list is often a no-op, and
             // the point is to exercise the tool.
@@ -472,8 +584,11 @@ fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) ->
                 .min(64);
             let item = &schema["items"];
             let mut items = Vec::new();
+            if !budget.take(2) {
+                return Value::Null;
+            }
             for _ in 0..n {
-                if budget.values == 0 {
+                if budget.values == 0 || !budget.take(1) {
                     break;
                 }
                 items.push(value_for(root, item, depth + 1, budget));
@@ -482,8 +597,11 @@ fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) ->
         }
         Some("object") => {
             let mut m = Map::new();
-            for name in required(schema) {
-                if budget.values == 0 {
+            if !budget.take(2) {
+                return Value::Null;
+            }
+            for name in required(&schema["required"]) {
+                if budget.values == 0 || !budget.take(name.len() + 4) {
                     break;
                 }
                 let prop = &schema["properties"][&name];
@@ -491,7 +609,8 @@ fn value_for(root: &Value, schema: &Value, depth: usize, budget: &mut Budget) ->
             }
             Value::Object(m)
         }
-        _ => json!("mcpvm-probe"),
+        _ if budget.take(13) => json!("mcpvm-probe"),
+        _ => Value::Null,
     }
 }
 
@@ -735,9 +854,59 @@ mod tests {
             let t = std::time::Instant::now();
             let args = Value::Object(generate(&schema));
             assert!(count(&args) <= MAX_VALUES + 1, "{}", count(&args));
-            assert!(args.to_string().len() <= MAX_STRING_BYTES + 64 * MAX_VALUES);
+            assert!(args.to_string().len() <= MAX_BYTES + 2);
             assert!(t.elapsed() < std::time::Duration::from_secs(5));
         }
+    }
+
+    /// The schema that drove `mcpvm probe` to 24 GB: a 4 MiB `default`
+    /// inside two lists of `minItems: 64`, plus big `const`, `enum` and
+    /// `examples` values and a server-returned value. Every copy counts
+    /// against one byte budget; what does not fit is null, and the
+    /// property's reason says so.
+    #[test]
+    fn copies_from_the_schema_count_against_one_byte_budget() {
+        let big = "x".repeat(4 << 20);
+        let s = obj(json!({
+            "type": "object",
+            "properties": {
+                "bomb": {"type": "array", "minItems": 64, "items": {
+                    "type": "array", "minItems": 64, "items": {"type": "string", "default": big}}},
+                "small": {"type": "string", "default": "fits"},
+                "c": {"const": {"k": big}},
+                "e": {"enum": [big]},
+                "x": {"type": "string", "examples": [big]},
+                "seen_id": {"type": "string"},
+            },
+            "required": ["bomb", "small", "c", "e", "x", "seen_id"],
+        }));
+        let mut hints = Hints::default();
+        hints
+            .seen
+            .insert("seen_id".into(), json!("y".repeat(2 << 20)));
+        let t = std::time::Instant::now();
+        let (args, why) = generate_with(&s, &hints);
+        assert!(t.elapsed() < std::time::Duration::from_secs(2));
+        let args = Value::Object(args);
+        assert!(args.to_string().len() <= MAX_BYTES + 2);
+        assert_eq!(args["small"], "fits");
+        for cut in ["c", "e", "x", "seen_id"] {
+            assert_eq!(args[cut], Value::Null, "{cut}");
+            assert!(
+                why[cut].as_str().unwrap().contains("argument budget"),
+                "{cut}: {}",
+                why[cut]
+            );
+        }
+        // The lists are there, their items null: the call still goes out.
+        assert!(args["bomb"].as_array().is_some_and(|a| !a.is_empty()));
+        assert!(why["bomb"].as_str().unwrap().contains("argument budget"));
+        assert!(!why["small"].as_str().unwrap().contains("budget"));
+        // Names are the server's too, and robustness arguments bounded.
+        let mut names = s.clone();
+        names["required"] = json!((0..4000).map(|i| format!("{i:0>1000}")).collect::<Vec<_>>());
+        assert!(Value::Object(wrong_types(&names)).to_string().len() <= 2 * MAX_BYTES);
+        assert!(Value::Object(generate(&names)).to_string().len() <= MAX_BYTES + 2);
     }
 
     #[test]

@@ -26,6 +26,11 @@ use crate::exchange::{ms_since, Direction, Exchange};
 /// A stdout line longer than this is garbage: it is dropped up to its
 /// newline, so a server cannot exhaust the probe's memory.
 const MAX_LINE: usize = 64 << 20;
+/// JSON values one stdout line may hold. Parsed, each costs the probe tens
+/// of bytes whatever its size on the wire (two bytes for `0,`): a 64 MiB
+/// line of `[0,0,…]` would be over a GiB, parsed again by rmcp. A line
+/// with more is treated as garbage, never parsed.
+const MAX_LINE_VALUES: usize = 1 << 20;
 /// How much of the server's stderr a report keeps.
 const STDERR_TAIL: usize = 8192;
 
@@ -460,6 +465,13 @@ async fn deliver(line: &mut Vec<u8>, tx: &mpsc::Sender<serde_json::Value>, x: &E
     if line.iter().all(u8::is_ascii_whitespace) {
         return;
     }
+    if values_over(line, MAX_LINE_VALUES) {
+        log::info!(
+            "a stdout line of the server holds over {MAX_LINE_VALUES} JSON values: not parsed"
+        );
+        x.record(Direction::Received, line, None);
+        return;
+    }
     match serde_json::from_slice::<serde_json::Value>(line) {
         Ok(v) => {
             x.record(Direction::Received, line, Some(&v));
@@ -467,6 +479,32 @@ async fn deliver(line: &mut Vec<u8>, tx: &mpsc::Sender<serde_json::Value>, x: &E
         }
         Err(_) => x.record(Direction::Received, line, None),
     }
+}
+
+/// Whether the JSON text `line` holds more than `max` values: every value
+/// but the first follows a `,` or opens an array or object (or is an
+/// object's key, after `{` or `,`), outside strings.
+fn values_over(line: &[u8], max: usize) -> bool {
+    let (mut n, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in line {
+        match (in_string, b) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => in_string = true,
+            // `{"k":1,"l":2}`: a key and a value per `:`, the `,` and
+            // `{` count one of them; `[1,2]`: one per `,` and `[`.
+            (false, b',' | b'[' | b'{' | b':') => {
+                n += 1;
+                if n > max {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 async fn read_stderr(mut err: impl AsyncRead + Unpin, sink: Arc<Mutex<(u64, VecDeque<u8>)>>) {
@@ -537,6 +575,36 @@ mod tests {
 
     fn sh(script: &str) -> Vec<String> {
         vec!["sh".into(), "-c".into(), script.into()]
+    }
+
+    #[test]
+    fn a_line_of_too_many_values_is_not_parsed() {
+        let many = format!("[{}0]", "0,".repeat(MAX_LINE_VALUES));
+        assert!(values_over(many.as_bytes(), MAX_LINE_VALUES));
+        let fine = format!("[{}0]", "0,".repeat(MAX_LINE_VALUES - 2));
+        assert!(!values_over(fine.as_bytes(), MAX_LINE_VALUES));
+        // Commas and brackets inside strings are text, escapes included.
+        let text = format!(
+            "{{\"k\":\"{}\\\"{}\"}}",
+            ",[".repeat(1000),
+            ",{".repeat(1000)
+        );
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&text).is_ok(),
+            "{text}"
+        );
+        assert!(!values_over(text.as_bytes(), 10));
+        assert!(values_over(br#"{"a":1,"b":[2,3]}"#, 5));
+        assert!(!values_over(br#"{"a":1,"b":[2,3]}"#, 8));
+        // The reader delivers the small one and drops the big one.
+        rt().block_on(async {
+            let (tx, mut rx) = mpsc::channel(4);
+            let x = Exchange::new(Instant::now());
+            let input = format!("{many}\n{{\"ok\":1}}\n").into_bytes();
+            read_stdout(&input[..], tx, x.clone(), Arc::new(OnceLock::new())).await;
+            assert_eq!(rx.recv().await.unwrap(), serde_json::json!({"ok": 1}));
+            assert!(rx.recv().await.is_none());
+        });
     }
 
     /// Set in the middle process of the parent-death test.
