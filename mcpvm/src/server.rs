@@ -11,6 +11,9 @@ pub struct ServerPlan {
     pub layer: PathBuf,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Its catalogued credentials with their values (from mcpvm's
+    /// environment): never printed, recorded or reported.
+    pub secrets: Vec<(String, String)>,
     /// A shell line the agent runs before the server, outside its policy.
     pub setup: Option<String>,
     /// What it may reach: the catalogue's `HOST[:PORT]` rules.
@@ -74,11 +77,17 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
             server: name.to_string(),
             key,
         })?;
+    let secrets = entry
+        .credentials
+        .iter()
+        .filter_map(|k| Some((k.clone(), std::env::var(k).ok()?)))
+        .collect();
     Ok(ServerPlan {
         runtime,
         layer,
         argv: entry.argv(name),
         env,
+        secrets,
         setup: entry.setup.clone(),
         network: entry.network.clone(),
         http_port: match entry.transport {

@@ -359,6 +359,8 @@ const PROBE_MEMORY_CEILING_MIB: i64 = 256;
 /// under its ceiling, calls the tool with what fits, and the step says
 /// what was cut.
 #[test]
+// Reaped by wait4 below, which also gives its peak RSS.
+#[allow(clippy::zombie_processes)]
 fn a_schema_bomb_keeps_the_probe_under_its_memory_ceiling() {
     use std::io::Read;
     use std::process::Stdio;
@@ -398,4 +400,54 @@ fn a_schema_bomb_keeps_the_probe_under_its_memory_ceiling() {
         "{grid}"
     );
     assert!(grid["detail"]["text"].as_str().unwrap().ends_with(" rows"));
+}
+
+/// `--env-file` and `--secret` on a bare process: the value reaches the
+/// server by environment, and what the server prints with it (stderr, a
+/// tool's answer) is redacted from the result and its summary.
+#[test]
+fn a_secret_is_redacted_from_what_the_server_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("secret.env");
+    std::fs::write(&file, "# the key\nAPI_KEY=sk-live-0f9e8d7c6b5a\n").unwrap();
+    let script = format!("echo \"using $API_KEY\" >&2; exec {} vulnerable", broken());
+    let call = r#"run={"text":"$API_KEY"}"#;
+    let args = [
+        "--env-file",
+        file.to_str().unwrap(),
+        "--secret",
+        "API_KEY",
+        "--only-given",
+        "--call",
+        call,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let (_, r, err) = probe(&args);
+    let text = r.to_string();
+    assert!(!text.contains("sk-live-0f9e8d7c6b5a"), "{text}");
+    assert!(
+        r["stderr"]["tail"]
+            .as_str()
+            .unwrap()
+            .contains("using [redacted: API_KEY]"),
+        "{}",
+        r["stderr"]
+    );
+    // The tool's shell expanded the variable: its answer held the value.
+    let run = step(&r, "tools/call:run");
+    assert_eq!(run["detail"]["text"], "[redacted: API_KEY]\n", "{run}");
+    // The summary (no --json) too.
+    let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .arg("probe")
+        .args(args)
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !summary.contains("sk-live-0f9e8d7c6b5a") && !err.contains("sk-live"),
+        "{summary}"
+    );
 }

@@ -378,3 +378,35 @@ fn an_oom_killed_server_is_reported() {
         serde_json::json!(["tools/call:alloc"])
     );
 }
+
+/// A secret given by `--env-file` reaches the server (it prints it on
+/// stderr) by environment only: no argv on the host showed it while the
+/// probe ran, and the probe's result names it instead of holding it.
+#[test]
+fn a_secret_reaches_the_server_and_no_argv_or_result_shows_it() {
+    let c = case("secret");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert!(!c.stdout.contains("tok-5f2c9a7e"), "{}", c.stdout);
+    let r = c.json();
+    let tail = r["stderr"]["tail"].as_str().unwrap();
+    assert!(
+        tail.contains("token=[redacted: MCPVM_TEST_TOKEN]"),
+        "{tail}"
+    );
+    assert!(
+        r["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "--env=MCPVM_TEST_TOKEN"),
+        "{}",
+        r["command"]
+    );
+    let hits = results().file("secret_argv_hits.txt");
+    let samples: Vec<&str> = hits.lines().collect();
+    assert!(samples.len() >= 5, "the sampler ran: {hits:?}");
+    assert!(
+        samples.iter().all(|n| *n == "0"),
+        "an argv showed the secret: {hits:?}"
+    );
+}

@@ -21,6 +21,7 @@ pub mod effects;
 pub mod exchange;
 pub mod findings;
 pub mod http;
+pub mod redact;
 pub mod result;
 pub mod robustness;
 pub mod run;

@@ -67,6 +67,11 @@ pub struct ProbeOptions {
     /// The server speaks Streamable HTTP here (`crate::http`), not on
     /// the command's stdio.
     pub http: Option<crate::http::Endpoint>,
+    /// Added to the command's environment (the server's variables when
+    /// the command is `mcpvm run --env KEY`: values never go in argv).
+    pub env: Vec<(String, String)>,
+    /// Values redacted from the result before anyone sees it.
+    pub secrets: crate::redact::Secrets,
 }
 
 impl Default for ProbeOptions {
@@ -89,6 +94,8 @@ impl Default for ProbeOptions {
             payloads: Vec::new(),
             roots: Vec::new(),
             http: None,
+            env: Vec::new(),
+            secrets: Default::default(),
         }
     }
 }
@@ -99,6 +106,8 @@ pub enum ProbeError {
     Wire(#[from] WireError),
     #[error("Cannot start the probe's runtime")]
     Runtime(#[source] std::io::Error),
+    #[error("Cannot redact the secrets from the probe's result, so it is not shown")]
+    Redact(#[source] serde_json::Error),
 }
 
 /// Probes the server that `command` starts, as a host process speaking
@@ -118,10 +127,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         "process"
     };
     let mut result = ProbeResult::new(command, transport);
-    let mut wire = match &opts.http {
-        Some(to) => Wire::spawn_http(command, to.clone())?,
-        None => Wire::spawn(command)?,
-    };
+    let mut wire = Wire::spawn_with(command, &opts.env, opts.http.clone())?;
     let mut hs = conformance::handshake(&mut wire, opts, opts.lifecycle, &mut result.steps).await;
     if matches!(hs, Handshake::RetryWithInitialize) {
         wire.shutdown(opts.exit_grace).await;
@@ -194,7 +200,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         result.roots = opts.roots.clone();
     }
     result.conclude();
-    Ok(result)
+    opts.secrets.record(result).map_err(ProbeError::Redact)
 }
 
 /// The tool the argument probes aim at: one that answered a call,

@@ -127,25 +127,39 @@ pub struct Wire {
     spawned: Instant,
     /// The server speaks Streamable HTTP here (its stdout is then a log).
     http: Option<crate::http::Endpoint>,
+    /// Added to the command's environment, again on a respawn.
+    env: Arc<Vec<(String, String)>>,
 }
 
 impl Wire {
     /// Spawns `command` in its own process group (so that a server that
     /// forks, like `npx` starting node, is ended whole).
     pub fn spawn(command: &[String]) -> Result<Wire, WireError> {
-        Self::spawn_recording(command, Exchange::new(Instant::now()), Arc::default(), None)
+        Self::spawn_with(command, &[], None)
+    }
+
+    /// [`Wire::spawn`] with `env` added to the command's environment
+    /// (where secrets go: never its argv, which every local user can
+    /// read), reaching a Streamable HTTP server at `http` if given.
+    pub fn spawn_with(
+        command: &[String],
+        env: &[(String, String)],
+        http: Option<crate::http::Endpoint>,
+    ) -> Result<Wire, WireError> {
+        Self::spawn_recording(
+            command,
+            Exchange::new(Instant::now()),
+            Arc::default(),
+            http,
+            Arc::new(env.to_vec()),
+        )
     }
 
     /// [`Wire::spawn`] of a server that speaks Streamable HTTP at `http`
     /// (`crate::http`): lines go there as POSTs, and its stdout is kept
     /// as a log beside stderr.
     pub fn spawn_http(command: &[String], http: crate::http::Endpoint) -> Result<Wire, WireError> {
-        Self::spawn_recording(
-            command,
-            Exchange::new(Instant::now()),
-            Arc::default(),
-            Some(http),
-        )
+        Self::spawn_with(command, &[], Some(http))
     }
 
     /// Starts `command` again as a new server process whose lines and
@@ -156,6 +170,7 @@ impl Wire {
             self.exchange.clone(),
             self.stderr.clone(),
             self.http.clone(),
+            self.env.clone(),
         )
     }
 
@@ -164,10 +179,12 @@ impl Wire {
         exchange: Exchange,
         stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
         http: Option<crate::http::Endpoint>,
+        env: Arc<Vec<(String, String)>>,
     ) -> Result<Wire, WireError> {
         let (program, args) = command.split_first().ok_or(WireError::NoCommand)?;
         let mut cmd = Command::new(program);
         cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -234,6 +251,7 @@ impl Wire {
             ended: None,
             spawned,
             http,
+            env,
         })
     }
 

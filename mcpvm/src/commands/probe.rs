@@ -389,6 +389,11 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         // `mcpvm run` would refuse these too, but once per spawn and
         // inside the probe's report: say it once, here.
         let checked = args.vm_options.check(!args.command.is_empty())?;
+        // `mcpvm run` gets the names on its command line and the values
+        // in its environment; its credentials and --secret's are
+        // redacted from the result.
+        opts.env = checked.env.clone();
+        opts.secrets = probes::redact::Secrets::new(checked.secrets.clone());
         // A server that speaks HTTP is reached through --listen on a
         // free loopback port.
         let http_port = checked.server.as_ref().and_then(|s| s.http_port);
@@ -425,6 +430,14 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         rundir = Some(dir);
         cmd
     } else {
+        // A bare process gets the same environment and redaction.
+        let env = args.vm_options.environment()?;
+        opts.secrets = probes::redact::Secrets::new(
+            env.iter()
+                .filter(|(k, _)| args.vm_options.secrets.contains(k))
+                .cloned(),
+        );
+        opts.env = env;
         args.command
     };
     let result = probe_process(&command, &opts)?;

@@ -484,7 +484,7 @@ mod tests {
             RunArgs {
                 vm: VmOptions {
                     mem: Some(512),
-                    env: vec![("K".into(), "v".into())],
+                    env: vec![("K".into(), None)],
                     ..VmOptions::default()
                 },
                 timings: Some("t.json".into()),

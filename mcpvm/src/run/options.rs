@@ -28,9 +28,21 @@ pub struct VmOptions {
     /// Working directory of the server inside the guest.
     #[arg(long)]
     pub cwd: Option<String>,
-    /// Environment for the server, KEY=VALUE (repeatable).
-    #[arg(long = "env", value_parser = parse_env)]
-    pub env: Vec<(String, String)>,
+    /// Environment for the server: KEY=VALUE, or KEY alone to pass
+    /// mcpvm's own KEY on (repeatable). Values reach the VM by
+    /// environment, never on a command line mcpvm starts.
+    #[arg(long = "env", value_name = "KEY[=VALUE]", value_parser = parse_env)]
+    pub env: Vec<(String, Option<String>)>,
+    /// KEY=VALUE lines (blank lines and `#` comments skipped) for the
+    /// server's environment, before --env (repeatable).
+    #[arg(long = "env-file", value_name = "FILE", value_parser = parse_env_file)]
+    pub env_files: Vec<EnvFile>,
+    /// A variable whose value is secret (repeatable): passed to the
+    /// server (from --env, --env-file or mcpvm's environment) and
+    /// redacted from everything `probe` and `audit` print, record or
+    /// report, as the catalogue's credentials are.
+    #[arg(long = "secret", value_name = "KEY", value_parser = parse_env_key)]
+    pub secrets: Vec<String>,
     /// Write the guest console (kernel and agent messages) to this file.
     #[arg(long)]
     pub console: Option<PathBuf>,
@@ -158,6 +170,8 @@ impl Default for VmOptions {
             vcpus: None,
             cwd: None,
             env: Vec::new(),
+            env_files: Vec::new(),
+            secrets: Vec::new(),
             console: None,
             timeout: None,
             allow_pvm: false,
@@ -195,6 +209,13 @@ pub struct Checked {
     pub network: Option<withholding::network::Policy>,
     /// The guest port --listen forwards to.
     pub inbound: Option<u16>,
+    /// The user's environment for the server: --env-file's, then
+    /// --env's (values from mcpvm's environment where only a name was
+    /// given), then --secret's not given by either.
+    pub env: Vec<(String, String)>,
+    /// Values never to print, record or report, by name: the server's
+    /// catalogued credentials and --secret's.
+    pub secrets: Vec<(String, String)>,
 }
 
 impl VmOptions {
@@ -238,6 +259,16 @@ impl VmOptions {
         if let Some(ws) = &self.workspace {
             crate::workspace::check(ws)?;
         }
+        let env = self.environment()?;
+        let mut secrets = server
+            .as_ref()
+            .map(|s| s.secrets.clone())
+            .unwrap_or_default();
+        secrets.extend(
+            env.iter()
+                .filter(|(k, _)| self.secrets.contains(k))
+                .cloned(),
+        );
         let network = network(server.as_ref(), &self.allow_net, profile.as_ref())?;
         let http_port = server.as_ref().and_then(|s| s.http_port);
         let inbound = match (self.listen, self.guest_port.or(http_port)) {
@@ -256,7 +287,47 @@ impl VmOptions {
             root_image,
             network,
             inbound,
+            env,
+            secrets,
         })
+    }
+
+    /// The user's environment for the server ([`Checked::env`]); Err
+    /// names a variable given by name only that mcpvm's environment
+    /// does not hold.
+    pub fn environment(&self) -> Result<Vec<(String, String)>, String> {
+        let own = |k: &str| {
+            std::env::var(k).map_err(|_| {
+                format!(
+                    "{k} is not set in mcpvm's environment: give --env {k}=VALUE, --env-file FILE, \
+                     or export {k}"
+                )
+            })
+        };
+        let mut env: Vec<(String, String)> = Vec::new();
+        let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
+            env.retain(|(have, _)| have != k);
+            env.push((k.to_string(), v));
+        };
+        for f in &self.env_files {
+            for (k, v) in &f.vars {
+                set(&mut env, k, v.clone());
+            }
+        }
+        for (k, v) in &self.env {
+            let v = match v {
+                Some(v) => v.clone(),
+                None => own(k)?,
+            };
+            set(&mut env, k, v);
+        }
+        for k in &self.secrets {
+            if !env.iter().any(|(have, _)| have == k) {
+                let v = own(k)?;
+                set(&mut env, k, v);
+            }
+        }
+        Ok(env)
     }
 
     /// --catalogue and --catalogue-only together.
@@ -287,8 +358,23 @@ impl VmOptions {
         a.value("mem", &self.mem);
         a.value("vcpus", &self.vcpus);
         a.value("cwd", &self.cwd);
-        for (k, v) in &self.env {
-            a.push(format!("--env={k}={v}"));
+        // Names only: the values go in the child's environment
+        // ([`VmOptions::environment`]), where `ps` does not show them.
+        let mut names: Vec<&str> = Vec::new();
+        let files = self
+            .env_files
+            .iter()
+            .flat_map(|f| f.vars.iter().map(|(k, _)| k));
+        for k in files.chain(self.env.iter().map(|(k, _)| k)) {
+            if !names.contains(&k.as_str()) {
+                names.push(k);
+            }
+        }
+        for k in names {
+            a.push(format!("--env={k}"));
+        }
+        for k in &self.secrets {
+            a.push(format!("--secret={k}"));
         }
         a.path("console", &self.console);
         a.value("timeout", &self.timeout);
@@ -322,11 +408,51 @@ impl VmOptions {
     }
 }
 
-fn parse_env(s: &str) -> Result<(String, String), String> {
+fn parse_env(s: &str) -> Result<(String, Option<String>), String> {
     match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(format!("'{s}' is not KEY=VALUE")),
+        Some((k, v)) => Ok((parse_env_key(k)?, Some(v.to_string()))),
+        None => Ok((parse_env_key(s)?, None)),
     }
+}
+
+fn parse_env_key(k: &str) -> Result<String, String> {
+    let ok = !k.is_empty()
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    match ok {
+        true => Ok(k.to_string()),
+        false => Err(format!(
+            "'{k}' is not an environment variable name (letters, digits, _): give KEY or KEY=VALUE"
+        )),
+    }
+}
+
+/// An `--env-file`: its path and the variables it holds, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvFile {
+    pub path: PathBuf,
+    pub vars: Vec<(String, String)>,
+}
+
+/// Reads an `--env-file` when the options are parsed: one clear error
+/// names the file and the line.
+fn parse_env_file(s: &str) -> Result<EnvFile, String> {
+    let path = PathBuf::from(s);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {s}: {e}"))?;
+    let mut vars = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(format!("{s} line {}: not KEY=VALUE", i + 1));
+        };
+        let k = parse_env_key(k.trim()).map_err(|e| format!("{s} line {}: {e}", i + 1))?;
+        vars.push((k, v.to_string()));
+    }
+    Ok(EnvFile { path, vars })
 }
 
 /// Command-line arguments being written, `--name=value` each.
@@ -379,6 +505,7 @@ mod tests {
             layer: "l".into(),
             argv: vec![],
             env: vec![],
+            secrets: vec![],
             setup: None,
             network: vec!["api.github.com:443".into()],
             http_port: None,
@@ -426,6 +553,58 @@ mod tests {
     }
 
     #[test]
+    fn values_come_from_files_options_and_mcpvms_environment_and_leave_as_names() {
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("env");
+        std::fs::write(&f, "# keys\nA=from-file\n\nexport TOKEN=s3cret=x\n").unwrap();
+        let o = parsed(&[
+            format!("--env-file={}", f.display()),
+            "--env=A=from-option".into(),
+            "--env=PATH".into(),
+            "--secret=TOKEN".into(),
+        ]);
+        let env = o.environment().unwrap();
+        assert_eq!(
+            env,
+            [
+                ("TOKEN".to_string(), "s3cret=x".to_string()),
+                ("A".into(), "from-option".into()),
+                ("PATH".into(), std::env::var("PATH").unwrap()),
+            ]
+        );
+        // No value on the command line a child is given.
+        let args = o.to_args();
+        assert!(
+            args.iter()
+                .all(|a| !a.contains("s3cret") && !a.contains("from-")),
+            "{args:?}"
+        );
+        assert!(
+            args.contains(&"--env=TOKEN".to_string())
+                && args.contains(&"--secret=TOKEN".to_string())
+        );
+        // A name mcpvm's environment lacks is one clear error.
+        let missing = parsed(&["--env=MCPVM_TEST_SURELY_UNSET_VARIABLE".into()]);
+        let e = missing.environment().unwrap_err();
+        assert!(
+            e.contains("MCPVM_TEST_SURELY_UNSET_VARIABLE is not set") && e.contains("--env-file"),
+            "{e}"
+        );
+        // Bad files and names are refused as they are read.
+        std::fs::write(&f, "A=1\nno equals sign\n").unwrap();
+        let e = Cli::try_parse_from(["mcpvm".to_string(), format!("--env-file={}", f.display())])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("line 2: not KEY=VALUE"), "{e}");
+        let e = Cli::try_parse_from(["mcpvm", "--env", "A B=1"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not an environment variable name"), "{e}");
+    }
+
+    #[test]
     fn options_survive_the_trip_through_arguments() {
         let all = VmOptions {
             kernel: Some("/k/vmlinux".into()),
@@ -433,7 +612,10 @@ mod tests {
             mem: Some(512),
             vcpus: Some(2),
             cwd: Some("/srv dir".into()),
-            env: vec![("A".into(), "1=2".into()), ("B".into(), String::new())],
+            // Names only: the values travel by environment (below).
+            env: vec![("A".into(), None), ("B".into(), None)],
+            env_files: Vec::new(),
+            secrets: vec!["B".into()],
             console: Some("console.log".into()),
             timeout: Some(30),
             allow_pvm: true,

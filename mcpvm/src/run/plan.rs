@@ -132,7 +132,7 @@ fn command_and_env(
         }
         env.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
-    env.extend(opts.env.iter().cloned());
+    env.extend(checked.env.iter().cloned());
     (argv, env)
 }
 
@@ -215,6 +215,8 @@ mod tests {
             root_image: None,
             network: Default::default(),
             inbound: None,
+            env: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 
@@ -237,6 +239,7 @@ mod tests {
                 layer: "memory.erofs".into(),
                 argv: vec!["node".into(), "server.js".into()],
                 env: vec![("FROM".into(), "catalogue".into())],
+                secrets: Vec::new(),
                 setup: Some("git init".into()),
                 network: vec![],
                 http_port: None,
@@ -244,6 +247,8 @@ mod tests {
             root_image: Some("runtime.erofs".into()),
             network: Default::default(),
             inbound: None,
+            env: Vec::new(),
+            secrets: Vec::new(),
         };
         let opts = VmOptions {
             disks: vec![crate::disk_arg::parse_disk("data.img,rw").unwrap()],
@@ -315,6 +320,8 @@ mod tests {
             root_image: None,
             network: Default::default(),
             inbound: None,
+            env: Vec::new(),
+            secrets: Vec::new(),
         };
         let p = plan(&VmOptions::default(), &checked, &["/bin/s"]);
         let profile = checked.profile.as_ref().unwrap();
@@ -323,8 +330,11 @@ mod tests {
         assert_eq!(p.spec.policy, profile.policy);
         let opts = VmOptions {
             mem: Some(1024),
-            env: vec![("USER_SET".into(), "1".into())],
             ..VmOptions::default()
+        };
+        let checked = Checked {
+            env: vec![("USER_SET".into(), "1".into())],
+            ..checked
         };
         let p = plan(&opts, &checked, &["/bin/s"]);
         assert_eq!(p.mem_mib, 1024);

@@ -97,6 +97,17 @@ case_ vulnerable mcpvm probe --json --vm --security --workspace vws --only-given
   --call 'read_file={"path":"/workspace_secret/secret.txt"}' --call 'echo={"text":"hi"}' \
   --call 'run={"text":"hi"}' --call 'fetch={"url":"http://example.invalid/"}' \
   -- /bin/mcp-broken vulnerable
+# A secret given by file reaches the server by environment only: no
+# process's argv shows it while the probe runs (sampled every 50 ms; the
+# pattern is written so that the sampler's own argv does not match it),
+# and the probe's result, where the server prints it on stderr, names it.
+printf 'MCPVM_TEST_TOKEN=tok-5f2c9a7e-not-in-argv\n' > secret.env
+(while :; do cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n' | grep -c 'tok-5f2c9a7[e]'; sleep 0.05; done > "$MCPVM_OUT/secret_argv_hits.txt") &
+sampler=$!
+case_ secret mcpvm probe --json --vm --env-file secret.env --secret MCPVM_TEST_TOKEN \
+  --only-given --call 'echo={"text":"x"}' \
+  -- /bin/sh -c 'echo "token=$MCPVM_TEST_TOKEN" >&2; exec /bin/mcp-fixture'
+kill $sampler; wait $sampler 2>/dev/null
 case_ oom mcpvm probe --json --step-timeout 120 --only-given --call 'alloc={"mib":512}' -- mcpvm run --mem 96 -- /bin/mcp-fixture
 
 # Phase times of one run.
