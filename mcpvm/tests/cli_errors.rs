@@ -751,6 +751,46 @@ fn listen_needs_a_server_that_speaks_http() {
     );
 }
 
+/// Any host that reaches a --listen address could drive the server with
+/// its credentials: loopback only, unless the user says so in so many
+/// words; and a bad MCPVM_LISTEN_TOKEN is refused.
+#[test]
+fn listen_is_loopback_only_unless_said_in_so_many_words() {
+    for addr in ["0.0.0.0:8931", "[::]:8931", "198.51.100.7:8931"] {
+        assert_error(
+            &[
+                "run",
+                "--listen",
+                addr,
+                "--guest-port",
+                "3001",
+                "--",
+                "/bin/true",
+            ],
+            1,
+            "is not a loopback address",
+        );
+    }
+    // Said in so many words, the check passes and the next one speaks.
+    assert_error(
+        &[
+            "run",
+            "--listen",
+            "0.0.0.0:0",
+            "--listen-non-loopback",
+            "--",
+            "/bin/true",
+        ],
+        1,
+        "needs a server that speaks HTTP",
+    );
+    assert_error(
+        &["run", "--listen-non-loopback", "--", "/bin/true"],
+        2,
+        "--listen",
+    );
+}
+
 /// `--package` takes an exact npm, PyPI or crates.io spec, names the server alone
 /// (not with --server or --image), and says which form it wants.
 #[test]

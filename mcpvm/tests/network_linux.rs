@@ -303,6 +303,12 @@ fn a_streamable_http_server_in_a_vm_answers_from_the_host_through_listen() {
     );
     // SIGTERM ends the run (128 + 15) and the VM with it.
     assert!(c.stdout.contains("run rc=143"), "{c:?}");
+    // Without the run's token, or from another origin: refused.
+    assert!(!c.stdout.contains(": answered"), "{c:?}");
+    let no_token = results().file("http_no_token.txt");
+    assert!(no_token.contains("401"), "{no_token}");
+    let foreign = results().file("http_foreign_origin.txt");
+    assert!(foreign.contains("403"), "{foreign}");
 }
 
 #[test]

@@ -25,6 +25,9 @@ const START_WAIT: Duration = Duration::from_secs(600);
 pub struct Endpoint {
     pub authority: String,
     pub path: String,
+    /// Sent as `Authorization: Bearer <token>` (`mcpvm run --listen`
+    /// asks every connection for its run's token).
+    pub token: Option<String>,
 }
 
 impl Endpoint {
@@ -42,6 +45,7 @@ impl Endpoint {
         Ok(Endpoint {
             authority: authority.to_string(),
             path: path.to_string(),
+            token: None,
         })
     }
 }
@@ -80,6 +84,9 @@ async fn post_once(to: &Endpoint, session: Option<&str>, body: &[u8]) -> io::Res
     );
     if let Some(id) = session {
         head += &format!("Mcp-Session-Id: {id}\r\n");
+    }
+    if let Some(token) = &to.token {
+        head += &format!("Authorization: Bearer {token}\r\n");
     }
     head += "\r\n";
     s.write_all(head.as_bytes()).await?;
@@ -213,6 +220,7 @@ mod tests {
         assert_eq!(
             Endpoint::parse("http://127.0.0.1:8931/mcp").unwrap(),
             Endpoint {
+                token: None,
                 authority: "127.0.0.1:8931".into(),
                 path: "/mcp".into()
             }

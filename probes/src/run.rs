@@ -70,6 +70,8 @@ pub struct ProbeOptions {
     /// Added to the command's environment (the server's variables when
     /// the command is `mcpvm run --env KEY`: values never go in argv).
     pub env: Vec<(String, String)>,
+    /// Handed to the command as descriptor 3 (`crate::wire::Extras`).
+    pub fd3: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// Values redacted from the result before anyone sees it.
     pub secrets: crate::redact::Secrets,
 }
@@ -95,6 +97,7 @@ impl Default for ProbeOptions {
             roots: Vec::new(),
             http: None,
             env: Vec::new(),
+            fd3: None,
             secrets: Default::default(),
         }
     }
@@ -127,7 +130,12 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         "process"
     };
     let mut result = ProbeResult::new(command, transport);
-    let mut wire = Wire::spawn_with(command, &opts.env, opts.http.clone())?;
+    let extras = crate::wire::Extras {
+        env: opts.env.clone(),
+        http: opts.http.clone(),
+        fd3: opts.fd3.clone(),
+    };
+    let mut wire = Wire::spawn_with(command, extras)?;
     let mut hs = conformance::handshake(&mut wire, opts, opts.lifecycle, &mut result.steps).await;
     if matches!(hs, Handshake::RetryWithInitialize) {
         wire.shutdown(opts.exit_grace).await;

@@ -127,31 +127,39 @@ pub struct Wire {
     spawned: Instant,
     /// The server speaks Streamable HTTP here (its stdout is then a log).
     http: Option<crate::http::Endpoint>,
-    /// Added to the command's environment, again on a respawn.
-    env: Arc<Vec<(String, String)>>,
+    /// What the command was started with, again on a respawn.
+    extras: Arc<Extras>,
+}
+
+/// What a command gets besides its argv.
+#[derive(Debug, Clone, Default)]
+pub struct Extras {
+    /// Added to its environment (where secrets go: never its argv,
+    /// which every local user can read).
+    pub env: Vec<(String, String)>,
+    /// It speaks Streamable HTTP here, not on its stdio.
+    pub http: Option<crate::http::Endpoint>,
+    /// Handed to it as descriptor 3 (`mcpvm run --listen-fd 3`: a
+    /// listening socket the probe bound, so that its port is held from
+    /// choice to use).
+    pub fd3: Option<Arc<std::os::fd::OwnedFd>>,
 }
 
 impl Wire {
     /// Spawns `command` in its own process group (so that a server that
     /// forks, like `npx` starting node, is ended whole).
     pub fn spawn(command: &[String]) -> Result<Wire, WireError> {
-        Self::spawn_with(command, &[], None)
+        Self::spawn_with(command, Extras::default())
     }
 
-    /// [`Wire::spawn`] with `env` added to the command's environment
-    /// (where secrets go: never its argv, which every local user can
-    /// read), reaching a Streamable HTTP server at `http` if given.
-    pub fn spawn_with(
-        command: &[String],
-        env: &[(String, String)],
-        http: Option<crate::http::Endpoint>,
-    ) -> Result<Wire, WireError> {
+    /// [`Wire::spawn`] with [`Extras`]: more environment, a Streamable
+    /// HTTP endpoint, a descriptor handed over.
+    pub fn spawn_with(command: &[String], extras: Extras) -> Result<Wire, WireError> {
         Self::spawn_recording(
             command,
             Exchange::new(Instant::now()),
             Arc::default(),
-            http,
-            Arc::new(env.to_vec()),
+            Arc::new(extras),
         )
     }
 
@@ -159,7 +167,13 @@ impl Wire {
     /// (`crate::http`): lines go there as POSTs, and its stdout is kept
     /// as a log beside stderr.
     pub fn spawn_http(command: &[String], http: crate::http::Endpoint) -> Result<Wire, WireError> {
-        Self::spawn_with(command, &[], Some(http))
+        Self::spawn_with(
+            command,
+            Extras {
+                http: Some(http),
+                ..Extras::default()
+            },
+        )
     }
 
     /// Starts `command` again as a new server process whose lines and
@@ -169,8 +183,7 @@ impl Wire {
             command,
             self.exchange.clone(),
             self.stderr.clone(),
-            self.http.clone(),
-            self.env.clone(),
+            self.extras.clone(),
         )
     }
 
@@ -178,13 +191,13 @@ impl Wire {
         command: &[String],
         exchange: Exchange,
         stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
-        http: Option<crate::http::Endpoint>,
-        env: Arc<Vec<(String, String)>>,
+        extras: Arc<Extras>,
     ) -> Result<Wire, WireError> {
+        let http = extras.http.clone();
         let (program, args) = command.split_first().ok_or(WireError::NoCommand)?;
         let mut cmd = Command::new(program);
         cmd.args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
+            .envs(extras.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -196,6 +209,24 @@ impl Wire {
         // SAFETY: the hook makes only async-signal-safe calls.
         unsafe {
             cmd.pre_exec(die_with_parent(std::process::id()));
+        }
+        if let Some(fd) = &extras.fd3 {
+            use std::os::fd::AsRawFd;
+            let raw = fd.as_raw_fd();
+            // SAFETY: dup2 and fcntl are async-signal-safe; `raw` stays
+            // open in the parent (the Arc) until the spawn returns.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let rc = match raw {
+                        3 => libc::fcntl(3, libc::F_SETFD, 0),
+                        _ => libc::dup2(raw, 3),
+                    };
+                    match rc {
+                        -1 => Err(io::Error::last_os_error()),
+                        _ => Ok(()),
+                    }
+                });
+            }
         }
         let spawned = Instant::now();
         let mut child = cmd.spawn().map_err(|source| WireError::Spawn {
@@ -238,6 +269,7 @@ impl Wire {
             tokio::spawn(read_stderr(err, stderr.clone()));
         }
         Ok(Wire {
+            extras,
             child,
             pid,
             outbox: Outbox {
@@ -251,7 +283,6 @@ impl Wire {
             ended: None,
             spawned,
             http,
-            env,
         })
     }
 

@@ -399,15 +399,24 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         let http_port = checked.server.as_ref().and_then(|s| s.http_port);
         let mut vm_options = args.vm_options;
         if http_port.is_some() && vm_options.listen.is_none() {
-            let free = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(ProbeCliError::RunDir)?;
-            vm_options.listen = Some(free);
+            // Bound here and handed to `mcpvm run` as descriptor 3: the
+            // port is ours from choice to use, no other process can take
+            // it between.
+            let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ProbeCliError::RunDir)?;
+            vm_options.listen = Some(l.local_addr().map_err(ProbeCliError::RunDir)?);
+            vm_options.listen_fd = Some(3);
+            opts.fd3 = Some(std::sync::Arc::new(std::os::fd::OwnedFd::from(l)));
         }
         if let (Some(_), Some(addr)) = (http_port, vm_options.listen) {
+            // The run's token, chosen here: in the child's environment,
+            // and on every request.
+            let token = crate::run::inbound::fresh_token().map_err(ProbeCliError::RunDir)?;
+            opts.env
+                .push((crate::run::inbound::TOKEN_ENV.to_string(), token.clone()));
             opts.http = Some(probes::http::Endpoint {
                 authority: addr.to_string(),
                 path: "/mcp".into(),
+                token: Some(token),
             });
         }
         let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;

@@ -9,6 +9,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -93,8 +94,11 @@ pub fn run(
     start: Instant,
     json: bool,
 ) -> Result<u8, Box<dyn std::error::Error>> {
-    // 1. Nothing inherited, and outputs that can be written.
-    if let Err(e) = vmm::host_seccomp::close_inherited_fds() {
+    // 1. Nothing inherited (but a --listen socket the caller bound for
+    // us), and outputs that can be written.
+    let mut inherited_listener = crate::run::inbound::adopt(args.vm.listen_fd)?;
+    let keep = inherited_listener.as_ref().map(|fd| fd.as_raw_fd());
+    if let Err(e) = vmm::host_seccomp::close_inherited_fds_except(keep) {
         log::warn!("cannot close inherited file descriptors: {e}");
     }
     check_writable(args.timings.as_deref())?;
@@ -146,16 +150,10 @@ pub fn run(
         ),
         None => None,
     };
-    // --listen: bound now, in the host's network namespace.
+    // --listen: bound now, in the host's network namespace (or handed
+    // to us bound), with the gate every connection passes.
     let inbound = match args.vm.listen {
-        Some(addr) => {
-            Some(
-                std::net::TcpListener::bind(addr).map_err(|source| RunError::Listen {
-                    path: addr.to_string().into(),
-                    source,
-                })?,
-            )
-        }
+        Some(addr) => Some(crate::run::inbound::bind(addr, inherited_listener.take())?),
         None => None,
     };
     let from_snapshot = args.from_snapshot.is_some();
@@ -226,8 +224,8 @@ pub fn run(
     };
     let sink = EventSink::new(start, events_file, Some(vm.control()));
     let relays = channels.serve(first, stdio, sink, args.vm.seccomp)?;
-    if let Some(listener) = inbound {
-        crate::run::inbound::serve(listener, channels_uds, args.vm.seccomp);
+    if let Some((listener, gate)) = inbound {
+        crate::run::inbound::serve(listener, channels_uds, gate, args.vm.seccomp);
     }
     let _forwarding = caught.forward_to(&vm)?;
     let outcome = vm.wait()?;

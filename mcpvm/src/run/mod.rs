@@ -38,6 +38,8 @@ pub enum RunError {
     NoArtifact { what: &'static str, path: PathBuf },
     #[error("Cannot create the run directory")]
     RunDir(#[source] io::Error),
+    #[error("--listen-fd {0} is not an open socket")]
+    ListenFd(i32),
     #[error("Cannot listen on {path}")]
     Listen {
         path: PathBuf,

@@ -127,8 +127,18 @@ pub struct VmOptions {
     /// connection to a server that speaks Streamable HTTP in the guest:
     /// a catalogued server with `transport = "http"`, or a command's
     /// --guest-port.
+    /// Loopback only unless --listen-non-loopback; every connection must
+    /// show the run's bearer token (MCPVM_LISTEN_TOKEN, or one made and
+    /// said on stderr) and a loopback Host (docs/network.md).
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<std::net::SocketAddr>,
+    /// Let --listen bind an address other hosts can reach.
+    #[arg(long, requires = "listen")]
+    pub listen_non_loopback: bool,
+    /// --listen's socket, already bound by the caller and passed as this
+    /// descriptor (the probe holds its port from choice to use).
+    #[arg(long, hide = true, value_name = "FD", requires = "listen")]
+    pub listen_fd: Option<i32>,
     /// The guest port the command listens on, for --listen.
     #[arg(long, value_name = "PORT", requires = "listen")]
     pub guest_port: Option<u16>,
@@ -193,6 +203,8 @@ impl Default for VmOptions {
             workspace_limit: DEFAULT_WORKSPACE_LIMIT_MIB,
             allow_net: Vec::new(),
             listen: None,
+            listen_non_loopback: false,
+            listen_fd: None,
             guest_port: None,
         }
     }
@@ -270,6 +282,16 @@ impl VmOptions {
                 .cloned(),
         );
         let network = network(server.as_ref(), &self.allow_net, profile.as_ref())?;
+        if let Some(addr) = self.listen {
+            if !addr.ip().is_loopback() && !self.listen_non_loopback {
+                return Err(format!(
+                    "--listen {addr} is not a loopback address: any host that reaches it could \
+                     drive the server with its credentials; listen on 127.0.0.1, or give \
+                     --listen-non-loopback to mean it"
+                )
+                .into());
+            }
+        }
         let http_port = server.as_ref().and_then(|s| s.http_port);
         let inbound = match (self.listen, self.guest_port.or(http_port)) {
             (None, _) => None,
@@ -403,6 +425,8 @@ impl VmOptions {
             a.push(format!("--allow-net={r}"));
         }
         a.value("listen", &self.listen);
+        a.flag("listen-non-loopback", self.listen_non_loopback);
+        a.value("listen-fd", &self.listen_fd);
         a.value("guest-port", &self.guest_port);
         a.0
     }
@@ -637,6 +661,8 @@ mod tests {
             workspace_limit: 7,
             allow_net: vec!["api.github.com:443".into(), "[2001:db8::1]".into()],
             listen: Some("127.0.0.1:8931".parse().unwrap()),
+            listen_non_loopback: true,
+            listen_fd: Some(3),
             guest_port: Some(3001),
         };
         assert_eq!(parsed(&all.to_args()), all);

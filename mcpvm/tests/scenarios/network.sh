@@ -79,6 +79,7 @@ cp a/results.jsonl a/report.md "$MCPVM_OUT/" 2>/dev/null
 # POSTed there is answered, then the run is stopped with SIGTERM.
 cat > http.sh <<'HTTP'
 ip link set lo up
+export MCPVM_LISTEN_TOKEN=testbed-token-0123456789
 mcpvm run --timeout 500 --images images --mem 768 --vcpus 1 --catalogue net-catalogue.toml \
   --server everything --listen 127.0.0.1:8931 < /dev/null > "$MCPVM_OUT/http_server_out.txt" 2> "$MCPVM_OUT/http_server_err.txt" &
 pid=$!
@@ -86,11 +87,19 @@ init='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":
 i=0
 while [ $i -lt 200 ]; do
   if wget -qO "$MCPVM_OUT/http_init.txt" --header 'Content-Type: application/json' \
+      --header "Authorization: Bearer $MCPVM_LISTEN_TOKEN" \
       --header 'Accept: application/json, text/event-stream' --post-data "$init" http://127.0.0.1:8931/mcp 2>> "$MCPVM_OUT/http_init_err.txt"; then
     echo "answered after $i tries"; break
   fi
   i=$((i+1)); sleep 2
 done
+# The same request without the token, and with it from a page of
+# another origin: refused, and said why.
+wget -qO /dev/null --header 'Content-Type: application/json' --post-data "$init" \
+  http://127.0.0.1:8931/mcp 2> "$MCPVM_OUT/http_no_token.txt" && echo "no token: answered"
+wget -qO /dev/null --header 'Content-Type: application/json' --header 'Origin: http://evil.example' \
+  --header "Authorization: Bearer $MCPVM_LISTEN_TOKEN" --post-data "$init" \
+  http://127.0.0.1:8931/mcp 2> "$MCPVM_OUT/http_foreign_origin.txt" && echo "foreign origin: answered"
 kill -TERM $pid; wait $pid; echo "run rc=$?"
 HTTP
 case_ http_listen sh http.sh

@@ -152,9 +152,23 @@ thread_local! {
 /// whatever its parent left open (an MCP client's other pipes, sockets)
 /// is not the VM's business. Call first thing, before opening anything.
 pub fn close_inherited_fds() -> std::io::Result<()> {
+    close_inherited_fds_except(None)
+}
+
+/// [`close_inherited_fds`], keeping `keep` (a descriptor the caller was
+/// handed on purpose, such as a socket already bound for it).
+pub fn close_inherited_fds_except(keep: Option<i32>) -> std::io::Result<()> {
+    let ranges: Vec<(u32, u32)> = match keep {
+        Some(k) if k > 2 => vec![(3, k as u32 - 1), (k as u32 + 1, u32::MAX)],
+        _ => vec![(3, u32::MAX)],
+    };
     // SAFETY: close_range only closes descriptors; nothing is open yet
-    // that this process itself needs beyond stdio.
-    let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    // that this process itself needs beyond stdio and `keep`.
+    let rc = ranges
+        .iter()
+        .filter(|(a, b)| a <= b)
+        .map(|&(a, b)| unsafe { libc::syscall(libc::SYS_close_range, a, b, 0u32) })
+        .fold(0, |acc, rc| if rc != 0 { rc } else { acc });
     if rc == 0 {
         return Ok(());
     }
@@ -162,7 +176,7 @@ pub fn close_inherited_fds() -> std::io::Result<()> {
     let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")?
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|&fd| fd > 2)
+        .filter(|&fd| fd > 2 && Some(fd) != keep)
         .collect();
     for fd in fds {
         // SAFETY: closing a descriptor number; the directory's own fd is
