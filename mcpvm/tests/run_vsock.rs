@@ -295,6 +295,18 @@ fn an_observed_call_is_shown_with_what_it_did() {
             && e["paths"][0] == "/proc/sys/kernel/hostname"
     });
     assert!(opened_hostname, "{}", r["guest_events"]);
+    // The host says in the same file whether the VMM ran jailed.
+    let jail = r["guest_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "jail");
+    assert_eq!(
+        jail.map(|e| &e["jailed"]),
+        Some(&serde_json::json!(true)),
+        "{}",
+        r["guest_events"]
+    );
     let start = &r["recording"]["outside_calls"]["start_up"];
     assert!(
         start["executed"].to_string().contains("/bin/mcp-fixture"),

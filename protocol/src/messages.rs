@@ -130,6 +130,20 @@ pub enum Event {
     },
 }
 
+/// What the host adds to a run's events beside the agent's (one JSON
+/// object per line in `--events`, the same `event` tag).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum HostEvent {
+    /// Whether the VMM runs jailed (docs/security.md, "The jail"), and
+    /// why not when it does not.
+    Jail {
+        jailed: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
 /// A security-relevant system call of the server or of a process it
 /// spawned, its arguments read from the caller's memory while it waited
 /// (observation, not enforcement: a racing thread could change them).

@@ -137,6 +137,10 @@ pub struct Record {
     /// verdict, at most [`MAX_NETWORK`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<String>,
+    /// Whether its VMM ran jailed (None: no word from the run, as from
+    /// runs before the jail event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jailed: Option<bool>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
 }
@@ -210,6 +214,7 @@ impl Record {
             samples: Vec::new(),
             security: None,
             network: Vec::new(),
+            jailed: None,
             finished_at: now(),
         }
     }
@@ -279,6 +284,7 @@ impl Record {
             samples: Vec::new(),
             security: Security::of(probe),
             network: events.network(),
+            jailed: events.find("jail").and_then(|e| e["jailed"].as_bool()),
             finished_at: now(),
         }
     }

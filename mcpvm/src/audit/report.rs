@@ -283,6 +283,19 @@ pub(super) fn md(s: &str) -> String {
 }
 
 /// What the timings of this audit can say.
+/// Whether the runs' VMMs were jailed: a report read on another host must
+/// not take an unjailed audit for a jailed one.
+fn jail_note(records: &BTreeMap<(String, String), Record>) -> String {
+    let said: Vec<bool> = records.values().filter_map(|r| r.jailed).collect();
+    let not = said.iter().filter(|j| !**j).count();
+    match (said.len(), not) {
+        (0, _) => "No run said whether its VMM was jailed".into(),
+        (n, 0) => format!("Every VMM ran jailed ({n} runs)"),
+        (n, k) if k == n => format!("No VMM ran jailed ({n} runs): the host refused a jail or it was turned off"),
+        (n, k) => format!("{k} of {n} VMMs ran without a jail"),
+    }
+}
+
 fn timing_note(meta: &Meta) -> String {
     match meta.repeat {
         0 | 1 => "Timings are one run per cell: a difference between columns is a hint, not a measurement; `--repeat 5` measures it".into(),
@@ -328,9 +341,10 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
     );
     let _ = writeln!(
         m,
-        "Run order: {}. {}.\n",
+        "Run order: {}. {}. {}.\n",
         md(&meta.order),
-        timing_note(meta)
+        timing_note(meta),
+        jail_note(records)
     );
     let _ = writeln!(m, "## What each profile did\n");
     for line in findings(meta, records) {
@@ -574,9 +588,10 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
     );
     let _ = write!(
         page,
-        "<p>Run order: {}. {}.</p>",
+        "<p>Run order: {}. {}. {}.</p>",
         esc(&meta.order),
-        esc(&timing_note(meta).replace('`', ""))
+        esc(&timing_note(meta).replace('`', "")),
+        esc(&jail_note(records))
     );
     page += "<h2>What each profile did</h2>";
     let mut list = false;
@@ -923,6 +938,7 @@ mod tests {
             samples: vec![],
             security: None,
             network: Vec::new(),
+            jailed: Some(true),
             finished_at: 0,
         }
     }
@@ -936,6 +952,18 @@ mod tests {
         .into_iter()
         .map(|r| ((r.server.clone(), r.profile.clone()), r))
         .collect()
+    }
+
+    #[test]
+    fn the_report_says_whether_the_vmms_ran_jailed() {
+        let meta = meta();
+        let mut rs = records();
+        assert!(markdown(&meta, &rs).contains("Every VMM ran jailed (3 runs)"));
+        rs.get_mut(&("git".into(), "deny-exec".into())).unwrap().jailed = Some(false);
+        assert!(markdown(&meta, &rs).contains("1 of 3 VMMs ran without a jail"));
+        assert!(html(&meta, &rs).contains("1 of 3 VMMs ran without a jail"));
+        rs.values_mut().for_each(|r| r.jailed = None);
+        assert!(markdown(&meta, &rs).contains("No run said whether its VMM was jailed"));
     }
 
     #[test]

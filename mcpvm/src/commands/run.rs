@@ -161,7 +161,7 @@ pub fn run(
         true => args.vm.disks.iter().map(|d| d.config.clone()).collect(),
         false => Vec::new(),
     };
-    crate::run::jail::enter(
+    let jail = crate::run::jail::enter(
         args.vm.jail,
         crate::run::jail::RunPaths {
             plan: plan.as_mut(),
@@ -222,7 +222,8 @@ pub fn run(
         Some(_) => Stdio::Template(answer.clone()),
         None => Stdio::Relay,
     };
-    let sink = EventSink::new(start, events_file, Some(vm.control()));
+    let mut sink = EventSink::new(start, events_file, Some(vm.control()));
+    sink.host(&jail);
     let relays = channels.serve(first, stdio, sink, args.vm.seccomp)?;
     if let Some((listener, gate)) = inbound {
         crate::run::inbound::serve(listener, channels_uds, gate, args.vm.seccomp);

@@ -112,6 +112,12 @@ impl EventSink {
         }
     }
 
+    /// Writes what the host has to say about the run (not the agent's).
+    pub fn host(&mut self, e: &mcpvm_protocol::messages::HostEvent) {
+        let t = self.start.elapsed().as_secs_f64() * 1000.0;
+        self.write(serde_json::to_value(e).unwrap_or_default(), t);
+    }
+
     fn write(&mut self, mut v: serde_json::Value, t: f64) {
         let Some(f) = &mut self.file else { return };
         v["at_ms"] = serde_json::json!(t);

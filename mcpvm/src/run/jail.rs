@@ -8,6 +8,7 @@
 //! Every path the run names after the jail is made canonical first: the
 //! jail holds each path at its canonical place only.
 
+use mcpvm_protocol::messages::HostEvent;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -31,9 +32,14 @@ pub struct RunPaths<'a> {
 
 /// Jails the process as `mode` says; true when it is jailed. Call while
 /// the process has one thread.
-pub fn enter(mode: JailMode, paths: RunPaths) -> Result<bool, RunError> {
+/// Jails the run as `mode` asks. Ok: whether it is jailed, and why not.
+pub fn enter(mode: JailMode, paths: RunPaths) -> Result<HostEvent, RunError> {
+    let not = |why: String| HostEvent::Jail {
+        jailed: false,
+        reason: Some(why),
+    };
     if mode == JailMode::Off {
-        return Ok(false);
+        return Ok(not("--jail off".into()));
     }
     // Runs killed earlier left their directories on the host, where the
     // jail no longer looks; the jail is built over the base directory.
@@ -89,11 +95,19 @@ pub fn enter(mode: JailMode, paths: RunPaths) -> Result<bool, RunError> {
     match jail.enter() {
         Ok(()) => {
             log::debug!("jailed: user, mount, network, IPC and UTS namespaces; no capabilities");
-            Ok(true)
+            Ok(HostEvent::Jail {
+                jailed: true,
+                reason: None,
+            })
         }
         Err(JailError::Unavailable(e)) if mode == JailMode::Auto => {
-            log::info!("not jailed: the host refuses a jail ({e})");
-            Ok(false)
+            // The normal case on hosts that restrict unprivileged user
+            // namespaces (Ubuntu's AppArmor): said at default verbosity.
+            log::warn!(
+                "not jailed: the host refuses a jail ({e}); the VMM runs with your own file access \
+                 (docs/security.md, \"The jail\"; --jail on makes this an error)"
+            );
+            Ok(not(format!("the host refuses a jail: {e}")))
         }
         Err(e) => Err(RunError::Jail(e)),
     }
