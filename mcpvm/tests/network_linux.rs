@@ -60,6 +60,21 @@ fn denied_because(e: &Value, why: &str) {
 
 const PAGE: &str = "hello from the testbed host";
 
+/// An allowed name that leads to an address the host itself holds is
+/// refused like loopback: where the host's own services listen.
+#[test]
+fn an_address_of_the_host_itself_is_refused_even_under_an_allowed_name() {
+    let c = case("host_own");
+    assert!(
+        !c.stdout.contains(PAGE) && !c.stdout.contains("rc=0"),
+        "{c:?}"
+    );
+    denied_because(
+        event(&net("host_own"), "dns", "allowed.test"),
+        "one of the host's own addresses",
+    );
+}
+
 #[test]
 fn an_allowed_name_is_resolved_by_the_host_and_its_page_fetched() {
     let c = case("allowed");

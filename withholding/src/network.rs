@@ -138,6 +138,11 @@ fn valid_name(name: &str) -> bool {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
     pub rules: Vec<Rule>,
+    /// The host's own interface addresses (its public or LAN address, where
+    /// its local services listen), refused like the ranges below; filled
+    /// by the egress process where it runs ([`Policy::on_host`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_addresses: Vec<IpAddr>,
 }
 
 /// A decision and why.
@@ -153,7 +158,28 @@ impl Policy {
             .iter()
             .map(|r| Rule::parse(r))
             .collect::<Result<_, _>>()?;
-        Ok(Policy { rules })
+        Ok(Policy {
+            rules,
+            host_addresses: Vec::new(),
+        })
+    }
+
+    /// This policy on a host whose interfaces hold `addresses`.
+    pub fn on_host(self, addresses: Vec<IpAddr>) -> Policy {
+        Policy {
+            host_addresses: addresses.into_iter().map(canonical).collect(),
+            ..self
+        }
+    }
+
+    /// Why `address` is refused unless a rule names it: a refused range,
+    /// or one of the host's own addresses.
+    pub fn refusal(&self, address: IpAddr) -> Option<&'static str> {
+        refused_range(address).or_else(|| {
+            self.host_addresses
+                .contains(&canonical(address))
+                .then_some("one of the host's own addresses")
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -171,7 +197,7 @@ impl Policy {
     /// Is `address` one the host may hand the guest for `name`? An
     /// address in a refused range only when a rule names it.
     pub fn answer_ok(&self, address: IpAddr) -> bool {
-        refused_range(address).is_none() || self.names_address(address, None)
+        self.refusal(address).is_none() || self.names_address(address, None)
     }
 
     /// May the guest connect to `address:port`, which it got by looking
@@ -180,7 +206,7 @@ impl Policy {
         if self.names_address(address, Some(port)) {
             return Verdict::Allow;
         }
-        if let Some(range) = refused_range(address) {
+        if let Some(range) = self.refusal(address) {
             return Verdict::Deny(format!(
                 "{address} is {range}; only a rule naming the address allows it"
             ));
@@ -256,6 +282,9 @@ pub fn refused_range(a: IpAddr) -> Option<&'static str> {
                 (100, 64..=127, _) => "shared address space (100.64.0.0/10)",
                 (127, ..) => "loopback (127.0.0.0/8)",
                 (169, 254, _) => "link-local (169.254.0.0/16, cloud metadata)",
+                // Azure's WireServer: a public address every Azure VM
+                // reaches for its agent, certificates and metadata.
+                (168, 63, 129) if v4.octets()[3] == 16 => "Azure WireServer (168.63.129.16)",
                 (172, 16..=31, _) => "private (172.16.0.0/12)",
                 (192, 0, 0) => "IETF protocol assignments (192.0.0.0/24)",
                 (192, 168, _) => "private (192.168.0.0/16)",
@@ -287,6 +316,28 @@ mod tests {
 
     fn policy(rules: &[&str]) -> Policy {
         Policy::parse(&rules.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    }
+
+    #[test]
+    fn the_wireserver_and_the_hosts_own_addresses_are_refused_unless_named() {
+        assert!(refused_range("168.63.129.16".parse().unwrap()).is_some());
+        assert!(refused_range("::ffff:168.63.129.16".parse().unwrap()).is_some());
+        assert_eq!(refused_range("168.63.129.17".parse().unwrap()), None);
+        let any = policy(&["*"]).on_host(vec!["198.51.100.7".parse().unwrap()]);
+        for a in ["198.51.100.7", "::ffff:198.51.100.7", "168.63.129.16"] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert!(!any.answer_ok(ip), "{a}");
+            assert!(
+                matches!(any.connect(Some("a.example"), ip, 443), Verdict::Deny(_)),
+                "{a}"
+            );
+        }
+        assert!(any.answer_ok("198.51.100.8".parse().unwrap()));
+        let named = policy(&["198.51.100.7:443"]).on_host(vec!["198.51.100.7".parse().unwrap()]);
+        assert_eq!(
+            named.connect(None, "198.51.100.7".parse().unwrap(), 443),
+            Verdict::Allow
+        );
     }
 
     #[test]

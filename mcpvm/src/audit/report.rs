@@ -291,7 +291,9 @@ fn jail_note(records: &BTreeMap<(String, String), Record>) -> String {
     match (said.len(), not) {
         (0, _) => "No run said whether its VMM was jailed".into(),
         (n, 0) => format!("Every VMM ran jailed ({n} runs)"),
-        (n, k) if k == n => format!("No VMM ran jailed ({n} runs): the host refused a jail or it was turned off"),
+        (n, k) if k == n => {
+            format!("No VMM ran jailed ({n} runs): the host refused a jail or it was turned off")
+        }
         (n, k) => format!("{k} of {n} VMMs ran without a jail"),
     }
 }
@@ -959,7 +961,9 @@ mod tests {
         let meta = meta();
         let mut rs = records();
         assert!(markdown(&meta, &rs).contains("Every VMM ran jailed (3 runs)"));
-        rs.get_mut(&("git".into(), "deny-exec".into())).unwrap().jailed = Some(false);
+        rs.get_mut(&("git".into(), "deny-exec".into()))
+            .unwrap()
+            .jailed = Some(false);
         assert!(markdown(&meta, &rs).contains("1 of 3 VMMs ran without a jail"));
         assert!(html(&meta, &rs).contains("1 of 3 VMMs ran without a jail"));
         rs.values_mut().for_each(|r| r.jailed = None);

@@ -128,9 +128,12 @@ pub fn main(seccomp: vmm::SeccompMode) -> io::Result<()> {
         true => fds.next().map(File::from),
         false => None,
     };
+    // The host's own addresses, read before the filter: where its local
+    // services listen is as refused as its loopback.
+    let policy = handover.policy.on_host(host_addresses());
     vmm::host_seccomp::confine(vmm::ThreadKind::Egress, seccomp).map_err(io::Error::other)?;
     let proxy = Arc::new(Proxy::new(
-        handover.policy,
+        policy,
         NetLog::new(events, handover.since_start_ms),
     ));
     let server = proxy.clone();
@@ -142,6 +145,65 @@ pub fn main(seccomp: vmm::SeccompMode) -> io::Result<()> {
     while matches!((&control).read(&mut b), Ok(n) if n > 0) {}
     proxy.log.finish();
     Ok(())
+}
+
+/// Addresses the host holds that stand for other hosts, comma-separated:
+/// a lab that serves its stand-in for the internet from the host itself
+/// (the testbed's network scenario does) says so here.
+pub const NOT_HOST_ENV: &str = "MCPVM_EGRESS_NOT_HOST";
+
+/// Every address the host's interfaces hold (getifaddrs), but those
+/// [`NOT_HOST_ENV`] names; none if it cannot say (the refused ranges
+/// still hold).
+fn host_addresses() -> Vec<std::net::IpAddr> {
+    let not_host: Vec<std::net::IpAddr> = std::env::var(NOT_HOST_ENV)
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    let mut all = interface_addresses();
+    all.retain(|a| !not_host.contains(a));
+    all
+}
+
+fn interface_addresses() -> Vec<std::net::IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk and free below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        log::warn!(
+            "egress: cannot list the host's addresses: {}",
+            io::Error::last_os_error()
+        );
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut at = list;
+    while !at.is_null() {
+        // SAFETY: a node of the list getifaddrs made; its address, when
+        // not null, is a sockaddr of the family it says.
+        unsafe {
+            let a = (*at).ifa_addr;
+            if !a.is_null() {
+                match i32::from((*a).sa_family) {
+                    libc::AF_INET => {
+                        let sin = &*(a as *const libc::sockaddr_in);
+                        out.push(std::net::IpAddr::from(
+                            u32::from_be(sin.sin_addr.s_addr).to_be_bytes(),
+                        ));
+                    }
+                    libc::AF_INET6 => {
+                        let sin6 = &*(a as *const libc::sockaddr_in6);
+                        out.push(std::net::IpAddr::from(sin6.sin6_addr.s6_addr));
+                    }
+                    _ => {}
+                }
+            }
+            at = (*at).ifa_next;
+        }
+    }
+    // SAFETY: the list getifaddrs gave, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    out
 }
 
 fn send_fds(sock: &UnixStream, payload: &[u8], fds: &[RawFd]) -> io::Result<()> {

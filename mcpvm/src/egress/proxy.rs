@@ -89,12 +89,11 @@ impl NetLog {
     }
 
     pub fn add(&self, e: &NetEvent) {
-        let target = e.address.as_deref().or(e.name.as_deref()).unwrap_or("?");
-        let port = e.port.map(|p| format!(":{p}")).unwrap_or_default();
-        let what = format!("{} {target}{port}", e.kind);
+        let what = what(e);
         match (e.allowed, &e.reason) {
             (false, Some(why)) => {
                 if self.said.fetch_add(1, Ordering::Relaxed) < MAX_SAID {
+                    let why: String = crate::logger::printable(why).chars().take(512).collect();
                     eprintln!("mcpvm: network: denied {what}: {why}");
                 }
             }
@@ -129,6 +128,15 @@ impl NetLog {
             );
         }
     }
+}
+
+/// What a try was, for a terminal: the name is the guest's choice, so it
+/// is made printable and bounded.
+fn what(e: &NetEvent) -> String {
+    let target = e.address.as_deref().or(e.name.as_deref()).unwrap_or("?");
+    let port = e.port.map(|p| format!(":{p}")).unwrap_or_default();
+    let target: String = crate::logger::printable(target).chars().take(256).collect();
+    format!("{} {target}{port}", e.kind)
 }
 
 /// A token bucket.
@@ -431,6 +439,28 @@ mod tests {
             policy,
             NetLog::new(Some(File::create(events).unwrap()), 0.0),
         ))
+    }
+
+    #[test]
+    fn a_guest_chosen_name_reaches_the_terminal_escaped_and_bounded() {
+        let e = NetEvent {
+            kind: "dns",
+            name: Some(format!("\x1b]0;owned\x07{}", "a".repeat(1000))),
+            qtype: None,
+            address: None,
+            port: Some(53),
+            addresses: vec![],
+            allowed: false,
+            reason: None,
+            bytes_out: 0,
+            bytes_in: 0,
+            duration_ms: 0.0,
+            during: None,
+        };
+        let said = what(&e);
+        assert!(!said.chars().any(char::is_control), "{said:?}");
+        assert!(said.starts_with("dns \\u{1b}]0;owned\\u{7}aaa"), "{said}");
+        assert!(said.len() < 300, "{}", said.len());
     }
 
     /// As the agent asks: one line out, one line back, then the stream.

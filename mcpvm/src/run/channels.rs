@@ -222,9 +222,15 @@ impl HostChannels {
         if let Err(e) = pump::channel_socket(&stderr_s) {
             log::error!("the stderr channel cannot be made non-blocking: {e}");
         }
+        // A person's terminal gets the server's stderr with its control
+        // characters escaped (pump.rs); a file or a client's pipe, as is.
+        let terminal = pump::is_terminal(io::stderr().as_fd());
         spawn_relay(mode, Some(done.clone()), move || {
             let stderr = io::stderr().lock();
-            pump::pump(stderr_s.as_fd(), stderr.as_fd());
+            match terminal {
+                true => pump::pump_printable(stderr_s.as_fd(), stderr.as_fd()),
+                false => pump::pump(stderr_s.as_fd(), stderr.as_fd()),
+            }
             let _ = stderr_s.shutdown(std::net::Shutdown::Both);
         });
         sink.read_from(&control);

@@ -42,6 +42,72 @@ pub fn pump(from: BorrowedFd<'_>, to: BorrowedFd<'_>) {
     }
 }
 
+/// [`pump`] for a person's terminal: the server's bytes with every control
+/// character but newline, tab and carriage return shown as `\xNN` (C0,
+/// DEL, and C1 as UTF-8 encodes it), so that what a hostile server writes
+/// cannot move the cursor, retitle the window, write the clipboard (OSC
+/// 52) or answer for the user. Only where `to` is a terminal: a file or a
+/// client's pipe gets the bytes as they are.
+pub fn pump_printable(from: BorrowedFd<'_>, to: BorrowedFd<'_>) {
+    let (from, to) = (from.as_raw_fd(), to.as_raw_fd());
+    let mut buf = vec![0u8; CHUNK];
+    // A 0xC2 that ended the last read: the start of a C1 control, maybe.
+    let mut held = false;
+    loop {
+        // SAFETY: reads at most buf.len() bytes into buf.
+        let n = unsafe { libc::read(from, buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 {
+            if held {
+                write_all(to, &[0xc2]);
+            }
+            return;
+        }
+        if n < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) if wait(from, libc::POLLIN) => continue,
+                _ => return,
+            }
+        }
+        let (shown, hold) = printable_bytes(held, &buf[..n as usize]);
+        held = hold;
+        if !write_all(to, &shown) {
+            return;
+        }
+    }
+}
+
+/// `bytes` with controls escaped ([`pump_printable`]); `held`: a 0xC2 came
+/// last before them. Returns what to show and whether a 0xC2 is held now.
+fn printable_bytes(held: bool, bytes: &[u8]) -> (Vec<u8>, bool) {
+    let mut out = Vec::with_capacity(bytes.len() + 16);
+    let mut prev_c2 = held;
+    for &b in bytes {
+        if prev_c2 {
+            prev_c2 = false;
+            if (0x80..=0x9f).contains(&b) {
+                out.extend_from_slice(format!("\\xc2\\x{b:02x}").as_bytes());
+                continue;
+            }
+            out.push(0xc2);
+        }
+        match b {
+            b'\n' | b'\t' | b'\r' => out.push(b),
+            0x00..=0x1f | 0x7f => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+            0xc2 => prev_c2 = true,
+            _ => out.push(b),
+        }
+    }
+    (out, prev_c2)
+}
+
+/// Whether `fd` is a terminal (`TCGETS`, the one ioctl the relay filters
+/// allow).
+pub fn is_terminal(fd: BorrowedFd<'_>) -> bool {
+    // SAFETY: isatty only asks.
+    unsafe { libc::isatty(fd.as_raw_fd()) == 1 }
+}
+
 enum Spliced {
     /// `from` ended.
     Ended,
@@ -170,6 +236,33 @@ mod tests {
 
     fn bytes(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i * 7 + i / 4096) as u8).collect()
+    }
+
+    #[test]
+    fn a_terminal_sees_controls_escaped_and_text_whole() {
+        let evil = "ok\ttab\r\n\x1b]52;c;ZXZpbA==\x07\x1b[2J\u{9b}31m é \u{7f}";
+        let (shown, held) = printable_bytes(false, evil.as_bytes());
+        assert!(!held);
+        let shown = String::from_utf8(shown).unwrap();
+        assert_eq!(
+            shown,
+            "ok\ttab\r\n\\x1b]52;c;ZXZpbA==\\x07\\x1b[2J\\xc2\\x9b31m é \\x7f"
+        );
+        // A C1 control split across two reads is still caught.
+        let bytes = "a\u{9b}b".as_bytes();
+        let (first, held) = printable_bytes(false, &bytes[..2]);
+        let (rest, _) = printable_bytes(held, &bytes[2..]);
+        assert_eq!([first, rest].concat(), b"a\\xc2\\x9bb");
+        // Through the pump, from a pipe to a pipe.
+        let (r, mut w) = pipe();
+        let (out_r, out_w) = pipe();
+        w.write_all(b"\x1b[31mred\xc2").unwrap();
+        drop(w);
+        let t = std::thread::spawn(move || pump_printable(r.as_fd(), out_w.as_fd()));
+        t.join().unwrap();
+        let mut got = Vec::new();
+        (&out_r).read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"\\x1b[31mred\xc2");
     }
 
     /// Runs `pump(from, to)` on a thread that ends with it.

@@ -29,6 +29,11 @@ busybox httpd -p 198.51.100.7:80 -h /srv/www
 busybox httpd -p 127.0.0.1:8081 -h /srv/www
 
 R="mcpvm run --timeout 200"
+# The stand-in is an address the testbed host holds, which the proxy
+# refuses as the host's own: shown once, then declared a stand-in.
+case_ host_own $R --allow-net allowed.test:8080 --events="$MCPVM_OUT/host_own.events" \
+  -- /bin/sh -c "wget -qO- http://allowed.test:8080/; echo \"rc=\$?\""
+export MCPVM_EGRESS_NOT_HOST=198.51.100.7
 ev() { echo "--events=$MCPVM_OUT/$1.events"; }
 # (No -T: Debian's static busybox wget crashes with it.)
 get() { echo "wget -qO- http://$1/; echo \"rc=\$?\""; }
