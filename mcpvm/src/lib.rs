@@ -3,6 +3,7 @@
 //! command line over it, and the fuzz targets (fuzz/) reach the parsers
 //! of profiles and catalogues through it.
 
+pub mod accept;
 pub mod audit;
 pub mod cli;
 pub mod commands;

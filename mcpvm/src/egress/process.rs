@@ -131,11 +131,11 @@ pub fn main(seccomp: vmm::SeccompMode) -> io::Result<()> {
     // The host's own addresses, read before the filter: where its local
     // services listen is as refused as its loopback.
     let policy = handover.policy.on_host(host_addresses());
+    let fd_limit = super::proxy::raise_fd_limit();
     vmm::host_seccomp::confine(vmm::ThreadKind::Egress, seccomp).map_err(io::Error::other)?;
-    let proxy = Arc::new(Proxy::new(
-        policy,
-        NetLog::new(events, handover.since_start_ms),
-    ));
+    let proxy = Arc::new(
+        Proxy::new(policy, NetLog::new(events, handover.since_start_ms)).within_fd_limit(fd_limit),
+    );
     let server = proxy.clone();
     std::thread::Builder::new()
         .name("egress".into())

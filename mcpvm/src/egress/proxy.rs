@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -24,8 +24,20 @@ use mcpvm_protocol::messages::During;
 use serde::Serialize;
 use withholding::network::{Policy, Verdict};
 
-/// Streams open at once at most.
+/// Streams open at once at most (fewer where the descriptor limit is
+/// low: [`streams_within`]).
 pub const MAX_STREAMS: usize = 256;
+/// Descriptors one stream holds: the guest's stream, the remote socket,
+/// and a clone of each for the other direction.
+const FDS_PER_STREAM: u64 = 4;
+/// Descriptors kept for everything else (listener, events file, stdio).
+const FDS_SPARE: u64 = 32;
+
+/// Streams that fit under a descriptor limit of `limit`.
+pub fn streams_within(limit: u64) -> usize {
+    let fit = limit.saturating_sub(FDS_SPARE) / FDS_PER_STREAM;
+    (fit as usize).clamp(1, MAX_STREAMS)
+}
 /// New requests per second, sustained; bursts up to twice that.
 pub const RATE: f64 = 200.0;
 /// `net` events written at most; the rest are counted.
@@ -139,6 +151,34 @@ fn what(e: &NetEvent) -> String {
     format!("{} {target}{port}", e.kind)
 }
 
+/// Raises this process's soft descriptor limit toward its hard limit (to
+/// what [`MAX_STREAMS`] streams need), so that the default 1024 does not
+/// cut the proxy short; returns the soft limit it then has, which the
+/// proxy sizes itself by ([`Proxy::within_fd_limit`]).
+pub fn raise_fd_limit() -> u64 {
+    let want = MAX_STREAMS as u64 * FDS_PER_STREAM + FDS_SPARE;
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: get and set the limit through a struct we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            return 1024;
+        }
+        if l.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want.min(l.rlim_max),
+                rlim_max: l.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
+        }
+    }
+    l.rlim_cur
+}
+
 /// A token bucket.
 struct Rate {
     tokens: f64,
@@ -151,6 +191,8 @@ pub struct Proxy {
     resolved: Mutex<HashMap<Ipv4Addr, String>>,
     pub log: NetLog,
     active: AtomicUsize,
+    /// [`MAX_STREAMS`], or fewer under this process's descriptor limit.
+    max_streams: usize,
     rate: Mutex<Rate>,
     /// Where host.mcpvm.internal leads.
     this_host: IpAddr,
@@ -163,6 +205,7 @@ impl Proxy {
             resolved: Mutex::default(),
             log,
             active: AtomicUsize::new(0),
+            max_streams: MAX_STREAMS,
             rate: Mutex::new(Rate {
                 tokens: 2.0 * RATE,
                 at: Instant::now(),
@@ -171,12 +214,26 @@ impl Proxy {
         }
     }
 
+    /// No more streams at once than a descriptor limit of `fd_limit`
+    /// holds (taken before the process confines itself: its filter has
+    /// no getrlimit).
+    pub fn within_fd_limit(mut self, fd_limit: u64) -> Proxy {
+        self.max_streams = streams_within(fd_limit);
+        self
+    }
+
     /// Serves every stream `listener` accepts, each on its own thread,
     /// until the listener fails.
     pub fn serve(self: Arc<Self>, listener: UnixListener) {
-        for stream in listener.incoming() {
-            let Ok(stream) = stream else { return };
-            let admitted = self.active.load(Ordering::SeqCst) < MAX_STREAMS && self.take_token();
+        self.serve_from(listener.incoming())
+    }
+
+    /// [`Proxy::serve`] of any stream of accepted connections: an error
+    /// passes (`crate::accept`), only a listener that is gone ends it.
+    pub fn serve_from(self: Arc<Self>, incoming: impl Iterator<Item = io::Result<UnixStream>>) {
+        for stream in crate::accept::accepted(incoming) {
+            let admitted =
+                self.active.load(Ordering::SeqCst) < self.max_streams && self.take_token();
             if !admitted {
                 // Refused without reading: the cheapest answer to a flood.
                 self.log.dropped.fetch_add(1, Ordering::Relaxed);
@@ -650,6 +707,40 @@ mod tests {
         let mut got = String::new();
         (&s).read_to_string(&mut got).unwrap();
         assert_eq!(got, "host");
+    }
+
+    /// An accept that fails (the descriptor limit reached) does not end
+    /// the proxy for the rest of the run: the next stream is served.
+    #[test]
+    fn an_accept_error_passes_and_the_next_stream_is_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = proxy(&["localhost"], &dir.path().join("events.jsonl"));
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let incoming = vec![Err(io::Error::from_raw_os_error(libc::EMFILE)), Ok(theirs)];
+        let server = p.clone();
+        std::thread::spawn(move || server.serve_from(incoming.into_iter()));
+        let req = Request::Resolve {
+            name: "localhost".into(),
+            qtype: "A".into(),
+            during: None,
+        };
+        (&ours).write_all(req.line().as_bytes()).unwrap();
+        let mut line = String::new();
+        BufReader::new(&ours).read_line(&mut line).unwrap();
+        assert!(
+            line.contains("resolved") || line.contains("addresses"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_streams_at_once_fit_the_descriptor_limit() {
+        assert_eq!(streams_within(1 << 20), MAX_STREAMS);
+        // The default soft limit: 4 descriptors a stream, some spare.
+        assert_eq!(streams_within(1024), 248);
+        assert_eq!(streams_within(64), 8);
+        assert_eq!(streams_within(0), 1);
+        assert!(streams_within(1024) as u64 * FDS_PER_STREAM + FDS_SPARE <= 1024);
     }
 
     #[test]

@@ -247,8 +247,9 @@ pub fn serve(listener: TcpListener, uds: PathBuf, gate: Gate, mode: SeccompMode)
                 return;
             }
             let active = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
+            // An accept error passes after a pause, never spins
+            // (crate::accept).
+            for conn in crate::accept::accepted(listener.incoming()) {
                 if active.load(std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
                     let _ = conn.shutdown(Shutdown::Both);
                     continue;
