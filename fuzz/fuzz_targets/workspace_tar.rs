@@ -11,10 +11,15 @@ fuzz_target!(|data: &[u8]| {
     std::fs::create_dir(&dir).unwrap();
     std::fs::create_dir(dir.join(".git")).unwrap();
     std::fs::write(dir.join(".git/config"), "host").unwrap();
-    let fresh = t.path().join("fresh");
+    // Where the workspace thread unpacks: a scratch directory inside DIR.
+    let fresh = dir.join(format!("{}new-fuzz", mcpvm::workspace::SCRATCH));
     std::fs::create_dir(&fresh).unwrap();
     let _ = mcpvm::workspace::take_back(data, &dir, &fresh, 1 << 20);
     let _ = std::fs::remove_dir_all(&fresh);
+    let scratch_left = std::fs::read_dir(&dir)
+        .unwrap()
+        .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(mcpvm::workspace::SCRATCH));
+    assert!(!scratch_left, "the swap's scratch is gone");
     let names: Vec<_> = std::fs::read_dir(t.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())

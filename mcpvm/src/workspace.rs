@@ -21,14 +21,20 @@
 //! `--workspace-limit` MiB, and so is the sum of the files' sizes. What
 //! came back and what was refused is said on stderr.
 //!
+//! The guest's copy is unpacked into a scratch directory inside DIR and
+//! swapped in entry by entry (moved back if a move fails), so nothing
+//! beside DIR is ever written: neither the VMM's jail nor this thread's
+//! rules hold DIR's parent (which for `~/project` is the user's home).
+//! Names beginning with [`SCRATCH`] are mcpvm's own: never sent, never
+//! taken from the guest, never moved.
+//!
 //! The thread that does this is the one VMM thread with host file access,
 //! so besides its seccomp filter (file calls, no network but its socket)
 //! it jails itself with Landlock ([`jail`]) before it reads anything from
-//! the guest: it may read DIR, write beneath DIR and its fresh sibling,
-//! and in DIR's parent only make and remove directories (the swap). A
-//! memory bug in the tar reader cannot write `$HOME/.bashrc`. Where the
-//! kernel has no Landlock the jail is partial or absent, and `--verbose`
-//! says so.
+//! the guest: it may read DIR and, for a writable workspace, write
+//! beneath it, nothing else. A memory bug in the tar reader cannot write
+//! `$HOME/.bashrc`. Where the kernel has no Landlock the jail is partial
+//! or absent, and `--verbose` says so.
 
 use std::io::{self, Read};
 use std::net::Shutdown;
@@ -156,21 +162,10 @@ pub fn serve(
         if let Ok(abs) = std::path::absolute(&ws.path) {
             ws.path = abs;
         }
-        // The guest's copy lands in a fresh sibling, made now so that the
-        // jail can name it.
-        let fresh = ws.writable.then(|| sibling(&ws.path, "new"));
-        if let Some(f) = &fresh {
-            let _ = std::fs::remove_dir_all(f);
-            if let Err(e) = std::fs::create_dir(f) {
-                flag.store(true, Ordering::SeqCst);
-                let _ = tx.send(Err(WorkspaceError::Refused {
-                    path: ws.path.clone(),
-                    why: format!("cannot make {}: {e}", f.display()),
-                }));
-                return;
-            }
-        }
-        if let Err(e) = jail(&ws.path, fresh.as_deref()) {
+        // The guest's copy lands in a scratch directory inside DIR, made
+        // once the tree has been sent.
+        let fresh = ws.writable.then(|| scratch(&ws.path, "new"));
+        if let Err(e) = jail(&ws.path, ws.writable) {
             log::warn!("workspace: cannot jail the workspace thread with Landlock: {e}");
         }
         if let Err(e) = vmm::host_seccomp::confine(vmm::ThreadKind::HostFiles, seccomp) {
@@ -189,7 +184,7 @@ pub fn serve(
         let sent = (|| {
             let mut b = tar::Builder::new(&stream);
             b.follow_symlinks(false);
-            b.append_dir_all(".", &ws.path)?;
+            append_tree(&mut b, &ws.path)?;
             b.finish()?;
             // A read-only workspace is done. For a writable one our write
             // side stays open until the guest's copy is all here: its end
@@ -205,7 +200,12 @@ pub fn serve(
             (Err(e), _) => Err(e),
             (Ok(()), None) => Ok(None),
             (Ok(()), Some(fresh)) => {
-                let back = take_back(&stream, &ws.path, fresh, limit);
+                let back = std::fs::create_dir(fresh)
+                    .map_err(|e| WorkspaceError::Refused {
+                        path: ws.path.clone(),
+                        why: format!("cannot make {}: {e}", fresh.display()),
+                    })
+                    .and_then(|()| take_back(&stream, &ws.path, fresh, limit));
                 // The tar's padding after its end (a little; a guest that
                 // sends more is cut off), so that ending the stream is an
                 // orderly close, not a reset.
@@ -236,20 +236,42 @@ impl Transfer {
     }
 }
 
-fn sibling(dir: &Path, tag: &str) -> PathBuf {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    dir.with_file_name(format!(".{name}.mcpvm-{tag}-{}", std::process::id()))
+/// The start of the names mcpvm keeps for itself inside a writable
+/// workspace: the guest's copy while it is unpacked, DIR's entries while
+/// they are swapped out.
+pub const SCRATCH: &str = ".mcpvm-take-back-";
+
+fn scratch(dir: &Path, tag: &str) -> PathBuf {
+    dir.join(format!("{SCRATCH}{tag}-{}", std::process::id()))
 }
 
-/// Confines the calling thread with Landlock: read beneath `dir`; with a
-/// `fresh` sibling (a writable workspace), write beneath both, and in
-/// their parent only make and remove directories (renaming DIR aside and
-/// the fresh copy into place). Best effort: returns how much the kernel
+fn is_scratch(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(SCRATCH.as_bytes())
+}
+
+/// DIR's tree as the tar's `.`, without mcpvm's own scratch entries.
+fn append_tree(b: &mut tar::Builder<impl io::Write>, dir: &Path) -> io::Result<()> {
+    b.append_dir(".", dir)?;
+    let mut names: Vec<_> = std::fs::read_dir(dir)?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<io::Result<_>>()?;
+    names.sort();
+    for name in names.into_iter().filter(|n| !is_scratch(n)) {
+        let path = dir.join(&name);
+        let rel = Path::new(".").join(&name);
+        match std::fs::symlink_metadata(&path)?.is_dir() {
+            true => b.append_dir_all(&rel, &path)?,
+            false => b.append_path_with_name(&path, &rel)?,
+        }
+    }
+    Ok(())
+}
+
+/// Confines the calling thread with Landlock: read beneath `dir`, and
+/// write beneath it too when `writable` (the scratch directory and the
+/// swap are inside it). Best effort: returns how much the kernel
 /// enforced, and logs a partial jail.
-pub fn jail(dir: &Path, fresh: Option<&Path>) -> Result<landlock::RulesetStatus, String> {
+pub fn jail(dir: &Path, writable: bool) -> Result<landlock::RulesetStatus, String> {
     use landlock::{
         Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI,
     };
@@ -264,20 +286,10 @@ pub fn jail(dir: &Path, fresh: Option<&Path>) -> Result<landlock::RulesetStatus,
         r.add_rule(PathBeneath::new(fd(p)?, access))
             .map_err(|e| e.to_string())
     };
-    match fresh {
-        None => ruleset = add(ruleset, dir, AccessFs::from_read(abi))?,
-        Some(fresh) => {
-            ruleset = add(ruleset, dir, all)?;
-            ruleset = add(ruleset, fresh, all)?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                ruleset = add(
-                    ruleset,
-                    parent,
-                    AccessFs::MakeDir | AccessFs::RemoveDir | AccessFs::ReadDir,
-                )?;
-            }
-        }
-    }
+    ruleset = match writable {
+        false => add(ruleset, dir, AccessFs::from_read(abi))?,
+        true => add(ruleset, dir, all)?,
+    };
     let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
     if status.ruleset != landlock::RulesetStatus::FullyEnforced {
         log::info!(
@@ -426,19 +438,56 @@ pub fn take_back(
         let _ = std::fs::remove_dir_all(fresh);
         return Err(refused(e.to_string()));
     }
-    let old = sibling(dir, "old");
-    let replace = |source| WorkspaceError::Replace {
+    swap_contents(dir, fresh).map_err(|source| WorkspaceError::Replace {
         path: dir.to_path_buf(),
         kept: fresh.to_path_buf(),
         source,
-    };
-    std::fs::rename(dir, &old).map_err(replace)?;
-    if let Err(e) = std::fs::rename(fresh, dir) {
-        let _ = std::fs::rename(&old, dir);
-        return Err(replace(e));
-    }
-    let _ = std::fs::remove_dir_all(&old);
+    })?;
     Ok(summary)
+}
+
+/// Puts the entries of `fresh` (inside `dir`) in place of `dir`'s own:
+/// DIR's entries are moved aside into a scratch directory, the new ones
+/// moved in, the old ones removed. If a move fails, what was moved goes
+/// back and DIR is as it was. Every rename stays inside DIR, so nothing
+/// beside it is written (DIR keeps its own inode, mode and owner).
+fn swap_contents(dir: &Path, fresh: &Path) -> io::Result<()> {
+    let old = scratch(dir, "old");
+    std::fs::create_dir(&old)?;
+    let entries = |d: &Path| -> io::Result<Vec<std::ffi::OsString>> {
+        std::fs::read_dir(d)?
+            .map(|e| e.map(|e| e.file_name()))
+            .filter(|n| n.as_ref().map_or(true, |n| !is_scratch(n)))
+            .collect()
+    };
+    // Moves `names` from `a` to `b`; on a failure moves back what it
+    // moved and says which error.
+    let shift = |names: &[std::ffi::OsString], a: &Path, b: &Path| -> io::Result<()> {
+        for (i, n) in names.iter().enumerate() {
+            if let Err(e) = std::fs::rename(a.join(n), b.join(n)) {
+                for back in &names[..i] {
+                    let _ = std::fs::rename(b.join(back), a.join(back));
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    };
+    let result = (|| {
+        let mine = entries(dir)?;
+        let theirs = entries(fresh)?;
+        shift(&mine, dir, &old)?;
+        if let Err(e) = shift(&theirs, fresh, dir) {
+            let _ = shift(&mine, &old, dir);
+            return Err(e);
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&old);
+    if result.is_ok() {
+        let _ = std::fs::remove_dir(fresh);
+    }
+    result
 }
 
 fn unpack_judged(stream: impl Read, fresh: &Path, dir: &Path, limit: u64) -> io::Result<TakenBack> {
@@ -460,6 +509,17 @@ fn unpack_judged(stream: impl Read, fresh: &Path, dir: &Path, limit: u64) -> io:
         };
         if rel.as_os_str().is_empty() {
             continue; // the archive's "./"
+        }
+        if rel
+            .components()
+            .next()
+            .is_some_and(|c| is_scratch(c.as_os_str()))
+        {
+            summary.refused.push(format!(
+                "{}: a name mcpvm keeps for itself",
+                crate::logger::printable(&rel.to_string_lossy())
+            ));
+            continue;
         }
         let kind = e.header().entry_type();
         let link = e.link_name()?.map(|l| l.into_owned());
@@ -538,6 +598,9 @@ fn keep_protected(dir: &Path, fresh: &Path, rel: &Path) -> io::Result<()> {
     };
     for e in entries {
         let e = e?;
+        if rel.as_os_str().is_empty() && is_scratch(&e.file_name()) {
+            continue;
+        }
         let rel = rel.join(e.file_name());
         let is_dir = e.file_type()?.is_dir();
         if protected_name(&e.file_name()) || (is_dir && repository_layout(&e.path())) {
@@ -573,9 +636,10 @@ fn make_real_dirs(fresh: &Path, rel: &Path) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    /// The take-back as the workspace thread does it: into a fresh sibling.
+    /// The take-back as the workspace thread does it: into a scratch
+    /// directory inside DIR.
     fn back(stream: &[u8], dir: &Path, limit: u64) -> Result<TakenBack, WorkspaceError> {
-        let fresh = sibling(dir, "new");
+        let fresh = scratch(dir, "new");
         std::fs::create_dir(&fresh).unwrap();
         let r = take_back(stream, dir, &fresh, limit);
         let _ = std::fs::remove_dir_all(&fresh);
@@ -954,6 +1018,57 @@ mod tests {
         assert!(check(&parse_workspace(dir.to_str().unwrap()).unwrap()).is_ok());
     }
 
+    /// The swap happens inside DIR: its inode stays, mcpvm's scratch
+    /// names are neither sent nor taken, and a copy kept from an earlier
+    /// failed take-back is left where the user was told it is.
+    #[test]
+    fn the_swap_stays_inside_the_workspace_and_keeps_its_own_names() {
+        use std::os::unix::fs::MetadataExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ws");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("old.txt"), "old").unwrap();
+        let kept = dir.join(format!("{SCRATCH}new-1"));
+        std::fs::create_dir(&kept).unwrap();
+        std::fs::write(kept.join("copy.txt"), "an earlier guest copy").unwrap();
+        let inode = std::fs::metadata(&dir).unwrap().ino();
+        // What the guest is sent holds no scratch entry.
+        let mut b = tar::Builder::new(Vec::new());
+        append_tree(&mut b, &dir).unwrap();
+        let sent = b.into_inner().unwrap();
+        let names: Vec<String> = tar::Archive::new(&sent[..])
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert!(names.iter().any(|n| n.ends_with("old.txt")), "{names:?}");
+        assert!(!names.iter().any(|n| n.contains(SCRATCH)), "{names:?}");
+        // A guest that sends a scratch name gets it refused.
+        let tar = tar_of(&[
+            ("./new.txt", b"new"),
+            (&format!("./{SCRATCH}old-1/x"), b"x"),
+        ]);
+        let back = back(&tar[..], &dir, 1 << 20).unwrap();
+        assert!(
+            back.to_string().contains("a name mcpvm keeps for itself"),
+            "{back}"
+        );
+        assert_eq!(std::fs::metadata(&dir).unwrap().ino(), inode);
+        assert_eq!(std::fs::read_to_string(dir.join("new.txt")).unwrap(), "new");
+        assert!(!dir.join("old.txt").exists());
+        assert_eq!(
+            std::fs::read_to_string(kept.join("copy.txt")).unwrap(),
+            "an earlier guest copy"
+        );
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, [format!("{SCRATCH}new-1"), "new.txt".to_string()]);
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+    }
+
     #[test]
     fn a_sparse_file_does_not_come_back() {
         let t = tempfile::tempdir().unwrap();
@@ -987,13 +1102,15 @@ mod tests {
         std::fs::write(dir.join("a.txt"), "a").unwrap();
         let home = t.path().join("home");
         std::fs::create_dir(&home).unwrap();
-        let fresh = sibling(&dir, "new");
-        std::fs::create_dir(&fresh).unwrap();
+        let fresh = scratch(&dir, "new");
         let (d, f, h) = (dir.clone(), fresh.clone(), home.clone());
         let outcome = std::thread::spawn(move || {
-            let status = jail(&d, Some(&f)).unwrap();
+            let status = jail(&d, true).unwrap();
             let outside = std::fs::write(h.join("x"), "guest code");
-            let beside = std::fs::write(d.parent().unwrap().join("x"), "guest code");
+            // Nothing beside DIR: neither a file nor a directory.
+            let beside = std::fs::write(d.parent().unwrap().join("x"), "guest code")
+                .and_then(|()| std::fs::create_dir(d.parent().unwrap().join("y")));
+            std::fs::create_dir(&f).unwrap();
             let mut tar = tar::Builder::new(Vec::new());
             let mut hd = tar::Header::new_gnu();
             hd.set_size(1);

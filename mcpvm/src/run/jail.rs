@@ -70,20 +70,9 @@ pub fn enter(mode: JailMode, paths: RunPaths) -> Result<HostEvent, RunError> {
         hold(dir, false);
     }
     if let Some((dir, writable)) = paths.workspace {
-        match writable {
-            false => hold(dir, false),
-            // The guest's copy is unpacked beside it and swapped in, so
-            // the jail holds its parent, writable.
-            true => {
-                if let Ok(real) = std::fs::canonicalize(&*dir) {
-                    *dir = real;
-                }
-                hold(
-                    &mut dir.parent().unwrap_or(Path::new("/")).to_path_buf(),
-                    true,
-                );
-            }
-        }
+        // Writable, it is written beneath only: the guest's copy is
+        // unpacked and swapped in inside it (workspace.rs), never beside.
+        hold(dir, writable);
     }
     if let Some(dir) = paths.snapshot_to {
         // Written beside and renamed into place: its parent is writable.
