@@ -282,11 +282,15 @@ fn plan_or_snapshot(
         // A bad snapshot is one clear error before anything exists.
         let loaded = vmm::snapshot::read(dir)?;
         // Unnamed by --disk, they may only be read-only (the restore
-        // checks), and the jail holds them so.
+        // checks), and the jail holds them so; and only images of the
+        // kind mcpvm's runs use (EROFS): a snapshot is a file people pass
+        // around, and one that names ~/.ssh/id_rsa would hand it to its
+        // guest.
         let disks = match args.vm.disks.is_empty() {
             true => loaded.body.disks(),
             false => Vec::new(),
         };
+        only_images(dir, &disks)?;
         let read_only = disks.into_iter().filter(|(_, ro)| *ro).map(|(p, _)| p);
         return Ok((None, Some(dir.clone()), read_only.collect()));
     }
@@ -302,6 +306,24 @@ fn plan_or_snapshot(
         false => None,
     };
     Ok((Some(plan), warm, Vec::new()))
+}
+
+/// A snapshot restored without --disk may name as disks only EROFS
+/// images, the kind mcpvm's runs use.
+fn only_images(dir: &Path, disks: &[(PathBuf, bool)]) -> Result<(), String> {
+    for (path, _) in disks {
+        crate::image::check_root_image(path).map_err(|e| {
+            format!(
+                "Snapshot {} names {} as a disk, which is not an image mcpvm built ({}); \
+                 a snapshot alone opens only EROFS images: name its disks with --disk PATH \
+                 to restore it",
+                dir.display(),
+                path.display(),
+                crate::error_chain(&e)
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// The VM of a plan, or of the snapshot it is restored from.
@@ -469,6 +491,27 @@ fn write_timings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A snapshot is a file people pass around: alone, it may open only
+    /// EROFS images as its disks, never a host file such as a key.
+    #[test]
+    fn a_snapshot_alone_opens_only_images() {
+        let d = tempfile::tempdir().unwrap();
+        let image = d.path().join("layer.erofs");
+        let mut bytes = vec![0u8; 2048];
+        bytes[1024..1028].copy_from_slice(&0xE0F5_E1E2u32.to_le_bytes());
+        std::fs::write(&image, &bytes).unwrap();
+        let key = d.path().join("id_ed25519");
+        std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----").unwrap();
+        let snap = d.path().join("snap");
+        assert!(only_images(&snap, &[(image.clone(), true)]).is_ok());
+        let e = only_images(&snap, &[(image, true), (key.clone(), true)]).unwrap_err();
+        assert!(
+            e.contains(&key.display().to_string()) && e.contains("--disk PATH"),
+            "{e}"
+        );
+    }
+
     use clap::Parser;
 
     #[derive(Parser)]
