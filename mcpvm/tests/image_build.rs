@@ -357,6 +357,81 @@ fn a_catalogues_install_env_runs_nothing_on_the_host() {
     );
 }
 
+/// A dependency resolved from git (or a URL) rather than the registry is
+/// refused: npm would clone it on the host, where a `prepare` script can
+/// run. Here a package (the catalogue's own `source`) depends on a local
+/// git repository whose `prepare` writes a marker: the layer fails with
+/// npm's refusal named, the marker never appears, nothing is left in the
+/// store.
+#[test]
+fn a_dependency_from_git_is_refused_and_nothing_of_it_runs() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = dir.path();
+    let marker = d.join("prepare-ran");
+    let repo = d.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    std::fs::write(
+        repo.join("package.json"),
+        format!(
+            r#"{{"name":"evil-dep","version":"1.0.0","scripts":{{"prepare":"node -e \"require('fs').writeFileSync({:?}, 'x')\""}}}}"#,
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(&repo)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-qm", "evil"]);
+    let top = d.join("top");
+    std::fs::create_dir(&top).unwrap();
+    std::fs::write(top.join("bin.js"), "#!/usr/bin/env node\n").unwrap();
+    std::fs::write(
+        top.join("package.json"),
+        format!(
+            r#"{{"name":"top-pkg","version":"1.0.0","bin":{{"top-pkg":"bin.js"}},"dependencies":{{"evil-dep":"git+file://{}"}}}}"#,
+            repo.display()
+        ),
+    )
+    .unwrap();
+    let pack = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(d)
+        .arg(&top)
+        .output()
+        .unwrap();
+    assert!(pack.status.success(), "npm pack: {pack:?}");
+    let catalogue = d.join("git.toml");
+    std::fs::write(
+        &catalogue,
+        "[servers.gitdep]\npackage = \"top-pkg\"\nversion = \"1.0.0\"\n\
+         source = \"top-pkg-1.0.0.tgz\"\nruntime = \"node\"\ncommand = \"top-pkg\"\n",
+    )
+    .unwrap();
+    let store = d.join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+    let (rc, out, err) = image_cmd("build", c, s, &[]);
+    assert_eq!(rc, 3, "the layer fails: {out}\n{err}");
+    let said = format!("{out}\n{err}");
+    assert!(
+        said.contains("evil-dep") && said.contains("git"),
+        "the refusal names the dependency and why: {said}"
+    );
+    assert!(!marker.exists(), "a prepare script ran on the host");
+    assert!(
+        stages_and_layers(&store).is_empty(),
+        "{:?}",
+        stages_and_layers(&store)
+    );
+}
+
 /// A layer whose sandbox runs out of time fails with a line that says so
 /// and names the option that gives it more; nothing is left half-built.
 #[test]

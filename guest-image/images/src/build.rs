@@ -479,6 +479,16 @@ fn install(
                 // microVM's (host_env.rs says why).
                 c.env("PATH", format!("{}:{path}", node.join("bin").display()))
                     .args(["--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev"])
+                    // Only the registry's tarballs: a dependency from git
+                    // or a URL is refused (npm fetches a git one by
+                    // cloning it on the host and may run its `prepare`
+                    // there; a URL is not the registry's checked copy).
+                    // A `file:` spec is the catalogue's own `source`.
+                    .args([
+                        "--allow-git=none",
+                        "--allow-remote=none",
+                        "--allow-file=root",
+                    ])
                     .args(["--loglevel=error", "--prefix"])
                     .arg(&target);
                 c
