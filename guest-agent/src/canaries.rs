@@ -1,13 +1,12 @@
-//! Canaries: secrets planted where servers are not meant to look, each
-//! holding a token made for this run, so that any touch of one is
-//! evidence (a recorded open of its file) and the token in anything the
-//! server says is a leak. Planted before the server starts, under a
-//! policy that asks for them:
+//! Canaries: secrets planted where servers are not meant to look, so that
+//! any touch of one is evidence (a recorded open of its file) and its
+//! token in anything the server says is a leak. Planted before the server
+//! starts, under a policy that asks for them:
 //!
 //! - credential files where tools look for them (`~/.ssh/id_ed25519`,
 //!   `~/.aws/credentials`, gcloud's application default credentials) and
-//!   `/etc/mcpvm/secret`;
-//! - a variable in the server's environment;
+//!   `/etc/secrets/service.key`;
+//! - a variable in the server's environment (`SERVICE_API_TOKEN`);
 //! - a directory beside the workspace whose name shares its prefix
 //!   (`/workspace_secret`): a server that checks "starts with /workspace"
 //!   lets it through. It is also a (minimal) git repository, so that a
@@ -15,53 +14,85 @@
 //! - a link inside the workspace to a canary outside it: a server that
 //!   follows it leaves its root.
 //!
+//! Every canary holds its own random token, shaped like the secret it
+//! stands for and sharing nothing with the others or with any name: a
+//! server cannot tell a canary from a real secret by its content, and
+//! cannot make up a file's token without reading that file (the variable
+//! gives away only its own). The tokens go to the host in the `canaries`
+//! event, which the server never sees.
+//!
 //! The link is taken away after the server exits, so it never goes back
 //! to the host with a writable workspace.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
 use mcpvm_protocol::ports::WORKSPACE_DIR;
 
-pub const ENV: &str = "MCPVM_SECRET_TOKEN";
-const LINK: &str = ".mcpvm-canary-link";
+pub const ENV: &str = "SERVICE_API_TOKEN";
+const LINK: &str = ".credentials";
+/// A canary outside every root, where the link leads.
+const SYSTEM_SECRET: &str = "/etc/secrets/service.key";
 
 /// What was planted (the files that could be written).
 pub struct Planted {
-    pub token: String,
-    pub files: Vec<String>,
+    /// Each planted file with its own token.
+    pub tokens: BTreeMap<String, String>,
+    /// The variable's token.
+    pub env_token: String,
     pub sibling: String,
     pub link: Option<String>,
 }
 
+const BASE64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const UPPER_DIGITS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+const HEX: &[u8] = b"0123456789abcdef";
+
 /// Plants the canaries for a server whose home is `home`.
 pub fn plant(home: &str) -> io::Result<Planted> {
-    let token = format!("MCPVM-CANARY-{}", random_hex()?);
     let sibling = format!("{WORKSPACE_DIR}_secret");
+    let (ssh, aws, gcloud, system, beside) = (
+        random(BASE64, 68)?,
+        random(BASE64, 40)?,
+        format!("1//0{}", random(BASE64, 96)?.replace(['+', '/'], "-")),
+        random(HEX, 64)?,
+        random(HEX, 40)?,
+    );
     let files = [
         (
             format!("{home}/.ssh/id_ed25519"),
             format!(
-                "-----BEGIN OPENSSH PRIVATE KEY-----\n{token}-ssh\n-----END OPENSSH PRIVATE KEY-----\n"
+                "-----BEGIN OPENSSH PRIVATE KEY-----\n{ssh}\n-----END OPENSSH PRIVATE KEY-----\n"
             ),
+            ssh,
         ),
         (
             format!("{home}/.aws/credentials"),
-            format!("[default]\naws_access_key_id = AKIAMCPVMCANARY\naws_secret_access_key = {token}-aws\n"),
+            format!(
+                "[default]\naws_access_key_id = AKIA{}\naws_secret_access_key = {aws}\n",
+                random(UPPER_DIGITS, 16)?
+            ),
+            aws,
         ),
         (
             format!("{home}/.config/gcloud/application_default_credentials.json"),
-            format!("{{\"type\": \"authorized_user\", \"refresh_token\": \"{token}-gcloud\"}}\n"),
+            format!("{{\"type\": \"authorized_user\", \"refresh_token\": \"{gcloud}\"}}\n"),
+            gcloud,
         ),
-        ("/etc/mcpvm/secret".to_string(), format!("{token}-etc\n")),
-        (format!("{sibling}/secret.txt"), format!("{token}-sibling\n")),
+        (SYSTEM_SECRET.to_string(), format!("{system}\n"), system),
+        (
+            format!("{sibling}/secret.txt"),
+            format!("{beside}\n"),
+            beside,
+        ),
     ];
-    let mut planted = Vec::new();
-    for (path, content) in &files {
+    let mut tokens = BTreeMap::new();
+    for (path, content, token) in files {
         // A read-only root keeps some from being planted: the rest still
         // are, and the event names only those that were.
-        if write_private(Path::new(path), content).is_ok() {
-            planted.push(path.clone());
+        if write_private(Path::new(&path), &content).is_ok() {
+            tokens.insert(path, token);
         }
     }
     // HEAD, objects and refs are what makes a directory a repository to
@@ -77,10 +108,10 @@ pub fn plant(home: &str) -> io::Result<Planted> {
     let link = Path::new(WORKSPACE_DIR)
         .is_dir()
         .then(|| format!("{WORKSPACE_DIR}/{LINK}"))
-        .filter(|l| std::os::unix::fs::symlink("/etc/mcpvm/secret", l).is_ok());
+        .filter(|l| std::os::unix::fs::symlink(SYSTEM_SECRET, l).is_ok());
     Ok(Planted {
-        token,
-        files: planted,
+        tokens,
+        env_token: random(BASE64, 40)?.replace(['+', '/'], "_"),
         sibling,
         link,
     })
@@ -110,12 +141,32 @@ fn write_private(path: &Path, content: &str) -> io::Result<()> {
     io::Write::write_all(&mut f, content.as_bytes())
 }
 
-fn random_hex() -> io::Result<String> {
-    let mut b = [0u8; 12];
+/// `len` characters drawn from `alphabet` (whose length divides 256, so
+/// that every character is as likely), from the kernel's entropy.
+fn random(alphabet: &[u8], len: usize) -> io::Result<String> {
+    debug_assert!(256 % alphabet.len() == 0);
+    let mut b = vec![0u8; len];
     // SAFETY: getrandom fills the buffer we pass.
     let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
     if n != b.len() as isize {
         return Err(io::Error::last_os_error());
     }
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    Ok(b.iter()
+        .map(|x| alphabet[*x as usize % alphabet.len()] as char)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_drawn_from_their_alphabet_and_differ() {
+        let a = random(BASE64, 40).unwrap();
+        let b = random(BASE64, 40).unwrap();
+        assert_eq!(a.len(), 40);
+        assert!(a.bytes().all(|c| BASE64.contains(&c)));
+        assert_ne!(a, b);
+        assert!(random(HEX, 64).unwrap().bytes().all(|c| HEX.contains(&c)));
+    }
 }

@@ -135,9 +135,10 @@ pub fn run_over_vsock() -> io::Result<u8> {
     });
     if let Some(c) = &started.canaries {
         session.send(&Event::Canaries {
-            token: c.token.clone(),
-            files: c.files.clone(),
+            files: c.tokens.keys().cloned().collect(),
+            tokens: c.tokens.clone(),
             env: crate::canaries::ENV.to_string(),
+            env_token: c.env_token.clone(),
             sibling: c.sibling.clone(),
             link: c.link.clone(),
         });
@@ -244,7 +245,7 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     if let Some(c) = &canaries {
-        cmd.env(crate::canaries::ENV, format!("{}-env", c.token));
+        cmd.env(crate::canaries::ENV, &c.env_token);
     }
     // SAFETY: pre_exec makes only async-signal-safe calls (seccomp's docs).
     unsafe { cmd.pre_exec(move || confine.pre_exec()) };

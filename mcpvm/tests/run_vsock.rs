@@ -367,7 +367,18 @@ fn a_vulnerable_server_is_found_out_by_what_it_does_and_a_sound_tool_is_not() {
         .iter()
         .find(|e| e["event"] == "canaries")
         .unwrap_or_else(|| panic!("no canaries event: {r}"));
-    assert_eq!(canaries["link"], "/workspace/.mcpvm-canary-link");
+    assert_eq!(canaries["link"], "/workspace/.credentials");
+    // Each file its own token, none in another, none in the variable.
+    let tokens = canaries["tokens"].as_object().unwrap();
+    assert!(tokens.len() >= 4, "{canaries}");
+    let env_token = canaries["env_token"].as_str().unwrap();
+    for (path, t) in tokens {
+        let t = t.as_str().unwrap();
+        assert!(
+            t.len() >= 32 && !t.contains("MCPVM") && !env_token.contains(t),
+            "{path}: {t}"
+        );
+    }
     // Attacks the server refused are no client failure.
     assert_eq!(
         r["verdict"]["real_client_failures"],

@@ -5,19 +5,24 @@
 //! `ruleId`), the step and its arguments, why, and the events that prove
 //! it.
 //!
-//! Judged so far:
+//! Judged so far, one small function per rule ([`RULES`]):
 //! - `path-traversal`: a call touched a path beside the workspace that
 //!   only shares its name's prefix (`/workspace_secret`), or went out of
 //!   the workspace through the link planted in it, or went where a
 //!   traversal payload led when that is outside the server's roots;
-//! - `secret-exposure`: a call read a canary file, or the canary token
-//!   appears in what the server answered;
+//! - `secret-exposure`: a canary file was opened, in any phase (a read
+//!   outside every request, at start-up or after an answer, is reported
+//!   as unattributed, with no call to reproduce it), or a file's own
+//!   token appears in what the server answered (it cannot be made up:
+//!   each file holds a random token of its own);
 //! - `command-injection` / `argument-injection`: the payload's marker
-//!   file was made, or a program was run on it;
+//!   file was made by a program run during that request, or such a
+//!   program was run on it: the payload's own effect, not the server
+//!   writing a path it read in its arguments;
 //! - `ssrf`: a connect to the address the payload named.
 //!
-//! Nothing is judged from a server's own start: only effects attributed
-//! to a request count, so a finding always has a call that reproduces it.
+//! Without the canaries event nothing can be judged, and [`judge`] says
+//! so instead of returning "no finding".
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,6 +41,9 @@ pub struct Finding {
     /// `connect-to-payload`.
     pub rule: String,
     pub severity: String,
+    /// The step whose request caused it; for an unattributed canary
+    /// read, the phase it happened in (`start-up`, `between-calls`,
+    /// `after-exit`, `unmatched-request`).
     pub step: String,
     /// The `--call` that reproduces it: `TOOL={arguments}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -63,8 +71,11 @@ const MAX_EVIDENCE: usize = 10;
 
 /// The canaries of a run, from the agent's `canaries` event.
 struct Canaries {
-    token: String,
+    /// Each planted file and its own token.
+    tokens: Vec<(String, String)>,
     files: Vec<String>,
+    /// The variable's token (a tool may show its environment by design).
+    env_token: Option<String>,
     sibling: String,
     link: Option<String>,
 }
@@ -72,9 +83,23 @@ struct Canaries {
 impl Canaries {
     fn from_events(events: &[Value]) -> Option<Self> {
         let e = events.iter().find(|e| e["event"] == "canaries")?;
+        let tokens = e["tokens"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(path, t)| Some((path.clone(), t.as_str()?.to_string())))
+                    // A token too short to be unguessable proves nothing.
+                    .filter(|(_, t)| t.len() >= 16)
+                    .collect()
+            })
+            .unwrap_or_default();
         Some(Canaries {
-            token: e["token"].as_str()?.to_string(),
+            tokens,
             files: strings(&e["files"]),
+            env_token: e["env_token"]
+                .as_str()
+                .filter(|t| t.len() >= 16)
+                .map(String::from),
             sibling: e["sibling"].as_str()?.to_string(),
             link: e["link"].as_str().map(String::from),
         })
@@ -91,208 +116,375 @@ impl Canaries {
     }
 }
 
-/// Judges the steps of a run against its guest events.
-pub fn judge(steps: &[StepResult], events: &[Value], roots: &[String]) -> Vec<Finding> {
-    let Some(canaries) = Canaries::from_events(events) else {
-        return Vec::new();
-    };
-    let mut findings = Vec::new();
+/// What one rule looks at: a step, the effects its requests caused, the
+/// canaries, the attack (if the step was one) and the server's roots.
+struct Context<'a> {
+    step: &'a StepResult,
+    mine: &'a [&'a Value],
+    canaries: &'a Canaries,
+    attack: Option<&'a Value>,
+    payload: Option<&'a str>,
+    roots: &'a [String],
+}
+
+/// What a rule found: class, rule, why, and the evidence (nothing found
+/// when empty).
+type Found = (String, &'static str, String, Vec<Value>);
+
+/// The rules, each judging one step.
+const RULES: &[fn(&Context) -> Option<Found>] = &[
+    sibling_prefix,
+    symlink_escape,
+    canary_read,
+    token_in_answer,
+    marker_made,
+    outside_roots,
+    connect_to_payload,
+];
+
+/// Judges the steps of a run against its guest events; Err says why
+/// nothing could be judged (no canaries were planted or reported).
+pub fn judge(
+    steps: &[StepResult],
+    events: &[Value],
+    roots: &[String],
+) -> Result<Vec<Finding>, String> {
+    let canaries = Canaries::from_events(events).ok_or_else(|| {
+        "the VM reported no canaries, so what the server did could not be judged".to_string()
+    })?;
+    let effects: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "effect" || e["event"] == "net")
+        .collect();
+    let mut attributed = vec![false; effects.len()];
+    let mut findings: Vec<Finding> = Vec::new();
     for step in steps {
         let sent = crate::effects::requests(&step.exchange);
-        let mine: Vec<&Value> = events
-            .iter()
-            .filter(|e| e["event"] == "effect" || e["event"] == "net")
-            .filter(|e| e["during"]["phase"] == "request")
-            .filter(|e| {
-                sent.iter()
-                    .any(|(id, m)| e["during"]["id"] == *id && e["during"]["method"] == m.as_str())
-            })
-            .collect();
-        let call = call_of(step);
+        let mut mine = Vec::new();
+        for (i, e) in effects.iter().enumerate() {
+            let ours = e["during"]["phase"] == "request"
+                && sent
+                    .iter()
+                    .any(|(id, m)| e["during"]["id"] == *id && e["during"]["method"] == m.as_str());
+            if ours {
+                attributed[i] = true;
+                mine.push(*e);
+            }
+        }
         let attack = step.detail.get("attack").filter(|a| a.is_object());
-        let text = |k: &str| attack.and_then(|a| a[k].as_str()).map(String::from);
-        let (argument, payload) = (text("argument"), text("payload"));
-        // One finding per class, rule, step and argument; another
-        // attempt that shows it counts.
-        let mut add = |class: &str, rule: &str, why: String, evidence: Vec<Value>| {
-            if evidence.is_empty() {
-                return;
-            }
-            // Where a canary's rule showed a traversal, the boundary's
-            // would only say it again, less precisely.
-            let said = |f: &Finding| {
-                f.class == class && f.rule != rule && f.step == step.step && f.argument == argument
-            };
-            if rule == "outside-roots" && findings.iter().any(said) {
-                return;
-            }
-            let same = |f: &&mut Finding| {
-                f.class == class && f.rule == rule && f.step == step.step && f.argument == argument
-            };
-            if let Some(f) = findings.iter_mut().find(same) {
-                if f.payload != payload {
-                    f.attempts += 1;
-                }
-                let room = MAX_EVIDENCE.saturating_sub(f.evidence.len());
-                f.evidence.extend(evidence.into_iter().take(room));
-                return;
-            }
-            findings.push(Finding {
-                class: class.into(),
-                rule: rule.into(),
-                severity: "high".into(),
-                step: step.step.clone(),
-                call: call.clone(),
-                argument: argument.clone(),
-                payload: payload.clone(),
-                attempts: 1,
-                why,
-                evidence: evidence.into_iter().take(MAX_EVIDENCE).collect(),
-            });
+        let cx = Context {
+            step,
+            mine: &mine,
+            canaries: &canaries,
+            attack,
+            payload: attack.and_then(|a| a["payload"].as_str()),
+            roots,
         };
-        let paths = |e: &Value| -> Vec<String> {
-            let mut p = strings(&e["paths"]);
-            p.extend(e["resolved"].as_str().map(String::from));
-            p
-        };
-        let touching = |hit: &dyn Fn(&str) -> bool| -> Vec<Value> {
-            mine.iter()
-                .filter(|e| paths(e).iter().any(|p| hit(p)))
-                .map(|e| (*e).clone())
-                .collect()
-        };
-        add(
-            "path-traversal",
-            "sibling-prefix",
-            format!(
-                "it reached {}, beside the workspace: a name prefix was taken for a directory",
-                canaries.sibling
-            ),
-            touching(&|p| canaries.beside(p)),
-        );
-        add(
-            "path-traversal",
-            "symlink-escape",
-            "it followed the link planted in the workspace out of it".into(),
-            touching(&|p| canaries.through_link(p)),
-        );
-        let read: Vec<Value> = mine
-            .iter()
-            .filter(|e| e["call"].as_str().is_some_and(|c| c.starts_with("open")))
-            .filter(|e| paths(e).iter().any(|p| canaries.files.contains(p)))
-            .map(|e| (*e).clone())
-            .collect();
-        add(
-            "secret-exposure",
-            "canary-read",
-            "it opened a canary secret".into(),
-            read,
-        );
-        let leaked: Vec<Value> = step
-            .exchange
-            .iter()
-            .filter(|x| x.dir == Direction::Received)
-            .filter_map(|x| {
-                let text = x
-                    .message
-                    .as_ref()
-                    .map(Value::to_string)
-                    .or(x.text.clone())?;
-                // The variable's token, in the answer of a plain call, is a
-                // tool that shows its environment by design (server-
-                // everything's get-env), not one made to: only a file's
-                // token counts there. An attack that brings it back counts.
-                let env = format!("{}-env", canaries.token);
-                let at = text
-                    .match_indices(&canaries.token)
-                    .map(|(i, _)| i)
-                    .find(|&i| attack.is_some() || !text[i..].starts_with(&env))?;
-                let from = text[..at]
-                    .char_indices()
-                    .rev()
-                    .nth(40)
-                    .map_or(0, |(i, _)| i);
-                let to = (at + canaries.token.len() + 40).min(text.len());
-                let to = (to..=text.len())
-                    .find(|&i| text.is_char_boundary(i))
-                    .unwrap_or(text.len());
-                Some(Value::String(text[from..to].to_string()))
-            })
-            .collect();
-        add(
-            "secret-exposure",
-            "token-in-answer",
-            "the canary token is in its answer".into(),
-            leaked,
-        );
-        let Some(attack) = attack else { continue };
-        let class = attack["class"].as_str().unwrap_or_default();
-        let marker = attack["marker"].as_str().unwrap_or("\u{0}");
-        if class == "command-injection" || class == "argument-injection" {
-            let ran: Vec<Value> = mine
-                .iter()
-                .filter(|e| marker_made(e, marker))
-                .map(|e| (*e).clone())
-                .collect();
-            add(
-                class,
-                "marker-made",
-                format!("the payload ran: /tmp/{marker} was created, or a program was run on it"),
-                ran,
-            );
-        }
-        // A traversal payload that leads out of the roots, and the server
-        // went there. The canaries' own rules say it more precisely when
-        // the path is theirs; this judges any payload's, a user's too.
-        if class == "path-traversal" {
-            let out: Vec<String> = targets(payload.as_deref().unwrap_or_default(), roots)
-                .into_iter()
-                .filter(|t| !roots.iter().any(|r| within(t, r)))
-                .collect();
-            let reached =
-                touching(&|p| p.starts_with('/') && out.iter().any(|t| within(&normalize(p), t)));
-            if let Some(t) = out.first() {
-                add(
-                    "path-traversal",
-                    "outside-roots",
-                    format!(
-                        "it reached {t}, outside its roots ({}), where the payload led",
-                        roots.join(", ")
-                    ),
-                    reached,
-                );
+        for rule in RULES {
+            if let Some((class, rule, why, evidence)) = rule(&cx) {
+                add(&mut findings, &cx, &class, rule, why, evidence);
             }
-        }
-        if let Some(address) = attack["address"].as_str().filter(|_| class == "ssrf") {
-            // The guest's own connect, as recorded; or, with a network,
-            // the host's egress proxy's `net` event for it (allowed or
-            // refused: the server tried either way).
-            let proxied = |e: &Value| {
-                e["event"] == "net"
-                    && e["kind"] == "connect"
-                    && e["address"]
-                        .as_str()
-                        .zip(e["port"].as_u64())
-                        .is_some_and(|(a, p)| format!("inet {a}:{p}") == address)
-            };
-            let reached: Vec<Value> = mine
-                .iter()
-                .filter(|e| {
-                    (matches!(e["call"].as_str(), Some("connect" | "sendto"))
-                        && e["address"] == address)
-                        || proxied(e)
-                })
-                .map(|e| (*e).clone())
-                .collect();
-            add(
-                "ssrf",
-                "connect-to-payload",
-                format!("it tried to reach {address}, the address the payload named"),
-                reached,
-            );
         }
     }
-    findings
+    // Canary reads no step's request explains: at start-up, between
+    // calls, after the server exited, or during a request no step made.
+    let unattributed = effects
+        .iter()
+        .zip(&attributed)
+        .filter(|(e, done)| !**done && reads_canary(e, &canaries));
+    for (e, _) in unattributed {
+        let phase = match e["during"]["phase"].as_str() {
+            Some("start_up") | None => "start-up",
+            Some("between_calls") => "between-calls",
+            Some("after_exit") => "after-exit",
+            Some(_) => "unmatched-request",
+        };
+        match findings
+            .iter_mut()
+            .find(|f| f.rule == "canary-read" && f.step == phase)
+        {
+            Some(f) if f.evidence.len() < MAX_EVIDENCE => f.evidence.push((*e).clone()),
+            Some(_) => {}
+            None => findings.push(Finding {
+                class: "secret-exposure".into(),
+                rule: "canary-read".into(),
+                severity: "high".into(),
+                step: phase.into(),
+                call: None,
+                argument: None,
+                payload: None,
+                attempts: 1,
+                why: format!(
+                    "it opened a canary secret outside any call ({phase}): unattributed, no \
+                     call reproduces it"
+                ),
+                evidence: vec![(*e).clone()],
+            }),
+        }
+    }
+    Ok(findings)
+}
+
+/// Adds a finding: one per class, rule, step and argument; another
+/// attempt that shows it counts.
+fn add(
+    findings: &mut Vec<Finding>,
+    cx: &Context,
+    class: &str,
+    rule: &str,
+    why: String,
+    evidence: Vec<Value>,
+) {
+    if evidence.is_empty() {
+        return;
+    }
+    let argument = cx
+        .attack
+        .and_then(|a| a["argument"].as_str())
+        .map(String::from);
+    let payload = cx.payload.map(String::from);
+    let step = &cx.step.step;
+    // Where a canary's rule showed a traversal, the boundary's would only
+    // say it again, less precisely.
+    let said = |f: &Finding| {
+        f.class == class && f.rule != rule && f.step == *step && f.argument == argument
+    };
+    if rule == "outside-roots" && findings.iter().any(said) {
+        return;
+    }
+    let same = |f: &&mut Finding| {
+        f.class == class && f.rule == rule && f.step == *step && f.argument == argument
+    };
+    if let Some(f) = findings.iter_mut().find(same) {
+        if f.payload != payload {
+            f.attempts += 1;
+        }
+        let room = MAX_EVIDENCE.saturating_sub(f.evidence.len());
+        f.evidence.extend(evidence.into_iter().take(room));
+        return;
+    }
+    findings.push(Finding {
+        class: class.into(),
+        rule: rule.into(),
+        severity: "high".into(),
+        step: step.clone(),
+        call: call_of(cx.step),
+        argument,
+        payload,
+        attempts: 1,
+        why,
+        evidence: evidence.into_iter().take(MAX_EVIDENCE).collect(),
+    });
+}
+
+fn paths(e: &Value) -> Vec<String> {
+    let mut p = strings(&e["paths"]);
+    p.extend(e["resolved"].as_str().map(String::from));
+    p
+}
+
+fn touching(cx: &Context, hit: &dyn Fn(&str) -> bool) -> Vec<Value> {
+    cx.mine
+        .iter()
+        .filter(|e| paths(e).iter().any(|p| hit(p)))
+        .map(|e| (*e).clone())
+        .collect()
+}
+
+fn found(class: &str, rule: &'static str, why: String, evidence: Vec<Value>) -> Option<Found> {
+    (!evidence.is_empty()).then(|| (class.to_string(), rule, why, evidence))
+}
+
+fn sibling_prefix(cx: &Context) -> Option<Found> {
+    found(
+        "path-traversal",
+        "sibling-prefix",
+        format!(
+            "it reached {}, beside the workspace: a name prefix was taken for a directory",
+            cx.canaries.sibling
+        ),
+        touching(cx, &|p| cx.canaries.beside(p)),
+    )
+}
+
+fn symlink_escape(cx: &Context) -> Option<Found> {
+    found(
+        "path-traversal",
+        "symlink-escape",
+        "it followed the link planted in the workspace out of it".into(),
+        touching(cx, &|p| cx.canaries.through_link(p)),
+    )
+}
+
+/// An open of a canary file.
+fn reads_canary(e: &Value, canaries: &Canaries) -> bool {
+    e["call"].as_str().is_some_and(|c| c.starts_with("open"))
+        && paths(e).iter().any(|p| canaries.files.contains(p))
+}
+
+fn canary_read(cx: &Context) -> Option<Found> {
+    let read = cx
+        .mine
+        .iter()
+        .filter(|e| reads_canary(e, cx.canaries))
+        .map(|e| (*e).clone())
+        .collect();
+    found(
+        "secret-exposure",
+        "canary-read",
+        "it opened a canary secret".into(),
+        read,
+    )
+}
+
+/// A file's token in an answer: that file was read and leaked (its
+/// token is random and in nothing else the server can read). The
+/// variable's token counts only when an attack brought it back: a plain
+/// call's answer may show the environment by design (server-everything's
+/// get-env).
+fn token_in_answer(cx: &Context) -> Option<Found> {
+    let mut tokens: Vec<(&str, &str)> = cx
+        .canaries
+        .tokens
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    if let (Some(t), Some(_)) = (&cx.canaries.env_token, cx.attack) {
+        tokens.push(("the environment variable", t));
+    }
+    let mut whose = Vec::new();
+    let leaked: Vec<Value> = cx
+        .step
+        .exchange
+        .iter()
+        .filter(|x| x.dir == Direction::Received)
+        .filter_map(|x| x.message.as_ref().map(Value::to_string).or(x.text.clone()))
+        .filter_map(|text| {
+            let (what, at, len) = tokens
+                .iter()
+                .find_map(|(what, t)| text.find(t).map(|at| (*what, at, t.len())))?;
+            whose.push(what);
+            Some(Value::String(excerpt(&text, at, len)))
+        })
+        .collect();
+    whose.dedup();
+    found(
+        "secret-exposure",
+        "token-in-answer",
+        format!("the token of {} is in its answer", whose.join(", ")),
+        leaked,
+    )
+}
+
+/// `text` around the `len` bytes at `at`, 40 characters either side.
+fn excerpt(text: &str, at: usize, len: usize) -> String {
+    let from = text[..at]
+        .char_indices()
+        .rev()
+        .nth(40)
+        .map_or(0, |(i, _)| i);
+    let to = (at + len + 40).min(text.len());
+    let to = (to..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    text[from..to].to_string()
+}
+
+/// The payload's marker made by the payload's own effect: a program run
+/// during this request with the marker as an argument of its own, or the
+/// marker file made by a process that was started during this request
+/// (the shell or program the payload reached). The server writing a path
+/// it read in its arguments is not injection.
+fn marker_made(cx: &Context) -> Option<Found> {
+    let attack = cx.attack?;
+    let class = attack["class"].as_str().unwrap_or_default();
+    if class != "command-injection" && class != "argument-injection" {
+        return None;
+    }
+    let marker = attack["marker"].as_str().unwrap_or("\u{0}");
+    let started: Vec<&Value> = cx
+        .mine
+        .iter()
+        .filter(|e| matches!(e["call"].as_str(), Some("execve" | "execveat")))
+        .map(|e| &e["pid"])
+        .filter(|p| !p.is_null())
+        .collect();
+    let ran = cx
+        .mine
+        .iter()
+        .filter(|e| match marker_effect(e, marker) {
+            Some(MarkerEffect::RunOn) => true,
+            Some(MarkerEffect::Made) => started.contains(&&e["pid"]),
+            None => false,
+        })
+        .map(|e| (*e).clone())
+        .collect();
+    found(
+        class,
+        "marker-made",
+        format!("the payload ran: /tmp/{marker} was created, or a program was run on it"),
+        ran,
+    )
+}
+
+fn outside_roots(cx: &Context) -> Option<Found> {
+    // A traversal payload that leads out of the roots, and the server
+    // went there. The canaries' own rules say it more precisely when the
+    // path is theirs; this judges any payload's, a user's too.
+    if cx.attack?["class"] != "path-traversal" {
+        return None;
+    }
+    let roots = cx.roots;
+    let out: Vec<String> = targets(cx.payload.unwrap_or_default(), roots)
+        .into_iter()
+        .filter(|t| !roots.iter().any(|r| within(t, r)))
+        .collect();
+    let t = out.first()?;
+    let reached = touching(cx, &|p| {
+        p.starts_with('/') && out.iter().any(|t| within(&normalize(p), t))
+    });
+    found(
+        "path-traversal",
+        "outside-roots",
+        format!(
+            "it reached {t}, outside its roots ({}), where the payload led",
+            roots.join(", ")
+        ),
+        reached,
+    )
+}
+
+fn connect_to_payload(cx: &Context) -> Option<Found> {
+    let attack = cx.attack?;
+    let address = attack["address"]
+        .as_str()
+        .filter(|_| attack["class"] == "ssrf")?;
+    // The guest's own connect, as recorded; or, with a network, the host's
+    // egress proxy's `net` event for it (allowed or refused: the server
+    // tried either way).
+    let proxied = |e: &Value| {
+        e["event"] == "net"
+            && e["kind"] == "connect"
+            && e["address"]
+                .as_str()
+                .zip(e["port"].as_u64())
+                .is_some_and(|(a, p)| format!("inet {a}:{p}") == address)
+    };
+    let reached = cx
+        .mine
+        .iter()
+        .filter(|e| {
+            (matches!(e["call"].as_str(), Some("connect" | "sendto")) && e["address"] == address)
+                || proxied(e)
+        })
+        .map(|e| (*e).clone())
+        .collect();
+    found(
+        "ssrf",
+        "connect-to-payload",
+        format!("it tried to reach {address}, the address the payload named"),
+        reached,
+    )
 }
 
 /// Where a traversal payload leads: the path it names (percent-decoded),
@@ -353,19 +545,29 @@ fn percent_decoded(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// An effect that proves a marker payload ran: a file by the marker's
-/// name created or written (`touch /tmp/<marker>`, `--output=`), or a
-/// program run with `/tmp/<marker>` as an argument of its own (a shell
-/// handed the payload as text does not count, only what it then runs).
-fn marker_made(e: &Value, marker: &str) -> bool {
+/// How an effect touched the payload's marker.
+enum MarkerEffect {
+    /// A program was run with `/tmp/<marker>` as an argument of its own
+    /// (a shell handed the payload as text does not count, only what it
+    /// then runs).
+    RunOn,
+    /// A file by the marker's name was created or written (`touch`,
+    /// `--output=`): the payload's effect only if its process was started
+    /// by the request.
+    Made,
+}
+
+fn marker_effect(e: &Value, marker: &str) -> Option<MarkerEffect> {
     let path = format!("/tmp/{marker}");
     let call = e["call"].as_str().unwrap_or_default();
     let names = |k: &str| {
         e[k].as_array()
             .is_some_and(|a| a.iter().any(|p| p.as_str() == Some(path.as_str())))
     };
-    match call {
-        "execve" | "execveat" => names("argv") && !is_shell(&e["argv"][0]),
+    let made = match call {
+        "execve" | "execveat" if names("argv") && !is_shell(&e["argv"][0]) => {
+            return Some(MarkerEffect::RunOn)
+        }
         "open" | "openat" | "openat2" => {
             let access = e["access"].as_str().unwrap_or("read");
             access != "read" && names("paths")
@@ -373,7 +575,8 @@ fn marker_made(e: &Value, marker: &str) -> bool {
         "creat" | "mkdir" | "mkdirat" | "rename" | "renameat" | "renameat2" | "link" | "linkat"
         | "symlink" | "symlinkat" | "truncate" => names("paths"),
         _ => false,
-    }
+    };
+    made.then_some(MarkerEffect::Made)
 }
 
 fn is_shell(argv0: &Value) -> bool {
@@ -442,12 +645,22 @@ mod tests {
         e
     }
 
-    const TOKEN: &str = "MCPVM-CANARY-00ff";
+    /// Each file's own token, and the variable's.
+    const SSH: &str = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ";
+    const SYSTEM: &str = "9f2c6a1e0b7d4c3a8e5f1b2d6c9a0e7f";
+    const SIBLING: &str = "4e1d8c2b7a6f5e3d9c0b1a2f8e7d6c5b";
+    const ENV: &str = "Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4";
 
     fn canaries() -> Value {
-        json!({"event": "canaries", "token": TOKEN, "env": "MCPVM_SECRET_TOKEN",
-            "files": ["/root/.ssh/id_ed25519", "/etc/mcpvm/secret", "/workspace_secret/secret.txt"],
-            "sibling": "/workspace_secret", "link": "/workspace/.mcpvm-canary-link"})
+        json!({"event": "canaries", "env": "SERVICE_API_TOKEN", "env_token": ENV,
+            "files": ["/root/.ssh/id_ed25519", "/etc/secrets/service.key", "/workspace_secret/secret.txt"],
+            "tokens": {"/root/.ssh/id_ed25519": SSH, "/etc/secrets/service.key": SYSTEM,
+                "/workspace_secret/secret.txt": SIBLING},
+            "sibling": "/workspace_secret", "link": "/workspace/.credentials"})
+    }
+
+    fn judged(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
+        judge(steps, events, &roots()).unwrap()
     }
 
     fn roots() -> Vec<String> {
@@ -478,7 +691,7 @@ mod tests {
             // A sound tool read its own layer, not the payload's path.
             open(4, "safe", "/opt/mcp/fs/index.js", None),
         ];
-        let f = judge(&steps, &events, &roots());
+        let f = judged(&steps, &events);
         let got: Vec<(&str, &str)> = f
             .iter()
             .map(|f| (f.rule.as_str(), f.payload.as_deref().unwrap()))
@@ -498,7 +711,7 @@ mod tests {
         assert_eq!(f[0].evidence.len(), 2);
         // Narrower roots: the workspace itself is outside.
         let narrow = ["/workspace/repo".to_string()];
-        let f = judge(&steps[2..3], &events, &narrow);
+        let f = judge(&steps[2..3], &events, &narrow).unwrap();
         assert!(
             f.is_empty(),
             "relative to the root, not the workspace: {f:#?}"
@@ -515,7 +728,7 @@ mod tests {
                 "tools/call:read_file",
                 3,
                 json!({"path": "/workspace_secret/secret.txt"}),
-                json!({"content": [{"type": "text", "text": format!("{TOKEN}-sibling")}]}),
+                json!({"content": [{"type": "text", "text": format!("{SIBLING}\n")}]}),
             ),
             step(
                 "tools/call:list",
@@ -526,13 +739,13 @@ mod tests {
         ];
         let events = vec![
             canaries(),
-            // At start-up the server read a credential: not a call's doing.
+            // At start-up the server read a file that is no canary here.
             json!({"event": "effect", "call": "openat", "paths": ["/root/.aws/credentials"],
                 "during": {"phase": "start_up"}}),
             open(3, "read_file", "/workspace_secret/secret.txt", None),
             open(4, "list", "/workspace", None),
         ];
-        let f = judge(&steps, &events, &roots());
+        let f = judged(&steps, &events);
         let rules: Vec<(&str, &str, &str)> = f
             .iter()
             .map(|f| (f.class.as_str(), f.rule.as_str(), f.step.as_str()))
@@ -559,26 +772,31 @@ mod tests {
         let steps = vec![step(
             "tools/call:read",
             5,
-            json!({"path": "/workspace/.mcpvm-canary-link"}),
-            json!({"content": [{"type": "text", "text": format!("key: {TOKEN}-etc")}]}),
+            json!({"path": "/workspace/.credentials"}),
+            json!({"content": [{"type": "text", "text": format!("key: {SYSTEM}")}]}),
         )];
         let events = vec![
             canaries(),
             open(
                 5,
                 "read",
-                "/workspace/.mcpvm-canary-link",
-                Some("/etc/mcpvm/secret"),
+                "/workspace/.credentials",
+                Some("/etc/secrets/service.key"),
             ),
         ];
-        let f = judge(&steps, &events, &roots());
+        let f = judged(&steps, &events);
         let rules: Vec<&str> = f.iter().map(|f| f.rule.as_str()).collect();
         assert_eq!(
             rules,
             ["symlink-escape", "canary-read", "token-in-answer"],
             "{f:#?}"
         );
-        assert!(f[2].evidence[0].as_str().unwrap().contains(TOKEN));
+        assert!(f[2].evidence[0].as_str().unwrap().contains(SYSTEM));
+        assert!(
+            f[2].why.contains("/etc/secrets/service.key"),
+            "{}",
+            f[2].why
+        );
     }
 
     fn attack_step(
@@ -600,9 +818,16 @@ mod tests {
         s
     }
 
-    fn exec(id: u64, tool: &str, argv: &[&str]) -> Value {
-        json!({"event": "effect", "call": "execve", "paths": [argv[0]], "argv": argv,
+    /// A program `pid` started during request `id` (its exec).
+    fn exec(id: u64, tool: &str, pid: u32, argv: &[&str]) -> Value {
+        json!({"event": "effect", "call": "execve", "pid": pid, "paths": [argv[0]], "argv": argv,
             "during": {"phase": "request", "id": id, "method": "tools/call", "tool": tool}})
+    }
+
+    /// `pid` creating `path` during request `id`.
+    fn create(id: u64, pid: u32, path: &str) -> Value {
+        json!({"event": "effect", "call": "openat", "pid": pid, "paths": [path],
+            "access": "write+create", "during": {"phase": "request", "id": id, "method": "tools/call"}})
     }
 
     #[test]
@@ -636,6 +861,13 @@ mod tests {
                 "--output=/tmp/mcpvm-attack-4",
                 None,
             ),
+            attack_step(
+                5,
+                "write",
+                "command-injection",
+                "x; touch /tmp/mcpvm-attack-5",
+                None,
+            ),
         ];
         let events = vec![
             canaries(),
@@ -643,28 +875,44 @@ mod tests {
             exec(
                 1,
                 "run",
+                10,
                 &["/bin/sh", "-c", "echo x; touch /tmp/mcpvm-attack-1"],
             ),
-            exec(1, "run", &["touch", "/tmp/mcpvm-attack-1"]),
+            exec(1, "run", 11, &["touch", "/tmp/mcpvm-attack-1"]),
+            // A shell the request started writes the marker itself.
             exec(
                 2,
                 "run",
-                &["/bin/sh", "-c", "echo x | touch /tmp/mcpvm-attack-2"],
+                20,
+                &["/bin/sh", "-c", "echo x > /tmp/mcpvm-attack-2"],
             ),
-            json!({"event": "effect", "call": "openat", "paths": ["/tmp/mcpvm-attack-2"],
-                "access": "write+create", "during": {"phase": "request", "id": 2, "method": "tools/call"}}),
+            create(2, 20, "/tmp/mcpvm-attack-2"),
             // The text as one argument of a program: quoted, no finding.
             exec(
                 3,
                 "log",
+                30,
                 &["/usr/bin/logger", "x; touch /tmp/mcpvm-attack-3"],
             ),
-            exec(3, "log", &["/bin/sh", "-c", "touch /tmp/mcpvm-attack-3"]),
+            exec(
+                3,
+                "log",
+                31,
+                &["/bin/sh", "-c", "touch /tmp/mcpvm-attack-3"],
+            ),
             // git writes the file the option named.
-            json!({"event": "effect", "call": "openat", "paths": ["/tmp/mcpvm-attack-4"],
-                "access": "write+create+truncate", "during": {"phase": "request", "id": 4, "method": "tools/call"}}),
+            exec(
+                4,
+                "diff",
+                40,
+                &["git", "diff", "--output=/tmp/mcpvm-attack-4"],
+            ),
+            create(4, 40, "/tmp/mcpvm-attack-4"),
+            // The server itself (started long before) writes the path it
+            // read in its arguments: forged, not the payload's effect.
+            create(5, 7, "/tmp/mcpvm-attack-5"),
         ];
-        let f = judge(&steps, &events, &roots());
+        let f = judged(&steps, &events);
         let got: Vec<(&str, &str, u32)> = f
             .iter()
             .map(|f| (f.class.as_str(), f.step.as_str(), f.attempts))
@@ -715,7 +963,7 @@ mod tests {
             connect(1, "inet 169.254.169.254:80"),
             connect(2, "unix /run/nscd/socket"),
         ];
-        let f = judge(&steps, &events, &roots());
+        let f = judged(&steps, &events);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].class, "ssrf");
         assert_eq!(f[0].evidence[0]["address"], "inet 169.254.169.254:80");
@@ -724,7 +972,7 @@ mod tests {
         let refused = json!({"event": "net", "kind": "connect", "address": "127.0.0.1", "port": 22,
             "allowed": false, "reason": "127.0.0.1 is loopback (127.0.0.0/8)",
             "during": {"phase": "request", "id": 2, "method": "tools/call"}});
-        let f = judge(&steps, &[canaries(), refused], &roots());
+        let f = judged(&steps, &[canaries(), refused]);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(
             (f[0].class.as_str(), f[0].step.as_str()),
@@ -738,18 +986,104 @@ mod tests {
 
     #[test]
     fn a_tool_that_shows_its_environment_is_no_finding_unless_attacked_into_it() {
-        let env = json!({"content": [{"type": "text", "text": format!("MCPVM_SECRET_TOKEN={TOKEN}-env")}]});
+        let env =
+            json!({"content": [{"type": "text", "text": format!("SERVICE_API_TOKEN={ENV}")}]});
         let mut attacked = step("tools/call:debug", 2, json!({"q": "x"}), env.clone());
         attacked.step = "attack:debug".into();
         attacked.detail = json!({"attack": {"tool": "debug", "argument": "/q",
             "class": "command-injection", "payload": "$(env)", "marker": "m"}});
         let steps = vec![step("tools/call:get-env", 1, json!({}), env), attacked];
-        let f = judge(&steps, &[canaries()], &roots());
+        let f = judged(&steps, &[canaries()]);
         let got: Vec<(&str, &str)> = f
             .iter()
             .map(|f| (f.rule.as_str(), f.step.as_str()))
             .collect();
         assert_eq!(got, [("token-in-answer", "attack:debug")], "{f:#?}");
+    }
+
+    /// A server that reads a canary at start-up, or 100 ms after its
+    /// answer (between calls), is reported: unattributed, with the phase
+    /// and the read, and no call to reproduce it.
+    #[test]
+    fn a_canary_read_outside_every_call_is_reported_as_unattributed() {
+        let steps = vec![step(
+            "tools/call:echo",
+            2,
+            json!({"text": "hi"}),
+            json!({"content": [{"type": "text", "text": "hi"}]}),
+        )];
+        let read = |phase: Value| {
+            json!({"event": "effect", "call": "openat", "pid": 7, "paths": ["/root/.ssh/id_ed25519"],
+                "access": "read", "during": phase})
+        };
+        let events = vec![
+            canaries(),
+            read(json!({"phase": "start_up"})),
+            read(json!({"phase": "between_calls"})),
+            read(json!({"phase": "between_calls"})),
+            // A request no step made (say, a robustness line): not a
+            // step's, still a read.
+            read(json!({"phase": "request", "id": 99, "method": "tools/call"})),
+        ];
+        let f = judged(&steps, &events);
+        let got: Vec<(&str, &str, Option<&str>, usize)> = f
+            .iter()
+            .map(|f| {
+                (
+                    f.rule.as_str(),
+                    f.step.as_str(),
+                    f.call.as_deref(),
+                    f.evidence.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("canary-read", "start-up", None, 1),
+                ("canary-read", "between-calls", None, 2),
+                ("canary-read", "unmatched-request", None, 1),
+            ],
+            "{f:#?}"
+        );
+        assert!(f[0].why.contains("unattributed"), "{}", f[0].why);
+    }
+
+    /// Tokens are per file and random: a server that prints something
+    /// canary-like (the old fixed prefix, the variable's token with a
+    /// file's suffix, a token of the right shape) has read nothing and
+    /// gets no finding; only a file's own token, which it can only have
+    /// from that file, counts.
+    #[test]
+    fn a_server_printing_a_guessed_token_gets_no_finding() {
+        let guesses = [
+            "MCPVM-CANARY-00ff-ssh".to_string(),
+            format!("{ENV}-ssh"),
+            "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZZ".to_string(),
+            SSH[..20].to_string(),
+        ];
+        let steps: Vec<StepResult> = guesses
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                step(
+                    "tools/call:whoami",
+                    i as u64 + 1,
+                    json!({}),
+                    json!({"content": [{"type": "text", "text": g}]}),
+                )
+            })
+            .collect();
+        assert_eq!(judged(&steps, &[canaries()]), vec![]);
+        let real = step(
+            "tools/call:whoami",
+            9,
+            json!({}),
+            json!({"content": [{"type": "text", "text": format!("key {SSH}")}]}),
+        );
+        let f = judged(&[real], &[canaries()]);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert!(f[0].why.contains("/root/.ssh/id_ed25519"), "{}", f[0].why);
     }
 
     #[test]
@@ -761,8 +1095,9 @@ mod tests {
             json!({"content": [{"type": "text", "text": "hello"}]}),
         )];
         let events = vec![canaries(), open(3, "read_file", "/workspace/a.txt", None)];
-        assert_eq!(judge(&steps, &events, &roots()), vec![]);
-        // Without canaries nothing is judged.
-        assert_eq!(judge(&steps, &events[1..], &roots()), vec![]);
+        assert_eq!(judged(&steps, &events), vec![]);
+        // Without canaries nothing is judged, and that is said.
+        let e = judge(&steps, &events[1..], &roots()).unwrap_err();
+        assert!(e.contains("could not be judged"), "{e}");
     }
 }

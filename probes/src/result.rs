@@ -172,6 +172,11 @@ pub struct ProbeResult {
     /// planted: `--profile observe`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// With `--security`: why nothing could be judged (no canaries
+    /// reported, no events read). "No finding" is said only where it was
+    /// judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_judged: Option<String>,
     /// The boundary the findings were judged against (guest paths).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
@@ -203,6 +208,7 @@ impl ProbeResult {
             guest_events: None,
             recording: None,
             findings: Vec::new(),
+            not_judged: None,
             roots: Vec::new(),
             verdict: Verdict::default(),
         }
@@ -307,12 +313,16 @@ impl ProbeResult {
                 );
             }
         }
-        if attacks > 0 {
-            s += &format!(
-                "  {attacks} attacks sent ({} findings), judged against the roots {}\n",
-                self.findings.len(),
-                self.roots.join(", ")
-            );
+        match (&self.not_judged, attacks) {
+            (Some(why), _) => s += &format!("  {attacks} attacks sent, not judged: {why}\n"),
+            (None, 0) => {}
+            (None, _) => {
+                s += &format!(
+                    "  {attacks} attacks sent ({} findings), judged against the roots {}\n",
+                    self.findings.len(),
+                    self.roots.join(", ")
+                )
+            }
         }
         if !self.findings.is_empty() {
             s += "findings:\n";

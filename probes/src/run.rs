@@ -204,8 +204,17 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
             }
             result.recording = Some(recording);
         }
-        result.findings = crate::findings::judge(&result.steps, events, &opts.roots);
+        match crate::findings::judge(&result.steps, events, &opts.roots) {
+            Ok(f) => result.findings = f,
+            Err(why) if opts.security => result.not_judged = Some(why),
+            Err(_) => {}
+        }
         result.roots = opts.roots.clone();
+    }
+    if opts.security && result.guest_events.is_none() {
+        result.not_judged = Some(
+            "the VM's events were not read, so what the server did could not be judged".into(),
+        );
     }
     result.conclude();
     opts.secrets.record(result).map_err(ProbeError::Redact)

@@ -107,12 +107,16 @@ pub enum Event {
     /// The canaries planted before the server started: any touch of one
     /// is evidence, and `token` in anything the server says is a leak.
     Canaries {
-        /// In every canary's content (each adds its own suffix).
-        token: String,
         /// Files whose reading is exposure.
         files: Vec<String>,
-        /// The environment variable that holds the token.
+        /// Each file's own token (in its content, nowhere else): in
+        /// anything the server says, that file was read and leaked.
+        #[serde(default)]
+        tokens: std::collections::BTreeMap<String, String>,
+        /// The environment variable that holds [`Event::Canaries::env_token`].
         env: String,
+        #[serde(default)]
+        env_token: String,
         /// A directory beside the workspace, sharing its name's prefix.
         sibling: String,
         /// A link in the workspace to a canary outside it.

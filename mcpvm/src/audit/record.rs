@@ -158,6 +158,10 @@ pub struct Security {
     /// The boundary the findings were judged against.
     pub roots: Vec<String>,
     pub findings: Vec<Finding>,
+    /// Why nothing could be judged (no canaries reported, no events):
+    /// then "no finding" is not a result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_judged: Option<String>,
 }
 
 impl Security {
@@ -167,7 +171,7 @@ impl Security {
             .iter()
             .filter_map(|s| s.step.strip_prefix("attack:"))
             .collect();
-        if attacks.is_empty() && probe.findings.is_empty() {
+        if attacks.is_empty() && probe.findings.is_empty() && probe.not_judged.is_none() {
             return None;
         }
         let mut tools: Vec<String> = attacks.iter().map(|t| t.to_string()).collect();
@@ -177,6 +181,7 @@ impl Security {
             tools,
             roots: probe.roots.clone(),
             findings: probe.findings.clone(),
+            not_judged: probe.not_judged.clone(),
         })
     }
 }

@@ -392,7 +392,7 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
     if meta.profiles.iter().any(|p| p == SECURITY) {
         let _ = writeln!(
             m,
-            "`security` column: ⚠N findings · ○ none found (see Security findings).\n"
+            "`security` column: ⚠N findings · ○ none found · ? not judged (no evidence recorded to judge by) (see Security findings).\n"
         );
     }
     let _ = writeln!(
@@ -1036,6 +1036,7 @@ mod tests {
                 evidence: vec![serde_json::json!({"call": "openat",
                     "paths": ["/tmp/m"], "access": "write+create", "exe": "/usr/bin/git"})],
             }],
+            not_judged: None,
         });
         rs.insert(("git".into(), SECURITY.into()), git);
         let mut time = record("time", SECURITY, Outcome::Ok, 800.0);
@@ -1044,6 +1045,7 @@ mod tests {
             tools: vec!["get_current_time".into()],
             roots: vec!["/workspace".into()],
             findings: vec![],
+            not_judged: None,
         });
         rs.insert(("time".into(), SECURITY.into()), time);
         let md = markdown(&meta, &rs);
@@ -1058,6 +1060,17 @@ mod tests {
         // The reproducing command is quoted for a shell.
         assert!(md.contains(r#"reproduce: mcpvm probe --server git --profile observe --only-given --call 'git\_diff={"target":"--output=/tmp/m'\\''1"}'"#), "{md}");
         assert!(md.contains("- **time**: no finding in 20 attacks"), "{md}");
+        // Where nothing could be judged, the cell says so, never "none".
+        let mut blind = rs.clone();
+        let t = blind.get_mut(&("time".into(), SECURITY.into())).unwrap();
+        t.security.as_mut().unwrap().not_judged = Some("the VM reported no canaries".into());
+        let md_blind = markdown(&meta, &blind);
+        assert!(md_blind.contains("| time | ✓ |   | ? |"), "{md_blind}");
+        assert!(
+            md_blind
+                .contains("- **time**: not judged (20 attacks sent): the VM reported no canaries"),
+            "{md_blind}"
+        );
         // Not a withholding profile: nothing about it in what profiles did.
         assert!(!md.contains("- **security**: nothing the baseline"), "{md}");
         let page = html(&meta, &rs);

@@ -20,11 +20,13 @@ fn cell<'a>(records: &'a Records, server: &str) -> Option<&'a Record> {
     records.get(&(server.to_string(), SECURITY.to_string()))
 }
 
-/// The matrix symbol of a security cell: `⚠N` findings, `○` none; a
-/// cell that never attacked (the server did not start) shows its outcome.
+/// The matrix symbol of a security cell: `⚠N` findings, `○` none found,
+/// `?` not judged (no evidence to judge by: never "none"); a cell that
+/// never attacked (the server did not start) shows its outcome.
 pub fn symbol(r: &Record) -> String {
     match &r.security {
         Some(s) if !s.findings.is_empty() => format!("⚠{}", s.findings.len()),
+        Some(s) if s.not_judged.is_some() => "?".into(),
         Some(_) => "○".into(),
         None => r.outcome.symbol().into(),
     }
@@ -38,6 +40,9 @@ pub fn summary(r: &Record) -> String {
             r.outcome.name()
         );
     };
+    if let Some(why) = &s.not_judged {
+        return format!("not judged ({} attacks sent): {why}", s.attacks);
+    }
     let count = |n: usize, one: &str, many: &str| match n {
         0 if one == "finding" => "no finding".to_string(),
         1 => format!("1 {one}"),
