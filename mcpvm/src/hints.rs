@@ -41,7 +41,27 @@ fn hint(e: &(dyn Error + 'static)) -> Option<String> {
     if let Some(r) = e.downcast_ref::<vmm::restore::RestoreError>() {
         return restore_hint(r);
     }
+    if let Some(j) = e.downcast_ref::<vmm::jail::JailError>() {
+        return jail_hint(j);
+    }
+    if let Some(crate::run::RunError::Jail(j)) = e.downcast_ref() {
+        return jail_hint(j);
+    }
     e.downcast_ref::<HostError>().and_then(host_hint)
+}
+
+/// What the seccomp trap report ends with (`vmm::host_seccomp`).
+pub const SECCOMP_TRAP: &str =
+    "Run with --seccomp log to see every such call (kernel log), and report it.";
+
+fn jail_hint(e: &vmm::jail::JailError) -> Option<String> {
+    use vmm::jail::JailError;
+    match e {
+        JailError::Unavailable(_) | JailError::Setup { .. } => {
+            Some("pass --jail off to run unjailed (docs/security.md, \"The jail\")".into())
+        }
+        JailError::Missing { .. } => None,
+    }
 }
 
 fn restore_hint(e: &vmm::restore::RestoreError) -> Option<String> {
@@ -117,5 +137,59 @@ mod tests {
         assert!(explain(&e).contains("testbed/run"));
         let plain = vmm::VmmError::from(BootError::TooManyDevices(99));
         assert_eq!(explain(&plain), crate::error_chain(&plain));
+        // The jail's errors say what the host refused; the flag is ours.
+        let refused = crate::run::RunError::Jail(vmm::jail::JailError::Unavailable(
+            std::io::Error::from_raw_os_error(libc::EPERM),
+        ));
+        let text = explain(&refused);
+        assert!(
+            text.contains("The host refuses a jail here") && text.ends_with("\"The jail\")"),
+            "{text}"
+        );
+        assert!(text.contains("pass --jail off"), "{text}");
+    }
+
+    /// `vmm` knows nothing of mcpvm: no error message it defines names a
+    /// command-line flag or the mcpvm command (the advice is added here).
+    #[test]
+    fn no_vmm_error_names_an_mcpvm_flag() {
+        fn rs_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    rs_files(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        rs_files(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../vmm/src"),
+            &mut files,
+        );
+        assert!(files.len() > 20, "the vmm sources are found");
+        let flag = |l: &str| {
+            l.match_indices("--")
+                .any(|(i, _)| l[i + 2..].starts_with(|c: char| c.is_ascii_lowercase()))
+        };
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            // Inside an `#[error(…)]` that spans lines.
+            let mut open = false;
+            for (n, line) in text.lines().enumerate() {
+                let starts = line.trim_start().starts_with("#[error(");
+                let judged = starts || open || line.contains("msg.push(");
+                open = (starts || open) && !line.contains(")]");
+                if judged {
+                    assert!(
+                        !flag(line) && !line.contains("mcpvm run") && !line.contains("mcpvm boot"),
+                        "{}:{}: {line}",
+                        f.display(),
+                        n + 1
+                    );
+                }
+            }
+        }
     }
 }

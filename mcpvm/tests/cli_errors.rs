@@ -498,12 +498,12 @@ fn every_bad_value_is_one_clear_error_and_leaves_nothing() {
             // boot, and nothing in it is touched.
             s(&["run", "--snapshot-to", ".", "--", "/bin/true"]),
             1,
-            "is not an mcpvm snapshot",
+            "is not a snapshot",
         ),
         (
             s(&["boot", "--kernel", k, "--snapshot-to", "/etc"]),
             1,
-            "/etc exists and is not an mcpvm snapshot",
+            "/etc exists and is not a snapshot",
         ),
         (
             s(&["run", "--snapshots", "/tmp/x", "--", "/bin/true"]),

@@ -62,7 +62,7 @@ impl FromStr for JailMode {
 
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
-    #[error("The host refuses a jail here ({0}); pass --jail off to run unjailed")]
+    #[error("The host refuses a jail here ({0})")]
     Unavailable(#[source] io::Error),
     #[error("Cannot jail {path}: it does not exist")]
     Missing {
@@ -70,7 +70,7 @@ pub enum JailError {
         #[source]
         source: io::Error,
     },
-    #[error("Cannot set up the jail: {step}; pass --jail off to run unjailed")]
+    #[error("Cannot set up the jail: {step}")]
     Setup {
         step: String,
         #[source]

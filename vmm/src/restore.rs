@@ -23,7 +23,7 @@ pub enum RestoreError {
     MemorySize { dir: PathBuf, mib: u64 },
     #[error("Snapshot {dir} was taken {}; restore it {}",
         if *had { "with a vsock device" } else { "without a vsock device" },
-        if *had { "with a vsock host socket (mcpvm run --from-snapshot)" } else { "without a vsock host socket" })]
+        if *had { "with a vsock host socket" } else { "without a vsock host socket" })]
     Vsock { dir: PathBuf, had: bool },
     #[error("Snapshot {dir} is not usable here: {now} is not as it was ({was}); the snapshot needs the same disk images")]
     DeviceChanged {

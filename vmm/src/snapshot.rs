@@ -49,9 +49,9 @@ pub enum SnapshotError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not a usable mcpvm snapshot: {why}")]
+    #[error("{path} is not a usable snapshot: {why}")]
     Invalid { path: PathBuf, why: String },
-    #[error("Snapshot {path} is format version {found}; this mcpvm reads version {VERSION}: take the snapshot again")]
+    #[error("Snapshot {path} is format version {found}; this VMM reads version {VERSION}: take the snapshot again")]
     Version { path: PathBuf, found: u32 },
     #[error("Cannot capture the {what} for a snapshot")]
     Capture {
@@ -65,7 +65,7 @@ pub enum SnapshotError {
         #[source]
         source: kvm_ioctls::Error,
     },
-    #[error("{path} exists and is not an mcpvm snapshot ({why}); write the snapshot to a new directory: a snapshot replaces only an older snapshot")]
+    #[error("{path} exists and is not a snapshot ({why}); write the snapshot to a new directory: a snapshot replaces only an older snapshot")]
     NotSnapshot { path: PathBuf, why: String },
     #[error("No snapshot written to {0}: a vCPU did not pause within 2 s")]
     Pause(PathBuf),
@@ -434,7 +434,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(STATE_FILE), "hello\n").unwrap();
         let e = read(d.path()).err().unwrap().to_string();
-        assert!(e.contains("is not a usable mcpvm snapshot"), "{e}");
+        assert!(e.contains("is not a usable snapshot"), "{e}");
         let e = read(&d.path().join("missing")).err().unwrap().to_string();
         assert!(e.contains("Cannot read snapshot"), "{e}");
     }
@@ -465,7 +465,7 @@ mod tests {
         std::fs::create_dir(&work).unwrap();
         std::fs::write(work.join("notes.txt"), "mine").unwrap();
         let e = write(&work, &body(), |_| Ok(0)).err().unwrap().to_string();
-        assert!(e.contains("is not an mcpvm snapshot"), "{e}");
+        assert!(e.contains("is not a snapshot"), "{e}");
         assert_eq!(
             std::fs::read_to_string(work.join("notes.txt")).unwrap(),
             "mine"

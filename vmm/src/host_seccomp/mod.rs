@@ -256,6 +256,17 @@ fn trapped_syscall(info: &libc::siginfo_t) -> i32 {
     }
 }
 
+/// What the trap report says after the call: the embedder's advice, in
+/// its own words (the VMM knows no command line). Set once, before any
+/// filter is installed; read by the signal handler, which cannot lock.
+static TRAP_ADVICE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Sets the sentence the trap report ends with (for example how to let
+/// such calls through to see them all). Only the first call counts.
+pub fn set_trap_advice(advice: &'static str) {
+    let _ = TRAP_ADVICE.set(advice);
+}
+
 /// Says which thread made which call, then ends the process: only write
 /// and exit_group, which every filter allows, and no allocation.
 extern "C" fn on_sigsys(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
@@ -270,7 +281,12 @@ extern "C" fn on_sigsys(_: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc
     msg.push(name);
     msg.push(" (");
     msg.push_number(nr);
-    msg.push("), which its filter does not allow; the VMM stops. Run with --seccomp log to see every such call (kernel log), and report it.\n");
+    msg.push("), which its filter does not allow; the VMM stops.");
+    if let Some(advice) = TRAP_ADVICE.get() {
+        msg.push(" ");
+        msg.push(advice);
+    }
+    msg.push("\n");
     // SAFETY: write and _exit are async-signal-safe.
     unsafe {
         libc::write(2, msg.buf.as_ptr().cast(), msg.len);
