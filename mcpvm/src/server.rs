@@ -39,10 +39,16 @@ fn load(catalogue: &CatalogueArg) -> Result<Catalogue, CatalogueError> {
 }
 
 /// `--catalogue FILE` (added to the built-in catalogue) and
-/// `--catalogue-only` (FILE alone), as the commands take them.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// `--catalogue-only` (FILE alone): declared once, flattened into every
+/// command that takes them (`run`/`probe`, `image build|list`, `audit`).
+#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
 pub struct CatalogueArg {
+    /// Server catalogue (TOML), added to the built-in one (its entries
+    /// replace built-in ones of the same name).
+    #[arg(id = "catalogue", long = "catalogue", value_name = "CATALOGUE")]
     pub path: Option<PathBuf>,
+    /// Use --catalogue's servers alone, without the built-in ones.
+    #[arg(id = "catalogue_only", long = "catalogue-only", requires = "catalogue")]
     pub only: bool,
 }
 

@@ -245,10 +245,21 @@ fn run_without_a_kernel_says_where_it_looked() {
 
 #[test]
 fn run_usage_errors() {
+    // KEY alone passes mcpvm's own KEY on: unset, one clear error.
     assert_error(
-        &["run", "--env", "NOEQUALS", "--", "/bin/true"],
+        &["run", "--env", "MCPVM_TEST_NOT_SET", "--", "/bin/true"],
+        1,
+        "MCPVM_TEST_NOT_SET is not set in mcpvm's environment",
+    );
+    assert_error(
+        &["run", "--env", "A B=1", "--", "/bin/true"],
         2,
-        "is not KEY=VALUE",
+        "is not an environment variable name",
+    );
+    assert_error(
+        &["run", "--env-file", "/nonexistent/env", "--", "/bin/true"],
+        2,
+        "cannot read /nonexistent/env",
     );
     let (code, _) = mcpvm(&["run"]);
     assert_eq!(code, 2, "a command is required");

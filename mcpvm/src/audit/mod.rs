@@ -599,8 +599,7 @@ impl CellContext {
                     false => c.profile.clone(),
                 }),
                 timeout: Some(self.run_timeout),
-                catalogue: self.catalogue.path.clone(),
-                catalogue_only: self.catalogue.only,
+                catalogue: self.catalogue.clone(),
                 images: self.images.clone(),
                 profiles: self.profiles_file.clone(),
                 workspace: self

@@ -31,13 +31,8 @@ enum AuditCommand {
 
 #[derive(Args)]
 struct RunAudit {
-    /// Server catalogue (TOML), added to the built-in one (its entries
-    /// replace built-in ones of the same name).
-    #[arg(long)]
-    catalogue: Option<PathBuf>,
-    /// Use --catalogue's servers alone, without the built-in ones.
-    #[arg(long, requires = "catalogue")]
-    catalogue_only: bool,
+    #[command(flatten)]
+    catalogue: crate::server::CatalogueArg,
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
@@ -115,10 +110,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         .ok_or("mcpvm audit needs --out DIR: where results and reports go")?;
     audit::run(
         AuditOptions {
-            catalogue: crate::server::CatalogueArg {
-                path: a.catalogue,
-                only: a.catalogue_only,
-            },
+            catalogue: a.catalogue,
             images: a.images,
             servers: a.servers,
             profiles: a

@@ -18,13 +18,8 @@ pub enum ImageCommand {
 
 #[derive(Args)]
 pub struct ListArgs {
-    /// Server catalogue (TOML), added to the built-in one (its entries
-    /// replace built-in ones of the same name).
-    #[arg(long)]
-    catalogue: Option<PathBuf>,
-    /// Use --catalogue's servers alone, without the built-in ones.
-    #[arg(long, requires = "catalogue")]
-    catalogue_only: bool,
+    #[command(flatten)]
+    catalogue: crate::server::CatalogueArg,
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
@@ -47,7 +42,7 @@ struct Listed {
 }
 
 fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
-    let catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
+    let catalogue = load_catalogue(&a.catalogue)?;
     let dir = a.images.unwrap_or_else(store::default_dir);
     let index = store::Index::load_or_new(&dir)?;
     let rt_key = index.runtime_key();
@@ -107,13 +102,8 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
 
 #[derive(Args)]
 pub struct BuildArgs {
-    /// Server catalogue (TOML), added to the built-in one (its entries
-    /// replace built-in ones of the same name).
-    #[arg(long)]
-    catalogue: Option<PathBuf>,
-    /// Use --catalogue's servers alone, without the built-in ones.
-    #[arg(long, requires = "catalogue")]
-    catalogue_only: bool,
+    #[command(flatten)]
+    catalogue: crate::server::CatalogueArg,
     /// Only these servers (comma-separated); default: every one.
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
@@ -137,17 +127,16 @@ pub struct BuildArgs {
 }
 
 pub fn load_catalogue(
-    path: &Option<PathBuf>,
-    only: bool,
+    c: &crate::server::CatalogueArg,
 ) -> Result<Catalogue, Box<dyn std::error::Error>> {
-    Ok(Catalogue::choose(path.as_deref(), only)?)
+    Ok(Catalogue::choose(c.path.as_deref(), c.only)?)
 }
 
 pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
         ImageCommand::List(a) => list(a, json),
         ImageCommand::Build(a) => {
-            let mut catalogue = load_catalogue(&a.catalogue, a.catalogue_only)?;
+            let mut catalogue = load_catalogue(&a.catalogue)?;
             let mut servers = a.servers.clone();
             for spec in &a.package {
                 let (name, entry) = mcpvm_images::package::entry(spec)?;

@@ -334,7 +334,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     let roots = match (args.security, args.vm_options.server()) {
         (false, _) => Vec::new(),
         (true, _) if !args.roots.is_empty() => args.roots.clone(),
-        (true, Some(name)) => crate::server::roots(name, &args.vm_options.catalogue_arg())?,
+        (true, Some(name)) => crate::server::roots(name, &args.vm_options.catalogue)?,
         (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
     };
     let mut calls = match &args.calls {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::disk_arg::{parse_disk, DiskArg};
-use crate::server::ServerPlan;
+use crate::server::{CatalogueArg, ServerPlan};
 use crate::withholding::profile::Profile;
 use crate::withholding::Profiles;
 use crate::workspace::{parse_workspace, WorkspaceArg};
@@ -12,6 +12,7 @@ use crate::workspace::{parse_workspace, WorkspaceArg};
 /// How the microVM is set up: shared by `run` and `probe --vm`.
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 #[command(group(clap::ArgGroup::new("named_server").args(["server", "package"])))]
+#[command(group(clap::ArgGroup::new("a_catalogue").args(["catalogue"]).requires("server")))]
 pub struct VmOptions {
     /// Guest kernel (default: the one `scripts/build` made, next to this binary).
     #[arg(long, env = "MCPVM_KERNEL")]
@@ -79,13 +80,9 @@ pub struct VmOptions {
     /// after `--` go to the server.
     #[arg(long, value_name = "SPEC", conflicts_with_all = ["image", "server", "catalogue"])]
     pub package: Option<String>,
-    /// Server catalogue (TOML) for --server, added to the built-in one
-    /// (its entries replace built-in ones of the same name).
-    #[arg(long, requires = "server")]
-    pub catalogue: Option<PathBuf>,
-    /// Use --catalogue's servers alone, without the built-in ones.
-    #[arg(long, requires = "catalogue")]
-    pub catalogue_only: bool,
+    /// --catalogue and --catalogue-only, for --server.
+    #[command(flatten)]
+    pub catalogue: CatalogueArg,
     /// The image store for --server and --package [default:
     /// ~/.cache/mcpvm/images].
     #[arg(long, requires = "named_server")]
@@ -191,8 +188,7 @@ impl Default for VmOptions {
             read_only_root: false,
             server: None,
             package: None,
-            catalogue: None,
-            catalogue_only: false,
+            catalogue: CatalogueArg::default(),
             images: None,
             workspace: None,
             profile: None,
@@ -241,11 +237,9 @@ impl VmOptions {
             None => None,
         };
         let server = match &self.server {
-            Some(name) if !has_command => Some(crate::server::plan(
-                name,
-                &self.catalogue_arg(),
-                &self.images,
-            )?),
+            Some(name) if !has_command => {
+                Some(crate::server::plan(name, &self.catalogue, &self.images)?)
+            }
             Some(_) => return Err(crate::server::ServerError::Both.into()),
             None => match &self.package {
                 Some(spec) => Some(crate::package::plan(spec, &self.images)?),
@@ -352,14 +346,6 @@ impl VmOptions {
         Ok(env)
     }
 
-    /// --catalogue and --catalogue-only together.
-    pub fn catalogue_arg(&self) -> crate::server::CatalogueArg {
-        crate::server::CatalogueArg {
-            path: self.catalogue.clone(),
-            only: self.catalogue_only,
-        }
-    }
-
     /// The catalogued server asked for, if any.
     pub fn server(&self) -> Option<&str> {
         self.server.as_deref()
@@ -411,8 +397,8 @@ impl VmOptions {
         a.flag("read-only-root", self.read_only_root);
         a.value("server", &self.server);
         a.value("package", &self.package);
-        a.path("catalogue", &self.catalogue);
-        a.flag("catalogue-only", self.catalogue_only);
+        a.path("catalogue", &self.catalogue.path);
+        a.flag("catalogue-only", self.catalogue.only);
         a.path("images", &self.images);
         a.value("workspace", &self.workspace.as_ref().map(|w| &w.text));
         a.value("profile", &self.profile);
@@ -649,8 +635,10 @@ mod tests {
             read_only_root: true,
             server: Some("memory".into()),
             package: None,
-            catalogue: Some("cat.toml".into()),
-            catalogue_only: true,
+            catalogue: CatalogueArg {
+                path: Some("cat.toml".into()),
+                only: true,
+            },
             images: Some("/images".into()),
             workspace: Some(parse_workspace("ws,rw").unwrap()),
             profile: Some("no-tmp+deny-exec".into()),
