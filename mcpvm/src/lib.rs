@@ -18,7 +18,6 @@ pub mod package;
 pub mod run;
 pub mod rundir;
 pub mod server;
-pub mod warm;
 pub mod workspace;
 
 /// Profiles live in their own crate (the fuzz targets build it alone).

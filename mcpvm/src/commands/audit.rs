@@ -125,7 +125,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
             step_timeout: a.step_timeout,
             warm: a
                 .warm
-                .then(|| a.snapshots.unwrap_or_else(crate::warm::default_dir)),
+                .then(|| a.snapshots.unwrap_or_else(crate::run::warm::default_dir)),
             repeat: a.repeat as usize,
             security: a.security,
         },

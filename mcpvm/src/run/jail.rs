@@ -1,9 +1,9 @@
 //! What a jailed `mcpvm run` may still reach (`vmm::jail`): `/dev/kvm`,
 //! the kernel, initrd and disk images read-only (a disk given `,rw`
 //! writable), the snapshot it restores read-only, the directory a snapshot
-//! is written into, the workspace (its parent, for a writable one: the
-//! guest's copy is swapped in beside it), and a private directory for the
-//! run's sockets that vanishes with the process, even under SIGKILL.
+//! is written into, the workspace (writable for `,rw`: the guest's copy is
+//! swapped in inside it), and a private directory for the run's sockets
+//! that vanishes with the process, even under SIGKILL.
 //!
 //! Every path the run names after the jail is made canonical first: the
 //! jail holds each path at its canonical place only.
@@ -14,25 +14,19 @@ use std::path::{Path, PathBuf};
 
 use vmm::jail::{Jail, JailError, JailMode};
 
-use super::plan::RunPlan;
 use super::RunError;
 
 /// The paths of a run, resolved and jailed.
 pub struct RunPaths<'a> {
-    pub plan: Option<&'a mut RunPlan>,
-    pub restore_from: Option<&'a mut PathBuf>,
-    /// Disks of a `--from-snapshot` run (a booted run's are the plan's).
-    pub disks: &'a mut Vec<vmm::DiskConfig>,
-    /// The read-only disks a restored snapshot opens by the paths it
-    /// recorded (a jailed run records canonical ones).
-    pub snapshot_disks: &'a [PathBuf],
+    /// What the VM opens (`Start::paths_mut`: kernel, initrd, disks, the
+    /// snapshot it restores), with whether it writes each.
+    pub vm: Vec<(&'a mut PathBuf, bool)>,
     pub snapshot_to: Option<&'a mut PathBuf>,
     pub workspace: Option<(&'a mut PathBuf, bool)>,
 }
 
-/// Jails the process as `mode` says; true when it is jailed. Call while
-/// the process has one thread.
-/// Jails the run as `mode` asks. Ok: whether it is jailed, and why not.
+/// Jails the run as `mode` asks; Ok says whether it is jailed, and why
+/// not. Call while the process has one thread.
 pub fn enter(mode: JailMode, paths: RunPaths) -> Result<HostEvent, RunError> {
     let not = |why: String| HostEvent::Jail {
         jailed: false,
@@ -53,21 +47,8 @@ pub fn enter(mode: JailMode, paths: RunPaths) -> Result<HostEvent, RunError> {
             jail.bind(p, writable);
         }
     };
-    if let Some(plan) = paths.plan {
-        hold(&mut plan.kernel, false);
-        hold(&mut plan.initrd, false);
-        for d in &mut plan.disks {
-            hold(&mut d.path, !d.read_only);
-        }
-    }
-    for d in paths.disks.iter_mut() {
-        hold(&mut d.path, !d.read_only);
-    }
-    for path in paths.snapshot_disks {
-        hold(&mut path.clone(), false);
-    }
-    if let Some(dir) = paths.restore_from {
-        hold(dir, false);
+    for (path, writable) in paths.vm {
+        hold(path, writable);
     }
     if let Some((dir, writable)) = paths.workspace {
         // Writable, it is written beneath only: the guest's copy is

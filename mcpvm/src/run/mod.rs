@@ -13,7 +13,8 @@
 //! - [`jail`]: what a jailed run may still reach on the host;
 //! - [`template`]: the client that initializes a server before a snapshot;
 //! - [`peer`]: Firecracker in place of our VMM, for benchmarks only;
-//! - `crate::warm`: the warm-start cache, keyed on a plan.
+//! - [`start`]: how the VM starts (booted, warm, restored), decided once.
+//! - [`warm`]: the warm-start cache, keyed on a plan.
 //!
 //! An MCP byte from our stdin reaches the server as: stdin relay
 //! ([`channels`]) → `<run dir>/vsock.sock_1025` → the VMM's vsock device →
@@ -27,7 +28,9 @@ pub mod options;
 pub mod peer;
 pub mod plan;
 pub mod pump;
+pub mod start;
 pub mod template;
+pub mod warm;
 
 use std::io;
 use std::path::PathBuf;
@@ -38,6 +41,12 @@ pub enum RunError {
     NoArtifact { what: &'static str, path: PathBuf },
     #[error("Cannot create the run directory")]
     RunDir(#[source] io::Error),
+    #[error("Snapshot {dir} names {path} as a disk, which is not an image mcpvm built ({why}); a snapshot alone opens only EROFS images: name its disks with --disk PATH to restore it")]
+    SnapshotDisk {
+        dir: PathBuf,
+        path: PathBuf,
+        why: String,
+    },
     #[error("--listen-fd {0} is not an open socket")]
     ListenFd(i32),
     #[error("Cannot listen on {path}")]

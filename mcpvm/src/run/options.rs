@@ -141,6 +141,71 @@ pub struct VmOptions {
     pub guest_port: Option<u16>,
 }
 
+/// `mcpvm run`'s options: the VM's, and what the run writes and starts
+/// from.
+#[derive(clap::Args, Clone, Debug, Default, PartialEq)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub vm: VmOptions,
+    /// Write the run's phase times (ms since start) to this JSON file.
+    #[arg(long)]
+    pub timings: Option<PathBuf>,
+    /// Write the guest agent's events (JSON lines, each with `at_ms`):
+    /// spawn, first output, OOM, denied and used system calls, exit.
+    #[arg(long)]
+    pub events: Option<PathBuf>,
+    /// Once the server has answered an `initialize` from mcpvm itself,
+    /// pause the VM and write it to this snapshot directory
+    /// (docs/snapshots.md), then exit 0; `--from-snapshot DIR` starts it.
+    #[arg(long, value_name = "DIR", conflicts_with = "workspace")]
+    pub snapshot_to: Option<PathBuf>,
+    /// Start the server from a snapshot `--snapshot-to` wrote, instead of
+    /// booting and starting it: the VM, its devices and the server come
+    /// from the snapshot.
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "command", "snapshot_to", "kernel", "initrd", "mem", "vcpus", "cwd", "env",
+        "image", "read_only_root", "server", "package", "workspace", "profile", "no_rng",
+    ])]
+    pub from_snapshot: Option<PathBuf>,
+    /// Start the server from the warm-start cache: restored from a
+    /// snapshot of the same VM and server taken after `initialize`, taken
+    /// now (one cold start) if there is none yet (docs/snapshots.md).
+    #[arg(long, conflicts_with_all = ["snapshot_to", "from_snapshot", "workspace"])]
+    pub warm: bool,
+    /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
+    #[arg(long, value_name = "DIR", requires = "warm")]
+    pub snapshots: Option<PathBuf>,
+    /// Benchmarks only: run the same plan under this Firecracker binary
+    /// instead of our VMM, behind the same host side (`crate::run::peer`).
+    #[arg(long, hide = true, value_name = "PATH", conflicts_with_all = [
+        "snapshot_to", "from_snapshot", "warm", "workspace", "allow_net", "listen",
+    ])]
+    pub peer_firecracker: Option<PathBuf>,
+    /// The server command and its arguments, as seen inside the guest.
+    #[arg(last = true, required_unless_present_any = ["server", "package", "from_snapshot"])]
+    pub command: Vec<String>,
+}
+
+impl RunArgs {
+    /// These options as `mcpvm run` arguments (after `run`): parsing them
+    /// gives these options back.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = Args(self.vm.to_args());
+        a.path("timings", &self.timings);
+        a.path("events", &self.events);
+        a.path("snapshot-to", &self.snapshot_to);
+        a.path("from-snapshot", &self.from_snapshot);
+        a.flag("warm", self.warm);
+        a.path("snapshots", &self.snapshots);
+        a.path("peer-firecracker", &self.peer_firecracker);
+        if !self.command.is_empty() {
+            a.push("--".into());
+            a.0.extend(self.command.iter().cloned());
+        }
+        a.0
+    }
+}
+
 /// Who the guest may reach: the server's rules and the user's, as the
 /// profile leaves them; None when neither gave any (no network device,
 /// no proxy). A profile that takes every rule away leaves the network

@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::run::plan::RunPlan;
-use crate::run::RunError;
+use super::options::RunArgs;
+use super::plan::RunPlan;
+use super::RunError;
 
 /// What a warm snapshot depends on.
 #[derive(Debug, Serialize)]
@@ -140,6 +141,44 @@ pub fn find_or_take(
     let described = serde_json::to_string_pretty(&inputs.described()).expect("inputs serialize");
     write_private(&dir.join("inputs.json"), described.as_bytes())?;
     Ok(dir)
+}
+
+/// The warm snapshot of `plan`: from the cache, or taken by a child
+/// `mcpvm run --snapshot-to` of the same options (its environment's
+/// values in its environment, as the options name them: never in argv).
+pub fn snapshot_for(args: &RunArgs, plan: &RunPlan, catalogued: bool) -> Result<PathBuf, RunError> {
+    let inputs = Inputs::of(plan).map_err(RunError::Warm)?;
+    let cache = args.snapshots.clone().unwrap_or_else(default_dir);
+    find_or_take(&cache, &inputs, |dir| {
+        let take = RunArgs {
+            vm: args.vm.clone(),
+            snapshot_to: Some(dir.to_path_buf()),
+            // A catalogued server's command comes from the catalogue; a
+            // package's server takes only the arguments given to it.
+            command: match (catalogued, args.vm.package.is_some()) {
+                (true, true) => args.command.clone(),
+                (true, false) => Vec::new(),
+                (false, _) => plan.spec.argv.clone(),
+            },
+            ..RunArgs::default()
+        };
+        let env = args.vm.environment().map_err(|e| {
+            RunError::Warm(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        })?;
+        let exe = crate::exe::vm().map_err(RunError::Warm)?;
+        let status = std::process::Command::new(exe)
+            .arg("run")
+            .args(take.to_args())
+            .envs(env)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .map_err(RunError::Warm)?;
+        match status.success() {
+            true => Ok(()),
+            false => Err(RunError::WarmTake { status }),
+        }
+    })
 }
 
 /// A file beside a snapshot: made anew, readable by its owner only (like
