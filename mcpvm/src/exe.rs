@@ -6,7 +6,7 @@
 //! command, and it starts VMs by running `mcpvm`.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The binary a VM runs in.
 pub const VM: &str = "mcpvm";
@@ -39,4 +39,35 @@ pub fn vm() -> io::Result<PathBuf> {
 /// command with.
 pub fn tools() -> io::Result<PathBuf> {
     sibling(TOOLS)
+}
+
+/// A guest artifact (kernel, initrd) neither given nor found where
+/// scripts/build puts it.
+#[derive(Debug, thiserror::Error)]
+#[error("No guest {what} given and none found at {path}; pass --{what} or run scripts/build")]
+pub struct ArtifactError {
+    pub what: &'static str,
+    pub path: PathBuf,
+}
+
+/// `<dir of this binary>/../<rel>`: where scripts/build puts artifacts.
+pub fn default_artifact(
+    what: &'static str,
+    given: Option<PathBuf>,
+    rel: &str,
+) -> Result<PathBuf, ArtifactError> {
+    if let Some(p) = given {
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join(rel))
+        .unwrap_or_default();
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(ArtifactError { what, path })
+    }
 }

@@ -12,7 +12,7 @@ pub mod egress;
 pub mod exe;
 pub mod hints;
 pub mod image;
-pub mod install_scripts;
+pub mod lines;
 pub mod logger;
 pub mod package;
 pub mod run;

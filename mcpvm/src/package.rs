@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use mcpvm_images::store::{self, Index};
 
-use crate::run::events::read_line_bounded;
+use crate::lines::read_line_bounded;
 use crate::server::ServerPlan;
 
 /// The server `spec` names, its layer built first if the store has none.
@@ -71,7 +71,11 @@ fn build_layer(spec: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>>
     let mut cause = None;
     let mut reader = BufReader::new(child.stderr.take().expect("piped"));
     let mut bytes = Vec::new();
-    while read_line_bounded(&mut reader, &mut bytes, crate::install_scripts::MAX_LINE) {
+    while read_line_bounded(
+        &mut reader,
+        &mut bytes,
+        crate::image::install_scripts::MAX_LINE,
+    ) {
         let line = String::from_utf8_lossy(&bytes);
         match line.strip_prefix("mcpvm: ") {
             Some(error) => cause = Some(error.to_owned()),

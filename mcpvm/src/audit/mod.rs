@@ -215,7 +215,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
             },
         );
     }
-    let kernel = crate::run::plan::default_artifact(
+    let kernel = crate::exe::default_artifact(
         "kernel",
         std::env::var_os("MCPVM_KERNEL").map(PathBuf::from),
         "kernel/vmlinux",

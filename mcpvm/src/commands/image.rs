@@ -121,7 +121,7 @@ pub struct BuildArgs {
     images: Option<PathBuf>,
     /// Seconds a layer's install scripts or a crate's build may run in
     /// their microVM before the build of that layer fails.
-    #[arg(long, value_name = "SECS", default_value_t = crate::install_scripts::DEFAULT_TIMEOUT_S,
+    #[arg(long, value_name = "SECS", default_value_t = crate::image::install_scripts::DEFAULT_TIMEOUT_S,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     sandbox_timeout: u64,
 }
@@ -144,7 +144,7 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 servers.push(name);
             }
             let dir = a.images.unwrap_or_else(store::default_dir);
-            let sandbox = crate::install_scripts::MicroVm {
+            let sandbox = crate::image::install_scripts::MicroVm {
                 timeout_s: a.sandbox_timeout,
             };
             let report = build(

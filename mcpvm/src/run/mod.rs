@@ -37,8 +37,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("No guest {what} given and none found at {path}; pass --{what} or run scripts/build")]
-    NoArtifact { what: &'static str, path: PathBuf },
+    #[error(transparent)]
+    NoArtifact(#[from] crate::exe::ArtifactError),
     #[error("Cannot create the run directory")]
     RunDir(#[source] io::Error),
     #[error("Snapshot {dir} names {path} as a disk, which is not an image mcpvm built ({why}); a snapshot alone opens only EROFS images: name its disks with --disk PATH to restore it")]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use mcpvm_protocol::boot_args::{BootArgs, RootSpec};
 use mcpvm_protocol::messages::{RunSpec, Workspace};
 
-use crate::commands::run::{Checked, VmOptions};
+use super::options::{Checked, VmOptions};
 use crate::run::RunError;
 
 /// The guest's memory when neither --mem nor the profile says.
@@ -45,8 +45,9 @@ impl RunPlan {
         command: Vec<String>,
         snapshot: bool,
     ) -> Result<RunPlan, RunError> {
-        let kernel = default_artifact("kernel", opts.kernel.clone(), "kernel/vmlinux")?;
-        let initrd = default_artifact("initrd", opts.initrd.clone(), "initramfs-test.cpio")?;
+        let kernel = crate::exe::default_artifact("kernel", opts.kernel.clone(), "kernel/vmlinux")?;
+        let initrd =
+            crate::exe::default_artifact("initrd", opts.initrd.clone(), "initramfs-test.cpio")?;
         Ok(RunPlan::with_artifacts(
             opts, checked, command, snapshot, kernel, initrd,
         ))
@@ -167,28 +168,6 @@ fn disks_and_root(opts: &VmOptions, checked: &Checked) -> (Vec<vmm::DiskConfig>,
     }
     disks.extend(opts.disks.iter().map(|d| d.config.clone()));
     (disks, root)
-}
-
-/// `<dir of this binary>/../<rel>`: where scripts/build puts artifacts.
-pub fn default_artifact(
-    what: &'static str,
-    given: Option<PathBuf>,
-    rel: &str,
-) -> Result<PathBuf, RunError> {
-    if let Some(p) = given {
-        return Ok(p);
-    }
-    let exe = std::env::current_exe().unwrap_or_default();
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join(rel))
-        .unwrap_or_default();
-    if path.exists() {
-        Ok(path)
-    } else {
-        Err(RunError::NoArtifact { what, path })
-    }
 }
 
 #[cfg(test)]

@@ -14,14 +14,14 @@ use std::process::{Command, Stdio};
 
 use mcpvm_images::build::{ScriptJob, ScriptSandbox};
 
+use crate::lines::read_line_bounded;
 use crate::logger::printable;
-use crate::run::events::read_line_bounded;
 
 const TESTBED: [(&str, &str); 4] = [
-    ("run", include_str!("../../testbed/run")),
-    ("prepare", include_str!("../../testbed/prepare")),
-    ("host-init", include_str!("../../testbed/host-init")),
-    ("case.sh", include_str!("../../testbed/case.sh")),
+    ("run", include_str!("../../../testbed/run")),
+    ("prepare", include_str!("../../../testbed/prepare")),
+    ("host-init", include_str!("../../../testbed/host-init")),
+    ("case.sh", include_str!("../../../testbed/case.sh")),
 ];
 
 /// Longest the scripts of one layer (or a crate's build) may take in
@@ -52,7 +52,7 @@ struct Artifacts {
 }
 
 fn artifacts() -> Result<Artifacts, String> {
-    use crate::run::plan::default_artifact;
+    use crate::exe::default_artifact;
     let found = |what, rel| default_artifact(what, None, rel).map_err(|e| e.to_string());
     Ok(Artifacts {
         mcpvm: crate::exe::vm().map_err(|e| e.to_string())?,

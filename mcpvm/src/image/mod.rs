@@ -1,6 +1,10 @@
 //! Root images for the guest (built by guest-image/rootfs/build): checked
 //! on the host before a VM boots, so a wrong or damaged file is one clear
-//! error instead of a guest that cannot mount its root.
+//! error instead of a guest that cannot mount its root. The microVM that
+//! runs a layer's install scripts for the image builder is
+//! [`install_scripts`].
+
+pub mod install_scripts;
 
 use std::io::Read;
 use std::os::unix::fs::FileExt;
