@@ -9,11 +9,13 @@
 
 pub mod journal;
 pub mod matrix;
+pub mod meta;
 pub mod network;
 pub mod record;
 pub mod report;
 pub mod security;
 pub mod seed;
+pub mod text;
 pub mod verdict;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -31,8 +33,8 @@ use crate::commands::run::VmOptions;
 use crate::withholding::Profiles;
 use journal::Journal;
 use matrix::{Cell, Shard};
+use meta::{Meta, ServerMeta};
 use record::{Outcome, Record, Sample};
-use report::{Meta, ServerMeta};
 
 /// The profiles an audit runs when none are named.
 pub const DEFAULT_PROFILES: &[&str] = &[

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::meta::Meta;
 use super::record::Record;
-use super::report::{esc, md, Meta};
+use super::text::{esc, md};
 
 type Records = BTreeMap<(String, String), Record>;
 

@@ -7,95 +7,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
-
-use super::matrix::Shard;
+use super::meta::Meta;
 use super::record::{Outcome, Record};
+use super::text::{esc, md};
 use super::verdict::{self, Effect, Spread, BASELINE};
 use super::{network, security, SECURITY};
-
-/// `audit.json`: what the audit ran on, so it can be repeated.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Meta {
-    pub schema: u32,
-    pub mcpvm_version: String,
-    /// The guest kernel: path and the first 16 hex digits of its SHA-256.
-    pub kernel: String,
-    pub kernel_sha256: String,
-    /// The runtime image file (its name carries its content key).
-    pub runtime_image: String,
-    pub catalogue: String,
-    pub servers: BTreeMap<String, ServerMeta>,
-    /// In the order of the matrix columns.
-    pub profiles: Vec<String>,
-    /// Each profile as resolved: every value, and the definitions it was
-    /// composed from.
-    pub profile_definitions: BTreeMap<String, serde_json::Value>,
-    pub shard: Shard,
-    pub started_at: u64,
-    /// Cells started from the warm-start cache: their timings are of
-    /// restores, not boots.
-    #[serde(default)]
-    pub warm: bool,
-    /// The order cells ran in (`matrix::ORDER`); older audits ran
-    /// server-major, each server's profiles in the same order.
-    #[serde(default = "old_order")]
-    pub order: String,
-    /// Runs per cell (`--repeat`), in a row; older audits ran one.
-    #[serde(default = "one_run")]
-    pub repeat: usize,
-}
-
-fn one_run() -> usize {
-    1
-}
-
-fn old_order() -> String {
-    "server-major, profiles in the same order for every server".into()
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServerMeta {
-    pub package: String,
-    pub version: String,
-    pub runtime: String,
-    /// The server layer's content key.
-    pub layer: String,
-    /// The digest of its dependency tree's lock (docs/catalogue.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock: Option<String>,
-    /// Its boundary, in an audit with `--security`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub roots: Vec<String>,
-}
-
-impl Meta {
-    /// What must match for two audits (or shards) to be one: everything
-    /// but when it started and which shard ran.
-    pub fn same_inputs(&self, other: &Meta) -> Vec<&'static str> {
-        let mut diff = Vec::new();
-        if self.kernel_sha256 != other.kernel_sha256 {
-            diff.push("kernel");
-        }
-        if self.runtime_image != other.runtime_image {
-            diff.push("runtime image");
-        }
-        if self.servers != other.servers {
-            diff.push("servers (packages, versions or layers)");
-        }
-        if self.profiles != other.profiles || self.profile_definitions != other.profile_definitions
-        {
-            diff.push("profiles");
-        }
-        if self.warm != other.warm {
-            diff.push("warm starts");
-        }
-        if self.repeat != other.repeat {
-            diff.push("runs per cell (--repeat)");
-        }
-        diff
-    }
-}
 
 fn cell<'a>(
     records: &'a BTreeMap<(String, String), Record>,
@@ -262,24 +178,6 @@ fn used(r: &Record) -> Option<Vec<&str>> {
             .filter(|n| syscall_table::number(n).is_some())
             .collect()
     })
-}
-
-/// Guest or server text for Markdown: one line, no control characters,
-/// and nothing Markdown or HTML would read as markup.
-pub(super) fn md(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' | '\r' | '\t' => out.push(' '),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#' | '!' | '~' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// What the timings of this audit can say.
@@ -469,13 +367,6 @@ pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> St
         m.push('\n');
     }
     m
-}
-
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 fn colour(o: Outcome) -> &'static str {
@@ -842,6 +733,8 @@ pub fn proposal(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::matrix::Shard;
+    use crate::audit::meta::ServerMeta;
     use crate::audit::record::{Evidence, Sample, Timings};
     use mcpvm_protocol::messages::SyscallCount;
 

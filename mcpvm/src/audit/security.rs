@@ -10,8 +10,9 @@ use std::fmt::Write as _;
 use probes::findings::Finding;
 use serde_json::Value;
 
+use super::meta::Meta;
 use super::record::{Record, Security};
-use super::report::{esc, md, Meta};
+use super::text::{esc, md};
 use super::SECURITY;
 
 type Records = BTreeMap<(String, String), Record>;

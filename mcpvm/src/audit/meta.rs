@@ -1,0 +1,92 @@
+//! `audit.json`: what an audit ran on (mcpvm, kernel, runtime image,
+//! catalogue, servers, profiles), so that it can be repeated, resumed, and
+//! its shards merged only with shards of the same inputs.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::matrix::Shard;
+
+/// `audit.json`: what the audit ran on, so it can be repeated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    pub schema: u32,
+    pub mcpvm_version: String,
+    /// The guest kernel: path and the first 16 hex digits of its SHA-256.
+    pub kernel: String,
+    pub kernel_sha256: String,
+    /// The runtime image file (its name carries its content key).
+    pub runtime_image: String,
+    pub catalogue: String,
+    pub servers: BTreeMap<String, ServerMeta>,
+    /// In the order of the matrix columns.
+    pub profiles: Vec<String>,
+    /// Each profile as resolved: every value, and the definitions it was
+    /// composed from.
+    pub profile_definitions: BTreeMap<String, serde_json::Value>,
+    pub shard: Shard,
+    pub started_at: u64,
+    /// Cells started from the warm-start cache: their timings are of
+    /// restores, not boots.
+    #[serde(default)]
+    pub warm: bool,
+    /// The order cells ran in (`matrix::ORDER`); older audits ran
+    /// server-major, each server's profiles in the same order.
+    #[serde(default = "old_order")]
+    pub order: String,
+    /// Runs per cell (`--repeat`), in a row; older audits ran one.
+    #[serde(default = "one_run")]
+    pub repeat: usize,
+}
+
+fn one_run() -> usize {
+    1
+}
+
+fn old_order() -> String {
+    "server-major, profiles in the same order for every server".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerMeta {
+    pub package: String,
+    pub version: String,
+    pub runtime: String,
+    /// The server layer's content key.
+    pub layer: String,
+    /// The digest of its dependency tree's lock (docs/catalogue.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
+    /// Its boundary, in an audit with `--security`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roots: Vec<String>,
+}
+
+impl Meta {
+    /// What must match for two audits (or shards) to be one: everything
+    /// but when it started and which shard ran.
+    pub fn same_inputs(&self, other: &Meta) -> Vec<&'static str> {
+        let mut diff = Vec::new();
+        if self.kernel_sha256 != other.kernel_sha256 {
+            diff.push("kernel");
+        }
+        if self.runtime_image != other.runtime_image {
+            diff.push("runtime image");
+        }
+        if self.servers != other.servers {
+            diff.push("servers (packages, versions or layers)");
+        }
+        if self.profiles != other.profiles || self.profile_definitions != other.profile_definitions
+        {
+            diff.push("profiles");
+        }
+        if self.warm != other.warm {
+            diff.push("warm starts");
+        }
+        if self.repeat != other.repeat {
+            diff.push("runs per cell (--repeat)");
+        }
+        diff
+    }
+}
