@@ -14,7 +14,7 @@ use rmcp::model::CallToolRequestParams;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::conformance::{answered, begin, error_outcome, Client};
+use crate::client::{answered, begin, error_outcome, Client};
 use crate::result::{Outcome, ProbeResult};
 use crate::wire::Wire;
 

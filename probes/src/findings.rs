@@ -24,47 +24,12 @@
 //! Without the canaries event nothing can be judged, and [`judge`] says
 //! so instead of returning "no finding".
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::effects::strings;
 use crate::exchange::Direction;
+pub use crate::result::Finding;
 use crate::result::StepResult;
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Finding {
-    /// `command-injection`, `argument-injection`, `path-traversal`,
-    /// `secret-exposure` or `ssrf`.
-    pub class: String,
-    /// Which judgement showed it: `sibling-prefix`, `symlink-escape`,
-    /// `outside-roots`, `canary-read`, `token-in-answer`, `marker-made`,
-    /// `connect-to-payload`.
-    pub rule: String,
-    pub severity: String,
-    /// The step whose request caused it; for an unattributed canary
-    /// read, the phase it happened in (`start-up`, `between-calls`,
-    /// `after-exit`, `unmatched-request`).
-    pub step: String,
-    /// The `--call` that reproduces it: `TOOL={arguments}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call: Option<String>,
-    /// For an attack: the argument (a JSON pointer into the arguments)
-    /// and the first payload that showed it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub argument: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<String>,
-    /// How many attempts showed it (payloads on this argument).
-    #[serde(default = "one")]
-    pub attempts: u32,
-    pub why: String,
-    /// The recorded effects, or the answer's excerpt, that prove it.
-    pub evidence: Vec<Value>,
-}
-
-fn one() -> u32 {
-    1
-}
 
 /// Evidence kept per finding.
 const MAX_EVIDENCE: usize = 10;

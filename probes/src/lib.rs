@@ -16,11 +16,13 @@
 
 pub mod arguments;
 pub mod attacks;
+pub mod client;
 pub mod conformance;
 pub mod effects;
 pub mod exchange;
 pub mod findings;
 pub mod http;
+pub mod options;
 pub mod redact;
 pub mod result;
 pub mod robustness;

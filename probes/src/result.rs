@@ -4,7 +4,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::effects::{Effects, Recording};
 use crate::exchange::Entry;
-use crate::findings::Finding;
 use crate::wire::{ExitSummary, Stderr};
 
 pub const SCHEMA_VERSION: u32 = 4;
@@ -399,6 +398,43 @@ fn list(names: &[String]) -> String {
     } else {
         format!(" ({})", names.join(", "))
     }
+}
+
+/// What a call made the server do that it must not (judged in
+/// `crate::findings`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// `command-injection`, `argument-injection`, `path-traversal`,
+    /// `secret-exposure` or `ssrf`.
+    pub class: String,
+    /// Which judgement showed it: `sibling-prefix`, `symlink-escape`,
+    /// `outside-roots`, `canary-read`, `token-in-answer`, `marker-made`,
+    /// `connect-to-payload`.
+    pub rule: String,
+    pub severity: String,
+    /// The step whose request caused it; for an unattributed canary
+    /// read, the phase it happened in (`start-up`, `between-calls`,
+    /// `after-exit`, `unmatched-request`).
+    pub step: String,
+    /// The `--call` that reproduces it: `TOOL={arguments}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// For an attack: the argument (a JSON pointer into the arguments)
+    /// and the first payload that showed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    /// How many attempts showed it (payloads on this argument).
+    #[serde(default = "one")]
+    pub attempts: u32,
+    pub why: String,
+    /// The recorded effects, or the answer's excerpt, that prove it.
+    pub evidence: Vec<serde_json::Value>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[cfg(test)]

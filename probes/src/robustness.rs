@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use crate::arguments;
-use crate::conformance::CLIENT_NAME;
+use crate::client::CLIENT_NAME;
 use crate::exchange::ms_since;
 use crate::result::{Class, Input, Lifecycle, RobustnessResult};
 use crate::wire::{Recv, Wire, WireError};

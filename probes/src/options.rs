@@ -1,0 +1,100 @@
+//! What a probe is asked to do: the lifecycle to speak, the calls to make
+//! and with what, the hostile steps, the limits, and what the command is
+//! given besides its argv.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LifecycleChoice {
+    /// Try `server/discover` (2026-07-28); on an error or no answer within
+    /// the discover timeout, use `initialize`.
+    Auto,
+    Initialize,
+    Stateless,
+}
+
+/// What the user said about one tool.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolArgs {
+    Given(Map<String, Value>),
+    /// Never call it.
+    Dangerous,
+}
+
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    /// Where the server sees the seeded workspace, if it has one: path
+    /// arguments point into it (`arguments::Hints`).
+    pub workspace: Option<String>,
+    /// Limit for the handshake (includes the server's start, and the
+    /// microVM's boot when the command is `mcpvm run`).
+    pub init_timeout: Duration,
+    /// Limit for every later step.
+    pub step_timeout: Duration,
+    /// In auto mode, how long an unanswered `server/discover` waits before
+    /// `initialize` is tried.
+    pub discover_timeout: Duration,
+    pub lifecycle: LifecycleChoice,
+    pub calls: BTreeMap<String, ToolArgs>,
+    /// Call only the tools in `calls`.
+    pub only_given: bool,
+    /// Also call tools annotated `destructiveHint: true`.
+    pub allow_destructive: bool,
+    pub robustness: bool,
+    /// How long a robustness probe waits for an answer.
+    pub answer_timeout: Duration,
+    /// How long a server may take to exit after its stdin closes (a VM
+    /// powers off and writes its reports).
+    pub exit_grace: Duration,
+    /// The command is `mcpvm run --timings FILE …`: read the VM's phases.
+    pub vm_timings: Option<PathBuf>,
+    /// … and `--events FILE`: read the guest agent's events.
+    pub vm_events: Option<PathBuf>,
+    /// Attack every called tool with `payloads` (`crate::attacks`).
+    pub security: bool,
+    pub payloads: Vec<crate::attacks::Payload>,
+    /// The server's boundary (guest paths): what a traversal payload may
+    /// reach (`crate::findings`).
+    pub roots: Vec<String>,
+    /// The server speaks Streamable HTTP here (`crate::http`), not on
+    /// the command's stdio.
+    pub http: Option<crate::http::Endpoint>,
+    /// Added to the command's environment (the server's variables when
+    /// the command is `mcpvm run --env KEY`: values never go in argv).
+    pub env: Vec<(String, String)>,
+    /// Handed to the command as descriptor 3 (`crate::wire::Extras`).
+    pub fd3: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// Values redacted from the result before anyone sees it.
+    pub secrets: crate::redact::Secrets,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            workspace: None,
+            init_timeout: Duration::from_secs(120),
+            step_timeout: Duration::from_secs(30),
+            discover_timeout: Duration::from_secs(10),
+            lifecycle: LifecycleChoice::Auto,
+            calls: BTreeMap::new(),
+            only_given: false,
+            allow_destructive: false,
+            robustness: false,
+            answer_timeout: Duration::from_secs(5),
+            exit_grace: Duration::from_secs(10),
+            vm_timings: None,
+            vm_events: None,
+            security: false,
+            payloads: Vec::new(),
+            roots: Vec::new(),
+            http: None,
+            env: Vec::new(),
+            fd3: None,
+            secrets: Default::default(),
+        }
+    }
+}
