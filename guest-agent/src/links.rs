@@ -230,7 +230,7 @@ fn reconnect() -> io::Result<Channels> {
     let mut line = format!(
         "{}\n",
         serde_json::to_string(&Event::Resumed {
-            uptime_ms: crate::run::uptime_ms()
+            uptime_ms: guest_agent::uptime_ms()
         })
         .expect("events serialize")
     );

@@ -82,7 +82,7 @@ impl KernelLog {
     }
 }
 
-pub use guest_agent::uptime_ms;
+use guest_agent::uptime_ms;
 
 /// Runs `f` on a thread; returns a receiver that fires when it is done.
 fn spawn_done(f: impl FnOnce() + Send + 'static) -> mpsc::Receiver<()> {

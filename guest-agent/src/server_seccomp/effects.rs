@@ -111,7 +111,7 @@ impl Recorder {
             .counts
             .iter()
             .map(|(&nr, &count)| SyscallCount {
-                syscall: super::supervisor::name(nr),
+                syscall: super::names::name(nr),
                 errno: None,
                 count,
             })

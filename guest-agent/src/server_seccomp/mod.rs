@@ -21,6 +21,7 @@
 
 pub mod bpf;
 pub mod effects;
+pub mod names;
 pub mod supervisor;
 pub mod trace;
 
@@ -240,7 +241,7 @@ pub fn merge(made: &BTreeMap<u32, u64>, denied: &[SyscallCount]) -> Vec<SyscallC
         }
     }
     all.into_iter()
-        .map(|(nr, count)| (supervisor::name(nr), count))
+        .map(|(nr, count)| (names::name(nr), count))
         .chain(unnamed)
         .map(|(syscall, count)| SyscallCount {
             syscall,

@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use mcpvm_protocol::messages::SyscallCount;
 
 use super::effects::Recorder;
+use super::names::name;
 use mcpvm_protocol::withholding::{Action, Rule, Seccomp, When};
 use syscall_table as syscalls;
 
@@ -125,12 +126,6 @@ impl Judge {
             })
             .collect()
     }
-}
-
-pub fn name(nr: u32) -> String {
-    syscalls::name(nr)
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("syscall_{nr}"))
 }
 
 /// The thread serving one listener, its judge and, under a recording
