@@ -17,7 +17,7 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-use crate::build::BuildError;
+use crate::process::BuildError;
 
 /// What apt needs from the runtime image: its dpkg status, sources and
 /// keyring, taken out once per image (`fsck.erofs --extract`).
@@ -77,7 +77,7 @@ fn run(what: &str, cmd: &mut Command) -> Result<(), BuildError> {
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     Err(BuildError::Failed {
         what: what.to_string(),
-        tail: crate::build::cause(&text),
+        tail: crate::process::cause(&text),
     })
 }
 

@@ -15,74 +15,28 @@
 //! fields and the runtime image's key: it is rebuilt when and only when
 //! one of them changes.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::catalogue::{Catalogue, Entry, Runtime};
+use crate::erofs::erofs;
+use crate::key::NODE_LOCK;
 use crate::lock::Locks;
-use crate::store::{Index, LayerRecord, StoreError};
+use crate::process::{io_err, run};
+use crate::store::{Index, LayerRecord};
+
+pub use crate::key::{layer_key, layer_key_built_with, runtime_key, toolchain_for};
+pub use crate::process::{cause, BuildError};
+pub use crate::sandbox::{ScriptJob, ScriptSandbox};
 
 const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
 const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
 const FETCH_NODE: &str = include_str!("../../runtimes/fetch-node");
 const FETCH_CRATE: &str = include_str!("../../runtimes/fetch-crate");
-const NODE_LOCK: &str = include_str!("../../runtimes/node.lock");
-/// Bump when the way layers are made changes.
-const LAYER_RECIPE: &str = "layer-recipe-4";
-
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    #[error("Cannot run {what}")]
-    Spawn {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{what} failed: {tail}")]
-    Failed { what: String, tail: String },
-    #[error("Package {package} has no executable '{command}' (it has: {found}); fix `command` in the catalogue")]
-    NoCommand {
-        package: String,
-        command: String,
-        found: String,
-    },
-    #[error("Cannot write in the image store {path}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// Where a layer's install scripts run: a microVM thrown away after
-/// (mcpvm's `install_scripts`), never the host.
-pub trait ScriptSandbox {
-    /// Runs `job`; on failure, the end of what it printed.
-    fn run(&self, job: &ScriptJob<'_>, progress: &mut dyn FnMut(&str)) -> Result<(), String>;
-}
-
-/// Install scripts (or a crate's build) to run: `shell` in a guest on
-/// `runtime` with `layers` over it, with `stage` (the server's
-/// directory, or the build's sources) as its writable /workspace, what
-/// comes back replacing it.
-pub struct ScriptJob<'a> {
-    pub server: &'a str,
-    pub stage: &'a Path,
-    pub runtime: &'a Path,
-    pub layers: Vec<PathBuf>,
-    /// Guest memory, when the job knows what it needs (a compiler).
-    pub mem_mib: Option<u64>,
-    pub env: &'a BTreeMap<String, String>,
-    pub shell: String,
-}
 
 /// The guest's command for a node tree installed with `--ignore-scripts`:
 /// npm's own rebuild runs every package's install scripts, in order, with
@@ -142,146 +96,6 @@ pub struct Report {
     pub seconds: f64,
 }
 
-pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ {
-    move |source| BuildError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// The last lines of an installer's output that say something: not its
-/// stack frames, lone braces, the fields of an error object or where its
-/// own log went.
-pub fn cause(text: &str) -> String {
-    let said: Vec<&str> = text
-        .lines()
-        .map(|l| l.trim_start_matches("npm error").trim())
-        .filter(|l| {
-            !l.is_empty()
-                && !l.starts_with("at ")
-                && !matches!(*l, "{" | "}" | "]")
-                && !l.starts_with("A complete log of this run")
-                && !is_error_field(l)
-        })
-        .collect();
-    said[said.len().saturating_sub(8)..].join(" | ")
-}
-
-/// `errno: -3001,`: a field of an error object node printed.
-fn is_error_field(line: &str) -> bool {
-    line.ends_with(',')
-        && line.split_once(": ").is_some_and(|(k, _)| {
-            !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        })
-}
-
-/// Runs a command; on failure the error carries the end of its output.
-pub(crate) fn run(what: &str, cmd: &mut Command) -> Result<String, BuildError> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|source| BuildError::Spawn {
-            what: what.to_string(),
-            source,
-        })?;
-    if !out.status.success() {
-        let text = String::from_utf8_lossy(&out.stderr).to_string()
-            + &String::from_utf8_lossy(&out.stdout);
-        return Err(BuildError::Failed {
-            what: what.to_string(),
-            tail: cause(&text),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The layer key: recipe, what is installed, and the runtime it runs on;
-/// for a crate, also this host's compiler (a new compiler rebuilds).
-pub fn layer_key(name: &str, e: &Entry, runtime_key: &str) -> String {
-    layer_key_built_with(name, e, runtime_key, &toolchain_for(e))
-}
-
-/// The compiler a layer of `e` is built with here: a crate's `rustc -vV`,
-/// nothing for the others (no process is started for them).
-pub fn toolchain_for(e: &Entry) -> String {
-    match e.runtime {
-        Runtime::Cargo => crate::cargo::toolchain_version(),
-        _ => String::new(),
-    }
-}
-
-/// [`layer_key`] of a layer built with `toolchain` ([`toolchain_for`] on
-/// the host that built it). A run checks a layer with the toolchain its
-/// record names, so that a crate's layer runs on a host with another
-/// compiler or none (a deployment host, the testbed).
-pub fn layer_key_built_with(name: &str, e: &Entry, runtime_key: &str, toolchain: &str) -> String {
-    let mut h = Sha256::new();
-    for part in [
-        LAYER_RECIPE,
-        name,
-        &e.package,
-        &e.version,
-        &e.command,
-        runtime_key,
-    ] {
-        h.update(part.as_bytes());
-        h.update([0]);
-    }
-    for pin in &e.pins {
-        h.update(pin.as_bytes());
-        h.update([1]);
-    }
-    // A local package is what its file holds (unreadable: its path, and
-    // the build says why).
-    if let Some(src) = &e.source {
-        match std::fs::read(src) {
-            Ok(bytes) => h.update(Sha256::digest(bytes)),
-            Err(_) => h.update(src.to_string_lossy().as_bytes()),
-        }
-        h.update([5]);
-    }
-    for (k, v) in &e.install_env {
-        h.update(format!("{k}={v}").as_bytes());
-        h.update([3]);
-    }
-    if e.ignore_scripts {
-        h.update(b"ignore-scripts");
-    }
-    for x in &e.extras {
-        h.update(x.as_bytes());
-        h.update([4]);
-    }
-    for p in &e.apt {
-        h.update(p.as_bytes());
-        h.update([6]);
-    }
-    // A layer carrying its own node is rebuilt when that pin moves.
-    if let Some(major) = e.runtime.own_node() {
-        h.update(locked_node_version(major).as_bytes());
-        h.update([2]);
-    }
-    // A crate's binaries are rebuilt by a new compiler.
-    if e.runtime == Runtime::Cargo {
-        h.update(toolchain.as_bytes());
-        h.update([7]);
-    }
-    h.update(format!("{:?}", e.runtime).as_bytes());
-    hex(&h.finalize())[..16].to_string()
-}
-
-/// The runtime image's key: the directory name the rootfs script caches
-/// it under.
-pub fn runtime_key(path: &Path) -> String {
-    path.parent()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default()
-}
-
 /// The scripts behind the images, laid out as in guest-image/ (the
 /// runtime's build finds the node fetcher beside it).
 fn scripts() -> Result<PathBuf, BuildError> {
@@ -314,22 +128,6 @@ fn pinned_node(scripts: &Path, major: Option<&str>) -> Result<PathBuf, BuildErro
             .args(major),
     )
     .map(PathBuf::from)
-}
-
-/// The version node.lock pins for `major`, for layer keys.
-fn locked_node_version(major: &str) -> String {
-    toml::from_str::<toml::Table>(NODE_LOCK)
-        .ok()
-        .and_then(|t| {
-            Some(
-                t.get("node")?
-                    .get(major)?
-                    .get("version")?
-                    .as_str()?
-                    .to_string(),
-            )
-        })
-        .unwrap_or_default()
 }
 
 /// The scripts' directory, removed when the build ends however it ends.
@@ -407,31 +205,6 @@ fn place(src: &Path, store: &Path, name: &str) -> Result<(), BuildError> {
     let tmp = store.join(format!(".{name}.tmp"));
     std::fs::copy(src, &tmp).map_err(io_err(&tmp))?;
     std::fs::rename(&tmp, &dst).map_err(io_err(&dst))
-}
-
-/// `stage` as an EROFS image: the same tree gives the same bytes (fixed
-/// times, owners, and a UUID from the image's name, not a random one).
-pub(crate) fn erofs(stage: &Path, out: &Path) -> Result<(), BuildError> {
-    let h = hex(&Sha256::digest(
-        out.file_name().unwrap_or_default().as_encoded_bytes(),
-    ));
-    let uuid = format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    );
-    run(
-        "mkfs.erofs",
-        crate::host_env::command("mkfs.erofs")
-            .args(["-zlz4hc", "-T0", "--all-root"])
-            .arg(format!("-U{uuid}"))
-            .arg(out)
-            .arg(stage),
-    )
-    .map(drop)
 }
 
 /// Puts a kept lock's files in the server's directory, to install from.

@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::build::{io_err, run, BuildError, ScriptJob, ScriptSandbox};
 use crate::catalogue::Entry;
+use crate::key::toolchain_version;
+use crate::process::{io_err, run, BuildError};
+use crate::sandbox::{ScriptJob, ScriptSandbox};
 
 /// Debian packages the build needs beside the runtime: a linker driver,
 /// the linker, and the C library to link statically against.
@@ -60,15 +62,6 @@ fn sysroot() -> Result<PathBuf, BuildError> {
         }
     }
     Ok(root)
-}
-
-/// The toolchain's version, for layer keys: a new compiler rebuilds.
-pub fn toolchain_version() -> String {
-    crate::host_env::command("rustc")
-        .arg("-vV")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-        .unwrap_or_default()
 }
 
 /// The tools layer for `runtime` in `store` (built once per runtime and
@@ -153,7 +146,7 @@ pub fn tools_layer(
                 )?;
             }
         }
-        crate::build::erofs(&tree, &tmp)?;
+        crate::erofs::erofs(&tree, &tmp)?;
         std::fs::rename(&tmp, &path).map_err(io_err(&path))
     })();
     let _ = std::fs::remove_dir_all(&tree);

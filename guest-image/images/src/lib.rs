@@ -11,6 +11,10 @@
 //!   catalogue rebuilds in seconds.
 //! - [`host_env`]: the cleared environment every host program of a build
 //!   starts with (a catalogue never reaches it).
+//! - [`key`]: layer keys (what makes a layer rebuild); [`erofs`]: the
+//!   images, made reproducibly; [`process`]: host programs run and their
+//!   failures told; [`sandbox`]: the install-scripts job the embedder runs
+//!   in a microVM.
 //! - [`lock`]: each layer's resolved dependency tree, kept so that a
 //!   rebuild installs the same one.
 //! - [`package`]: a server named on the command line (`npm:NAME@VERSION`,
@@ -22,7 +26,11 @@ pub mod apt;
 pub mod build;
 pub mod cargo;
 pub mod catalogue;
+pub mod erofs;
 pub mod host_env;
+pub mod key;
 pub mod lock;
 pub mod package;
+pub mod process;
+pub mod sandbox;
 pub mod store;

@@ -126,7 +126,7 @@ impl Index {
             .get(name)
             .and_then(|r| r.toolchain.as_deref())
             .unwrap_or("");
-        crate::build::layer_key_built_with(name, entry, &self.runtime_key(), toolchain)
+        crate::key::layer_key_built_with(name, entry, &self.runtime_key(), toolchain)
     }
 
     /// The runtime image and the layer of `name`, if the layer was built
@@ -174,12 +174,12 @@ mod tests {
         let e = c.get("c").unwrap();
         let built_with = "rustc 1.90.0 (build host)";
         let rt = "rt1";
-        let key = crate::build::layer_key_built_with("c", e, rt, built_with);
+        let key = crate::key::layer_key_built_with("c", e, rt, built_with);
         assert_ne!(
             key,
-            crate::build::layer_key_built_with("c", e, rt, "rustc 1.91.0")
+            crate::key::layer_key_built_with("c", e, rt, "rustc 1.91.0")
         );
-        assert_ne!(key, crate::build::layer_key_built_with("c", e, rt, ""));
+        assert_ne!(key, crate::key::layer_key_built_with("c", e, rt, ""));
         let mut idx = Index {
             schema: 1,
             runtime: Some(format!("runtime-{rt}.erofs")),
@@ -205,7 +205,7 @@ mod tests {
         let memory = m.get("memory").unwrap();
         assert_eq!(
             idx.key_of("memory", memory),
-            crate::build::layer_key("memory", memory, rt)
+            crate::key::layer_key("memory", memory, rt)
         );
     }
 
