@@ -5,7 +5,7 @@
 //! channel: the devices' (kernel entry, boot timer, power-off, reset,
 //! crash), and the embedder's (stop, snapshot), so the main loop blocks on
 //! that channel and wakes only when something happened or the deadline
-//! passed. Process signals reach it the same way ([`crate::signals`]).
+//! passed. Process signals reach it the same way (`crate::signals`).
 
 use std::os::unix::thread::JoinHandleExt;
 use std::path::PathBuf;
@@ -19,7 +19,8 @@ use crate::builder::{self, BuiltVm};
 use crate::devices::{EventSender, VmEvent};
 use crate::kvm::exits::ExitStats;
 use crate::kvm::vcpu::VcpuContext;
-use crate::{host_seccomp as seccomp, signals, snapshot};
+use crate::signals::kick;
+use crate::{host_seccomp as seccomp, snapshot};
 use crate::{BootTimings, ExitReason, RunOutcome, ThreadKind, VmConfig, VmmError};
 
 /// How long stopping vCPU threads may take before we give up on joining.
@@ -197,7 +198,7 @@ fn start_vcpus(
     ctx: VcpuContext,
     stop: &AtomicBool,
 ) -> Result<Vec<JoinHandle<()>>, VmmError> {
-    signals::install_kick().map_err(VmmError::Signals)?;
+    kick::install_kick().map_err(VmmError::Signals)?;
     let mode = built.seccomp;
     let gate = Arc::new(Gate::default());
     let (confined_tx, confined) = mpsc::channel();
@@ -293,7 +294,7 @@ fn halt_vcpus(flag: &AtomicBool, threads: Vec<JoinHandle<()>>) -> bool {
         while !t.is_finished() && Instant::now() < until {
             // SAFETY: the pthread is alive (not yet joined); the kick
             // signal's handler is installed and does nothing.
-            unsafe { libc::pthread_kill(t.as_pthread_t(), signals::kick_signal()) };
+            unsafe { libc::pthread_kill(t.as_pthread_t(), kick::kick_signal()) };
             std::thread::sleep(Duration::from_micros(200));
         }
         if t.is_finished() {

@@ -17,7 +17,6 @@ pub mod host_seccomp;
 pub mod jail;
 pub mod kvm;
 pub mod outcome;
-pub mod restore;
 pub mod signals;
 pub mod snapshot;
 
@@ -25,7 +24,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use builder::BootError;
+pub use builder::{restore, BootError};
 pub use devices::virtio::block::CacheMode;
 pub use handle::{VmControl, VmHandle};
 pub use host_seccomp::{SeccompMode, ThreadKind};

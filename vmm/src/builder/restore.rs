@@ -6,9 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::{attach_devices, msr_list, AttachedVirtio, BootError, BuiltVm};
 use crate::arch::x86_64::layout::{MAX_MEM_MIB, MIN_MEM_MIB};
 use crate::arch::x86_64::{cpuid, mptable};
-use crate::builder::{attach_devices, msr_list, AttachedVirtio, BootError, BuiltVm};
 use crate::devices::virtio::DeviceSpec;
 use crate::kvm::{self, vcpu::Vcpu, vm::Vm};
 use crate::snapshot::{self, SnapshotError};

@@ -10,6 +10,8 @@
 //!
 //! `crate::run` then starts one thread per vCPU.
 
+pub mod restore;
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -49,10 +51,10 @@ use crate::kvm::persist::VcpuState;
 use crate::kvm::vcpu::{Vcpu, VcpuError};
 use crate::kvm::vm::{Vm, VmError};
 use crate::kvm::{self, HostError};
-use crate::restore::RestoreError;
 use crate::snapshot::{self, Body, SnapshotError};
 use crate::VmConfig;
 use kvm_ioctls::{IoEventAddress, NoDatamatch};
+use restore::RestoreError;
 
 /// The 64-bit entry point of a bzImage's protected-mode kernel
 /// (Documentation/arch/x86/boot.rst, "64-bit boot protocol").
@@ -189,10 +191,11 @@ impl Phases {
 pub type AttachedVirtio = (DeviceSpec, Arc<Mutex<MmioTransport>>);
 
 /// Builds the VM `config` describes, in boot order (or restores it, when
-/// it names a snapshot).
+/// it names a snapshot: [`restore`], which shares the devices' assembly
+/// with the boot).
 pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     if let Some(dir) = config.snapshot.restore_from.clone() {
-        return crate::restore::restore(config, &dir);
+        return restore::restore(config, &dir);
     }
     let mut phases = Phases::new(config.start);
     phases.mark("build_entered");

@@ -3,9 +3,8 @@
 //! - SIGINT, SIGTERM, SIGHUP: stop the VM cleanly; the run returns
 //!   `ExitReason::Signal` and the VMM exits with 128+N.
 //! - SIGUSR1, when the run saves snapshots: pause the VM and write one.
-//! - The vCPU kick signal (SIGRTMIN): interrupts a vCPU thread blocked in
-//!   `KVM_RUN` so it sees the stop flag. Its handler does nothing; the
-//!   interruption (EINTR) is the point.
+//! - The vCPU kick signal ([`kick`]): interrupts a vCPU thread blocked in
+//!   `KVM_RUN` so it sees the stop flag.
 //!
 //! A handler may only make async-signal-safe calls, so it writes the
 //! signal's number to a pipe (the self-pipe trick); a thread of its own,
@@ -18,6 +17,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::OnceLock;
+
+pub mod kick;
 
 use crate::handle::{VmControl, VmHandle};
 use crate::{host_seccomp as seccomp, ExitReason, SeccompMode, ThreadKind, VmmError};
@@ -37,8 +38,6 @@ extern "C" fn on_signal(signum: libc::c_int) {
     unsafe { libc::write(fd, (&byte as *const u8).cast(), 1) };
 }
 
-extern "C" fn on_kick(_: libc::c_int) {}
-
 fn install(signum: libc::c_int, handler: extern "C" fn(libc::c_int)) -> io::Result<()> {
     // SAFETY: sigaction with a zeroed struct, a valid handler and an empty
     // mask; the handlers only write a byte or do nothing.
@@ -52,16 +51,6 @@ fn install(signum: libc::c_int, handler: extern "C" fn(libc::c_int)) -> io::Resu
         }
     }
     Ok(())
-}
-
-/// The signal used to kick vCPU threads out of `KVM_RUN`.
-pub fn kick_signal() -> libc::c_int {
-    libc::SIGRTMIN()
-}
-
-/// Installs the (empty) kick handler. Call before vCPUs start.
-pub fn install_kick() -> io::Result<()> {
-    install(kick_signal(), on_kick)
 }
 
 fn pipe() -> io::Result<&'static (OwnedFd, OwnedFd)> {
