@@ -31,7 +31,7 @@ pub struct FirstResponseBench {
 #[derive(Debug, thiserror::Error)]
 pub enum FirstResponseError {
     #[error("Probe failed")]
-    Probe(#[from] probes::run::ProbeError),
+    Probe(#[from] probes::ProbeError),
     #[error("{what} run {run} did not answer: {detail}")]
     Failed {
         what: &'static str,

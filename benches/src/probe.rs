@@ -38,7 +38,7 @@ pub struct ProbeBench {
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeBenchError {
     #[error("Probe failed")]
-    Probe(#[from] probes::run::ProbeError),
+    Probe(#[from] probes::ProbeError),
     #[error("{server}: {what}")]
     Server { server: String, what: String },
 }

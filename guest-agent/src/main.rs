@@ -17,7 +17,7 @@ mod inbound;
 mod links;
 mod ports;
 mod root;
-mod run;
+mod session;
 mod system;
 mod vsock;
 mod withholding;
@@ -55,7 +55,7 @@ fn run() -> u8 {
     }
     // The host drives the run over vsock (`mcpvm run`).
     if boot.vsock_channel {
-        return match run::run_over_vsock() {
+        return match session::run_over_vsock() {
             Ok(status) => status,
             Err(e) => {
                 eprintln!("mcpvm-agent: {e}");

@@ -23,12 +23,12 @@ pub mod exchange;
 pub mod findings;
 pub mod http;
 pub mod options;
+pub mod probe;
 pub mod redact;
 pub mod result;
 pub mod robustness;
-pub mod run;
 pub mod sarif;
 pub mod wire;
 
+pub use probe::{probe_process, LifecycleChoice, ProbeError, ProbeOptions, ToolArgs};
 pub use result::{ProbeResult, StepResult};
-pub use run::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};
