@@ -158,10 +158,15 @@ impl Policy {
             .iter()
             .map(|r| Rule::parse(r))
             .collect::<Result<_, _>>()?;
-        Ok(Policy {
+        Ok(Policy::of(rules))
+    }
+
+    /// The policy of rules already parsed.
+    pub fn of(rules: Vec<Rule>) -> Policy {
+        Policy {
             rules,
             host_addresses: Vec::new(),
-        })
+        }
     }
 
     /// This policy on a host whose interfaces hold `addresses`.

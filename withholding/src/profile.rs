@@ -140,19 +140,16 @@ pub struct Profile {
 pub struct NetworkLimit {
     /// None of them.
     pub deny: bool,
-    /// Only these (None: all).
-    pub only: Option<Vec<String>>,
+    /// Only these (None: all), parsed once when the profile is resolved.
+    pub only: Option<Vec<crate::network::Rule>>,
 }
 
 impl NetworkLimit {
     /// `rules` as this limit leaves them.
-    pub fn narrow(&self, rules: Vec<String>) -> Vec<String> {
+    pub fn narrow(&self, rules: Vec<crate::network::Rule>) -> Vec<crate::network::Rule> {
         match (&self.deny, &self.only) {
             (true, _) => Vec::new(),
-            (false, Some(only)) => rules
-                .into_iter()
-                .filter(|r| only.iter().any(|o| o.eq_ignore_ascii_case(r)))
-                .collect(),
+            (false, Some(only)) => rules.into_iter().filter(|r| only.contains(r)).collect(),
             (false, None) => rules,
         }
     }
@@ -291,6 +288,18 @@ impl Profiles {
             .collect();
         let log = merged.log_syscalls.unwrap_or(false);
         let record = merged.record_effects.unwrap_or(false);
+        // Parsed once here and passed on as rules (the composed list, the
+        // defaults' included).
+        let allow_net = merged
+            .allow_net
+            .as_ref()
+            .map(|list| {
+                list.iter()
+                    .map(|r| crate::network::Rule::parse(r))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()
+            .map_err(|why| field_error(spec, "allow_net", why))?;
         Ok(Profile {
             name: names.join("+"),
             description: descriptions.join("; "),
@@ -317,7 +326,7 @@ impl Profiles {
             parts,
             network: NetworkLimit {
                 deny: merged.deny_net.unwrap_or(false),
-                only: merged.allow_net,
+                only: allow_net,
             },
         })
     }

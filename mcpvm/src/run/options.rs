@@ -118,8 +118,8 @@ pub struct VmOptions {
     /// Let the guest reach HOST[:PORT] (repeatable; docs/network.md):
     /// a name, *.domain, *, an address, or host.mcpvm.internal. Adds to
     /// the catalogue's rules; a profile may narrow them.
-    #[arg(long = "allow-net", value_name = "HOST[:PORT]", value_parser = parse_net_rule)]
-    pub allow_net: Vec<String>,
+    #[arg(long = "allow-net", value_name = "HOST[:PORT]", value_parser = withholding::network::Rule::parse)]
+    pub allow_net: Vec<withholding::network::Rule>,
     /// Listen here on the host (e.g. 127.0.0.1:8931) and forward each
     /// connection to a server that speaks Streamable HTTP in the guest:
     /// a catalogued server with `transport = "http"`, or a command's
@@ -212,10 +212,17 @@ impl RunArgs {
 /// on, denying and logging each attempt: that is what an audit shows.
 fn network(
     server: Option<&ServerPlan>,
-    allow_net: &[String],
+    allow_net: &[withholding::network::Rule],
     profile: Option<&Profile>,
 ) -> Result<Option<withholding::network::Policy>, String> {
-    let mut rules: Vec<String> = server.iter().flat_map(|s| s.network.clone()).collect();
+    use withholding::network::{Policy, Rule};
+    // Parsed once each (the user's as they were read, the catalogue's
+    // here), then narrowed and passed on as rules.
+    let mut rules: Vec<Rule> = server
+        .iter()
+        .flat_map(|s| s.network.iter())
+        .map(|r| Rule::parse(r))
+        .collect::<Result<_, _>>()?;
     rules.extend(allow_net.iter().cloned());
     if rules.is_empty() {
         return Ok(None);
@@ -223,11 +230,7 @@ fn network(
     if let Some(p) = profile {
         rules = p.network.narrow(rules);
     }
-    withholding::network::Policy::parse(&rules).map(Some)
-}
-
-fn parse_net_rule(s: &str) -> Result<String, String> {
-    withholding::network::Rule::parse(s).map(|r| r.to_string())
+    Ok(Some(Policy::of(rules)))
 }
 
 const DEFAULT_WORKSPACE_LIMIT_MIB: u64 = 1024;
@@ -585,7 +588,7 @@ mod tests {
             network: vec!["api.github.com:443".into()],
             http_port: None,
         };
-        let user = ["198.51.100.7:8080".to_string()];
+        let user = [withholding::network::Rule::parse("198.51.100.7:8080").unwrap()];
         let rules = |p: &Option<withholding::network::Policy>| -> Vec<String> {
             p.as_ref()
                 .unwrap()
@@ -712,7 +715,9 @@ mod tests {
             seccomp: vmm::SeccompMode::Log,
             jail: vmm::jail::JailMode::Off,
             workspace_limit: 7,
-            allow_net: vec!["api.github.com:443".into(), "[2001:db8::1]".into()],
+            allow_net: ["api.github.com:443", "[2001:db8::1]"]
+                .map(|r| withholding::network::Rule::parse(r).unwrap())
+                .to_vec(),
             listen: Some("127.0.0.1:8931".parse().unwrap()),
             listen_non_loopback: true,
             listen_fd: Some(3),
