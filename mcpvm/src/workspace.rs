@@ -646,6 +646,14 @@ mod tests {
         r
     }
 
+    /// A fresh temporary directory holding an empty workspace `ws`.
+    fn workspace_dir() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ws");
+        std::fs::create_dir(&dir).unwrap();
+        (t, dir)
+    }
+
     #[test]
     fn workspace_syntax() {
         let w = parse_workspace("/srv/ws").unwrap();
@@ -672,9 +680,7 @@ mod tests {
 
     #[test]
     fn the_guests_copy_replaces_the_directory_whole() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("ws");
-        std::fs::create_dir(&dir).unwrap();
+        let (t, dir) = workspace_dir();
         std::fs::write(dir.join("old.txt"), "old").unwrap();
         let tar = tar_of(&[("./new.txt", b"from guest"), ("./sub/x", b"x")]);
         let back = back(&tar[..], &dir, 1 << 20).unwrap();
@@ -701,9 +707,7 @@ mod tests {
 
     #[test]
     fn oversized_or_broken_streams_leave_the_directory_unchanged_and_nothing_escapes() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("ws");
-        std::fs::create_dir(&dir).unwrap();
+        let (t, dir) = workspace_dir();
         std::fs::write(dir.join("keep.txt"), "keep").unwrap();
         // A raw header naming ../escape (Builder refuses to write one).
         let mut evil = tar_of(&[("./placeholder", b"evil")]);
@@ -851,9 +855,7 @@ mod tests {
     #[test]
     fn a_planted_repository_configuration_runs_nothing_when_the_host_runs_git() {
         use tar::EntryType as T;
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("ws");
-        std::fs::create_dir(&dir).unwrap();
+        let (t, dir) = workspace_dir();
         let init = std::process::Command::new("git")
             .args(["init", "-q"])
             .arg(&dir)
@@ -978,9 +980,7 @@ mod tests {
 
     #[test]
     fn a_workspace_laid_out_as_a_repository_is_refused_whole() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("ws");
-        std::fs::create_dir(&dir).unwrap();
+        let (t, dir) = workspace_dir();
         let mut b = tar::Builder::new(Vec::new());
         append(
             &mut b,
@@ -1024,9 +1024,7 @@ mod tests {
     #[test]
     fn the_swap_stays_inside_the_workspace_and_keeps_its_own_names() {
         use std::os::unix::fs::MetadataExt;
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("ws");
-        std::fs::create_dir(&dir).unwrap();
+        let (t, dir) = workspace_dir();
         std::fs::write(dir.join("old.txt"), "old").unwrap();
         let kept = dir.join(format!("{SCRATCH}new-1"));
         std::fs::create_dir(&kept).unwrap();
@@ -1071,9 +1069,7 @@ mod tests {
 
     #[test]
     fn a_sparse_file_does_not_come_back() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("ws");
-        std::fs::create_dir(&dir).unwrap();
+        let (_t, dir) = workspace_dir();
         let mut b = tar::Builder::new(Vec::new());
         let mut h = tar::Header::new_gnu();
         // One byte stored at the end of a 1 TiB file: its apparent size.
@@ -1096,9 +1092,7 @@ mod tests {
 
     #[test]
     fn the_jailed_thread_writes_only_where_the_workspace_is() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("ws");
-        std::fs::create_dir(&dir).unwrap();
+        let (t, dir) = workspace_dir();
         std::fs::write(dir.join("a.txt"), "a").unwrap();
         let home = t.path().join("home");
         std::fs::create_dir(&home).unwrap();

@@ -54,22 +54,13 @@ pub fn pump_printable(from: BorrowedFd<'_>, to: BorrowedFd<'_>) {
     // A 0xC2 that ended the last read: the start of a C1 control, maybe.
     let mut held = false;
     loop {
-        // SAFETY: reads at most buf.len() bytes into buf.
-        let n = unsafe { libc::read(from, buf.as_mut_ptr().cast(), buf.len()) };
-        if n == 0 {
+        let Some(n) = read_some(from, &mut buf) else {
             if held {
                 write_all(to, &[0xc2]);
             }
             return;
-        }
-        if n < 0 {
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) if wait(from, libc::POLLIN) => continue,
-                _ => return,
-            }
-        }
-        let (shown, hold) = printable_bytes(held, &buf[..n as usize]);
+        };
+        let (shown, hold) = printable_bytes(held, &buf[..n]);
         held = hold;
         if !write_all(to, &shown) {
             return;
@@ -156,21 +147,27 @@ fn splice_all(from: RawFd, to: RawFd) -> Spliced {
 
 fn copy(from: RawFd, to: RawFd) {
     let mut buf = vec![0u8; CHUNK];
+    while let Some(n) = read_some(from, &mut buf) {
+        if !write_all(to, &buf[..n]) {
+            return;
+        }
+    }
+}
+
+/// Reads what `from` has into `buf`, waiting on a non-blocking one; None
+/// at its end or on an error that ends the stream.
+fn read_some(from: RawFd, buf: &mut [u8]) -> Option<usize> {
     loop {
         // SAFETY: reads at most buf.len() bytes into buf.
         let n = unsafe { libc::read(from, buf.as_mut_ptr().cast(), buf.len()) };
-        if n == 0 {
-            return;
-        }
-        if n < 0 {
-            match io::Error::last_os_error().raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) if wait(from, libc::POLLIN) => continue,
-                _ => return,
-            }
-        }
-        if !write_all(to, &buf[..n as usize]) {
-            return;
+        match n {
+            0 => return None,
+            n if n > 0 => return Some(n as usize),
+            _ => match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN) if wait(from, libc::POLLIN) => {}
+                _ => return None,
+            },
         }
     }
 }

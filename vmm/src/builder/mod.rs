@@ -443,16 +443,33 @@ fn create_vcpus(
     entry: BootEntry,
     host: cpuid::HostFeatures,
 ) -> Result<Vec<Vcpu>, BootError> {
+    let ids: Vec<u8> = (0..count).collect();
+    make_vcpus(kvm, vm, &ids, |vcpu, i, supported| {
+        let id = ids[i];
+        let boot = (id == 0).then_some(entry);
+        let cpuid = cpuid::for_vcpu(supported, id, count, host);
+        Ok(vcpu.configure(&cpuid, &vm.mem, boot)?)
+    })
+}
+
+/// What booting and restoring vCPUs share: each of `ids` made, given the
+/// MSRs to save, and set up by `set_up` (its index in `ids`, and the CPUID
+/// KVM supports here).
+pub(crate) fn make_vcpus(
+    kvm: &kvm_ioctls::Kvm,
+    vm: &Vm,
+    ids: &[u8],
+    mut set_up: impl FnMut(&mut Vcpu, usize, &kvm_bindings::CpuId) -> Result<(), BootError>,
+) -> Result<Vec<Vcpu>, BootError> {
     let supported = kvm
         .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
         .map_err(BootError::Cpuid)?;
     let msrs = msr_list(kvm)?;
-    let mut vcpus = Vec::with_capacity(count as usize);
-    for id in 0..count {
+    let mut vcpus = Vec::with_capacity(ids.len());
+    for (i, &id) in ids.iter().enumerate() {
         let mut vcpu = Vcpu::new(&vm.fd, id)?;
         vcpu.set_msr_list(msrs.clone());
-        let boot = (id == 0).then_some(entry);
-        vcpu.configure(&cpuid::for_vcpu(&supported, id, count, host), &vm.mem, boot)?;
+        set_up(&mut vcpu, i, &supported)?;
         vcpus.push(vcpu);
     }
     Ok(vcpus)
@@ -557,7 +574,7 @@ pub fn save(built: &BuiltVm, vcpus: Vec<VcpuState>, dir: &Path) -> Result<(), Sn
 }
 
 /// The MSRs a snapshot saves: those KVM lists as saved and restored.
-pub(crate) fn msr_list(kvm: &kvm_ioctls::Kvm) -> Result<Vec<u32>, BootError> {
+fn msr_list(kvm: &kvm_ioctls::Kvm) -> Result<Vec<u32>, BootError> {
     kvm.get_msr_index_list()
         .map(|l| l.as_slice().to_vec())
         .map_err(BootError::MsrList)

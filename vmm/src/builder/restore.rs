@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{attach_devices, msr_list, AttachedVirtio, BootError, BuiltVm};
+use super::{attach_devices, make_vcpus, AttachedVirtio, BootError, BuiltVm};
 use crate::arch::x86_64::layout::{MAX_MEM_MIB, MIN_MEM_MIB};
 use crate::arch::x86_64::{cpuid, mptable};
 use crate::devices::virtio::DeviceSpec;
@@ -256,20 +256,14 @@ fn restore_vcpus(
     dir: &Path,
     host: cpuid::HostFeatures,
 ) -> Result<Vec<Vcpu>, BootError> {
-    let supported = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .map_err(BootError::Cpuid)?;
-    let msrs = msr_list(kvm)?;
-    let mut vcpus = Vec::with_capacity(body.vcpus.len());
-    for state in &body.vcpus {
-        let mut vcpu = Vcpu::new(&vm.fd, state.id)?;
-        vcpu.set_cpuid(&cpuid::for_vcpu(&supported, state.id, count, host))?;
+    let ids: Vec<u8> = body.vcpus.iter().map(|s| s.id).collect();
+    make_vcpus(kvm, vm, &ids, |vcpu, i, supported| {
+        let state = &body.vcpus[i];
+        vcpu.set_cpuid(&cpuid::for_vcpu(supported, state.id, count, host))?;
         vcpu.restore_state(state)
             .map_err(named(dir, "vCPU state"))?;
-        vcpu.set_msr_list(msrs.clone());
-        vcpus.push(vcpu);
-    }
-    Ok(vcpus)
+        Ok(())
+    })
 }
 
 #[cfg(test)]
