@@ -214,7 +214,7 @@ impl Samples {
         self.tools_list.push(l);
         if let Some(v) = &r.timings.vm {
             for (i, p) in self.phase_names.iter().enumerate() {
-                if let Some(x) = v[p].as_f64() {
+                if let Some(x) = v.get(p) {
                     self.phases[i].push(x);
                 }
             }

@@ -117,7 +117,7 @@ pub struct Timings {
     pub tools_list_ms: Option<f64>,
     /// The microVM's own phase times (ms since `mcpvm run` started), when
     /// the server ran in one.
-    pub vm: Option<serde_json::Value>,
+    pub vm: Option<mcpvm_protocol::timings::RunTimings>,
 }
 
 /// Findings, kept apart by what caused them.

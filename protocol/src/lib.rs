@@ -7,6 +7,8 @@
 //! - [`messages`]: the run spec, the host's later messages and the agent's
 //!   events, as JSON lines on CONTROL.
 //! - [`withholding`]: what the agent withholds from the server.
+//! - [`timings`]: the phase times `mcpvm run --timings` writes for the
+//!   probe (a host-side contract between mcpvm's own processes).
 //!
 //! The channels. The
 //! agent connects to the host (CID 2); the VMM turns each port P into a
@@ -43,4 +45,5 @@ pub mod boot_args;
 pub mod egress;
 pub mod messages;
 pub mod ports;
+pub mod timings;
 pub mod withholding;

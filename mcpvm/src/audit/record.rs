@@ -274,7 +274,7 @@ impl Record {
                 boot_ms: events
                     .find("agent_start")
                     .and_then(|e| e["at_ms"].as_f64())
-                    .or(vm.and_then(|v| v["agent_start"].as_f64())),
+                    .or(vm.and_then(|v| v.get("agent_start"))),
                 handshake_ms: probe.timings.handshake_ms,
                 tools_list_ms: probe.timings.tools_list_ms,
             },
@@ -427,7 +427,10 @@ mod tests {
         p.verdict.real_client_failures = failures.iter().map(|f| f.to_string()).collect();
         p.timings.handshake_ms = Some(812.5);
         p.timings.tools_list_ms = Some(900.0);
-        p.timings.vm = Some(json!({"agent_start": 410.0}));
+        p.timings.vm = Some(mcpvm_protocol::timings::RunTimings {
+            first_event: [("agent_start".to_string(), 410.0)].into(),
+            ..Default::default()
+        });
         p.stderr.tail = "line1\nline2\n".into();
         p.exit =
             serde_json::from_value(json!({"code": 0, "signal": null, "exited_by_itself": true}))

@@ -243,26 +243,20 @@ fn write_timings(
 ) -> Result<(), RunError> {
     let t = &outcome.timings;
     let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
-    let mut all: serde_json::Map<String, serde_json::Value> = relays
-        .first_seen
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(|(k, v)| (k.clone(), serde_json::json!(v)))
-        .collect();
-    for (k, v) in [
-        ("kvm_ready", t.kvm_ready),
-        ("kernel_entry", t.kernel_entry),
-        ("boot_timer", t.boot_timer),
-        ("exit", t.exit),
-    ] {
-        all.insert(k.into(), serde_json::json!(ms(v)));
-    }
-    // Every exit that reached the VMM over the whole run (the boot's and
-    // every MMIO access after it, such as an interrupt's status read).
-    let exits: u64 = outcome.exits.iter().map(|e| e.count).sum();
-    all.insert("exits_to_vmm".into(), serde_json::json!(exits));
-    file.write_all(serde_json::Value::Object(all).to_string().as_bytes())
+    let timings = mcpvm_protocol::timings::RunTimings {
+        kvm_ready: ms(t.kvm_ready),
+        kernel_entry: ms(t.kernel_entry),
+        boot_timer: ms(t.boot_timer),
+        exit: ms(t.exit),
+        exits_to_vmm: outcome.exits.iter().map(|e| e.count).sum(),
+        first_event: relays
+            .first_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone(),
+    };
+    serde_json::to_writer(&mut file, &timings)
+        .map_err(std::io::Error::from)
         .map_err(|source| RunError::File {
             path: path.to_path_buf(),
             source,
