@@ -90,9 +90,9 @@ fn build_layer(spec: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>>
         .take(1 << 20)
         .read_to_string(&mut report)?;
     let status = child.wait()?;
-    let failed = serde_json::from_str::<serde_json::Value>(&report)
+    let failed = serde_json::from_str::<mcpvm_images::build::Report>(&report)
         .ok()
-        .and_then(|r| r["failed"][0]["error"].as_str().map(str::to_owned));
+        .and_then(|r| r.failed.into_iter().next().map(|f| f.error));
     match (failed.or(cause), status.success()) {
         (Some(why), _) => Err(format!("--package {spec}: {why}").into()),
         (None, true) => Ok(()),

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{Catalogue, Entry, Runtime};
 use crate::erofs::erofs;
@@ -69,7 +69,9 @@ pub fn with_install_scripts(target: &Path) -> Vec<String> {
         .collect()
 }
 
-#[derive(Debug, Serialize)]
+/// `mcpvm image build --json`'s report (read back by `run --package`'s
+/// first-use build through this type).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Built {
     pub name: String,
     pub file: String,
@@ -80,13 +82,13 @@ pub struct Built {
 
 /// A server whose layer could not be built, and why (with the end of
 /// its installer's output).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Failure {
     pub name: String,
     pub error: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     pub store: PathBuf,
     pub runtime: Built,
@@ -661,6 +663,29 @@ mod tests {
             !c.contains("downloadBrowser") && !c.contains("complete log") && !c.contains("errno"),
             "{c}"
         );
+    }
+
+    #[test]
+    fn a_report_reads_back_as_written() {
+        let built = |name: &str| Built {
+            name: name.into(),
+            file: format!("layer-{name}.erofs"),
+            bytes: 10,
+            cached: true,
+            seconds: 0.5,
+        };
+        let r = Report {
+            store: "/store".into(),
+            runtime: built("runtime"),
+            servers: vec![built("memory")],
+            failed: vec![Failure {
+                name: "bad".into(),
+                error: "npm install failed".into(),
+            }],
+            seconds: 1.0,
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Report>(&text).unwrap(), r);
     }
 
     #[test]
