@@ -7,6 +7,7 @@
 //! agent's "up" line on the console, and spawn to process exit. The
 //! outside measurements are the fair comparison; the ratio is ours/QEMU's.
 
+use mcpvm_protocol::timings::BootReport as VmBootReport;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -213,28 +214,17 @@ fn timed(mut cmd: Command, what: &str, timeout: Duration) -> Result<Timed, Bench
 impl Runs {
     /// One run's `setup_ms` and `exits` from `mcpvm boot --json`. A key
     /// missing from a run simply has fewer samples.
-    fn add_setup(&mut self, v: &serde_json::Value) {
-        if let Some(setup) = v["setup_ms"].as_object() {
-            for (name, t) in setup {
-                if let Some(t) = t.as_f64() {
-                    push_sample(&mut self.setup, name, t);
-                }
-            }
+    fn add_setup(&mut self, v: &VmBootReport) {
+        for (name, t) in &v.setup_ms {
+            push_sample(&mut self.setup, name, *t);
         }
-        if let Some(exits) = v["exits"].as_array() {
-            let mut total = 0.0;
-            for e in exits {
-                let n = e["count"].as_f64().unwrap_or(0.0);
-                total += n;
-                let key = format!(
-                    "{} {}",
-                    e["kind"].as_str().unwrap_or("?"),
-                    e["addr"].as_str().unwrap_or("?")
-                );
-                push_sample(&mut self.exits_by, &key, n);
-            }
-            self.exits.push(total);
+        let mut total = 0.0;
+        for e in &v.exits {
+            let n = e.count as f64;
+            total += n;
+            push_sample(&mut self.exits_by, &format!("{} {}", e.kind, e.addr), n);
         }
+        self.exits.push(total);
     }
 }
 
@@ -261,13 +251,21 @@ struct Guest<'a> {
 /// devices (`vmm::cmdline`: BASE, the console) and the bench's `quiet`.
 const PEER_CMDLINE: &str = "console=ttyS0 reboot=k panic=-1 quiet";
 
-fn last_json(stdout: &[String]) -> serde_json::Value {
+/// The last `mcpvm boot --json` report in `stdout` (none read: the
+/// default, whose exit code is no success's).
+fn last_report(stdout: &[String]) -> VmBootReport {
     stdout
         .iter()
         .rev()
         .find(|l| l.starts_with('{'))
         .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_default()
+        .unwrap_or(VmBootReport {
+            exit: mcpvm_protocol::timings::BootExit {
+                code: -1,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
 }
 
 fn failed(what: &str, run: usize, t: &Timed) -> BenchError {
@@ -440,22 +438,22 @@ impl BootBench {
                 "mcpvm",
                 self.timeout + Duration::from_secs(5),
             )?;
-            let v = last_json(&t.stdout);
-            if !t.success || v["exit"]["code"] != 0 || t.to_init.is_none() {
+            let v = last_report(&t.stdout);
+            if !t.success || v.exit.code != 0 || t.to_init.is_none() {
                 return Err(failed("mcpvm", run, &t));
             }
             for (i, key) in ["kvm_ready", "kernel_entry", "boot_timer", "exit"]
                 .iter()
                 .enumerate()
             {
-                if let Some(x) = v["timings_ms"][key].as_f64() {
+                if let Some(x) = v.timings_ms.get(key) {
                     r.phases[i].push(x);
                 }
             }
             r.add_setup(&v);
             r.ours.add(&t);
             let t = timed(self.mcpvm_cmd(&null), "mcpvm", null_timeout)?;
-            if !t.success || last_json(&t.stdout)["exit"]["code"] != 0 {
+            if !t.success || last_report(&t.stdout).exit.code != 0 {
                 return Err(failed("mcpvm (null kernel)", run, &t));
             }
             r.ours_null.push(t.to_exit);

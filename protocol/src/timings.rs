@@ -1,7 +1,8 @@
-//! `mcpvm run --timings FILE`: when each phase of a run happened, in ms
-//! since the VMM process started. `mcpvm run` writes it when the run ends;
-//! the probe reads it into its result (and so the audit's records and the
-//! benchmarks read it from there), through this type on both sides.
+//! What mcpvm's own processes report of a VM's phases, in ms since the
+//! VMM process started, written and read through these types on both
+//! sides: `mcpvm run --timings FILE` ([`RunTimings`], read by the probe and
+//! so by the audit's records and the benchmarks) and `mcpvm boot --json`
+//! ([`BootReport`], read by the boot benchmark).
 
 use std::collections::BTreeMap;
 
@@ -40,6 +41,59 @@ impl RunTimings {
     }
 }
 
+/// `mcpvm boot --json`: how the VM ended, when each phase happened, the
+/// VMM's own set-up steps, and the exits that reached it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BootReport {
+    pub exit: BootExit,
+    pub timings_ms: BootPhases,
+    /// Each step of the VMM's set-up, by name, when it ended.
+    #[serde(default)]
+    pub setup_ms: BTreeMap<String, f64>,
+    /// The exits that reached the VMM, most first.
+    #[serde(default)]
+    pub exits: Vec<ExitCount>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BootExit {
+    /// `power_off`, `reset`, `crash`, `timeout`, `signal`, …
+    pub reason: String,
+    pub detail: String,
+    pub code: i32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BootPhases {
+    pub kvm_ready: Option<f64>,
+    pub kernel_entry: Option<f64>,
+    pub boot_timer: Option<f64>,
+    pub exit: Option<f64>,
+}
+
+impl BootPhases {
+    /// A phase by its name in the report.
+    pub fn get(&self, phase: &str) -> Option<f64> {
+        match phase {
+            "kvm_ready" => self.kvm_ready,
+            "kernel_entry" => self.kernel_entry,
+            "boot_timer" => self.boot_timer,
+            "exit" => self.exit,
+            _ => None,
+        }
+    }
+}
+
+/// Exits of one kind at one port or guest-physical address.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExitCount {
+    /// `pio_read`, `mmio_write`, …
+    pub kind: String,
+    /// The port or address, in hex (`0x3f8`).
+    pub addr: String,
+    pub count: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +118,34 @@ mod tests {
         assert_eq!(t.get("agent_start"), Some(410.0));
         assert_eq!(t.get("kernel_entry"), Some(20.0));
         assert_eq!(t.get("nothing"), None);
+    }
+
+    #[test]
+    fn a_boot_report_reads_back_as_written() {
+        let r = BootReport {
+            exit: BootExit {
+                reason: "power_off".into(),
+                detail: "the guest powered off with status 0".into(),
+                code: 0,
+            },
+            timings_ms: BootPhases {
+                kvm_ready: Some(2.0),
+                kernel_entry: Some(30.0),
+                boot_timer: Some(900.0),
+                exit: Some(950.0),
+            },
+            setup_ms: [("memory".to_string(), 1.5)].into(),
+            exits: vec![ExitCount {
+                kind: "pio_write".into(),
+                addr: "0x3f8".into(),
+                count: 120,
+            }],
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["timings_ms"]["boot_timer"], 900.0);
+        assert_eq!(v["exits"][0]["addr"], "0x3f8");
+        assert_eq!(serde_json::from_str::<BootReport>(&text).unwrap(), r);
+        assert_eq!(r.timings_ms.get("kernel_entry"), Some(30.0));
     }
 }

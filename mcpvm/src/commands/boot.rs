@@ -200,17 +200,17 @@ fn ms(d: Option<Duration>) -> Option<f64> {
     d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
 }
 
-/// The exits that reached the VMM, most first: `{kind, addr, count}`
-/// with the port or guest-physical address in hex.
-pub fn exits_json(exits: &[vmm::kvm::exits::ExitCount]) -> serde_json::Value {
+/// The exits that reached the VMM, most first, with the port or
+/// guest-physical address in hex.
+pub fn exit_counts(
+    exits: &[vmm::kvm::exits::ExitCount],
+) -> Vec<mcpvm_protocol::timings::ExitCount> {
     exits
         .iter()
-        .map(|e| {
-            serde_json::json!({
-                "kind": e.kind.name(),
-                "addr": format!("{:#x}", e.addr),
-                "count": e.count,
-            })
+        .map(|e| mcpvm_protocol::timings::ExitCount {
+            kind: e.kind.name().to_string(),
+            addr: format!("{:#x}", e.addr),
+            count: e.count,
         })
         .collect()
 }
@@ -218,22 +218,27 @@ pub fn exits_json(exits: &[vmm::kvm::exits::ExitCount]) -> serde_json::Value {
 fn report(outcome: &RunOutcome, json: bool) {
     let t = &outcome.timings;
     if json {
-        let v = serde_json::json!({
-            "exit": {
-                "reason": outcome.reason.kind(),
-                "detail": outcome.reason.to_string(),
-                "code": outcome.reason.exit_code(),
+        use mcpvm_protocol::timings::{BootExit, BootPhases, BootReport};
+        let v = BootReport {
+            exit: BootExit {
+                reason: outcome.reason.kind().to_string(),
+                detail: outcome.reason.to_string(),
+                code: outcome.reason.exit_code(),
             },
-            "timings_ms": {
-                "kvm_ready": ms(t.kvm_ready),
-                "kernel_entry": ms(t.kernel_entry),
-                "boot_timer": ms(t.boot_timer),
-                "exit": ms(t.exit),
+            timings_ms: BootPhases {
+                kvm_ready: ms(t.kvm_ready),
+                kernel_entry: ms(t.kernel_entry),
+                boot_timer: ms(t.boot_timer),
+                exit: ms(t.exit),
             },
-            "setup_ms": t.setup.iter().map(|(name, d)| (name.to_string(), ms(Some(*d)).into())).collect::<serde_json::Map<String, serde_json::Value>>(),
-            "exits": exits_json(&outcome.exits),
-        });
-        println!("{v}");
+            setup_ms: t
+                .setup
+                .iter()
+                .filter_map(|(name, d)| Some((name.to_string(), ms(Some(*d))?)))
+                .collect(),
+            exits: exit_counts(&outcome.exits),
+        };
+        println!("{}", serde_json::to_string(&v).unwrap_or_default());
     } else {
         let total: u64 = outcome.exits.iter().map(|e| e.count).sum();
         let top: Vec<String> = outcome
