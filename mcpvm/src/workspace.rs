@@ -214,7 +214,10 @@ pub fn serve(
                 back.map(Some)
             }
         };
-        if let (Some(f), Err(_) | Ok(None)) = (&fresh, &result) {
+        // A copy that could not be put in place is kept where the error
+        // says it is.
+        let kept = matches!(result, Err(WorkspaceError::Replace { .. }));
+        if let (Some(f), Err(_) | Ok(None), false) = (&fresh, &result, kept) {
             let _ = std::fs::remove_dir_all(f);
         }
         let _ = tx.send(result);
@@ -432,17 +435,27 @@ pub fn take_back(
         }
     };
     let mut summary = summary;
-    let kept = refuse_repositories(fresh, Path::new(""), &mut summary.refused)
-        .and_then(|()| keep_protected(dir, fresh, Path::new("")));
-    if let Err(e) = kept {
+    if let Err(e) = refuse_repositories(fresh, Path::new(""), &mut summary.refused) {
         let _ = std::fs::remove_dir_all(fresh);
         return Err(refused(e.to_string()));
     }
-    swap_contents(dir, fresh).map_err(|source| WorkspaceError::Replace {
-        path: dir.to_path_buf(),
-        kept: fresh.to_path_buf(),
-        source,
-    })?;
+    // The host's own protected entries are moved, not copied, into the
+    // new copy (a repository can be large): whatever fails after, they
+    // go back to DIR before the new copy is given up.
+    let mut kept = Vec::new();
+    if let Err(e) = keep_protected(dir, fresh, Path::new(""), &mut kept) {
+        put_back(dir, fresh, &kept);
+        let _ = std::fs::remove_dir_all(fresh);
+        return Err(refused(e.to_string()));
+    }
+    if let Err(source) = swap_contents(dir, fresh) {
+        put_back(dir, fresh, &kept);
+        return Err(WorkspaceError::Replace {
+            path: dir.to_path_buf(),
+            kept: fresh.to_path_buf(),
+            source,
+        });
+    }
     Ok(summary)
 }
 
@@ -592,7 +605,12 @@ fn refuse_repositories(fresh: &Path, rel: &Path, refused: &mut Vec<String>) -> i
 /// the host's stay what they were. Symbolic links the guest left on the
 /// way are replaced by directories: the host's tree decides where its
 /// repositories are.
-fn keep_protected(dir: &Path, fresh: &Path, rel: &Path) -> io::Result<()> {
+fn keep_protected(
+    dir: &Path,
+    fresh: &Path,
+    rel: &Path,
+    moved: &mut Vec<PathBuf>,
+) -> io::Result<()> {
     let Ok(entries) = std::fs::read_dir(dir.join(rel)) else {
         return Ok(());
     };
@@ -609,11 +627,30 @@ fn keep_protected(dir: &Path, fresh: &Path, rel: &Path) -> io::Result<()> {
             let _ = std::fs::remove_dir_all(&to);
             let _ = std::fs::remove_file(&to);
             std::fs::rename(e.path(), &to)?;
+            moved.push(rel);
         } else if is_dir {
-            keep_protected(dir, fresh, &rel)?;
+            keep_protected(dir, fresh, &rel, moved)?;
         }
     }
     Ok(())
+}
+
+/// Moves the host's entries [`keep_protected`] moved into `fresh` back to
+/// where they were in `dir` (DIR is as it was when this is called).
+fn put_back(dir: &Path, fresh: &Path, moved: &[PathBuf]) {
+    for rel in moved.iter().rev() {
+        let to = dir.join(rel);
+        if let Some(parent) = to.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        if let Err(e) = std::fs::rename(fresh.join(rel), &to) {
+            log::error!(
+                "workspace: cannot put {} back in place: {e}; it is in {}",
+                to.display(),
+                fresh.join(rel).display()
+            );
+        }
+    }
 }
 
 /// Makes `fresh/rel` a real directory all the way down, replacing
@@ -1065,6 +1102,27 @@ mod tests {
         left.sort();
         assert_eq!(left, [format!("{SCRATCH}new-1"), "new.txt".to_string()]);
         assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 1);
+    }
+
+    /// The host's repositories are moved into the new copy, not copied:
+    /// when the take-back is given up after that, they go back first.
+    #[test]
+    fn the_hosts_repositories_go_back_when_a_take_back_is_given_up() {
+        let (_t, dir) = workspace_dir();
+        std::fs::create_dir_all(dir.join("sub/.git")).unwrap();
+        std::fs::write(dir.join("sub/.git/config"), "host").unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join(".git/HEAD"), "host").unwrap();
+        let fresh = scratch(&dir, "new");
+        std::fs::create_dir(&fresh).unwrap();
+        let mut moved = Vec::new();
+        keep_protected(&dir, &fresh, Path::new(""), &mut moved).unwrap();
+        moved.sort();
+        assert_eq!(moved, [PathBuf::from(".git"), PathBuf::from("sub/.git")]);
+        assert!(!dir.join(".git").exists() && fresh.join("sub/.git/config").exists());
+        put_back(&dir, &fresh, &moved);
+        assert_eq!(std::fs::read_to_string(dir.join("sub/.git/config")).unwrap(), "host");
+        assert_eq!(std::fs::read_to_string(dir.join(".git/HEAD")).unwrap(), "host");
     }
 
     #[test]
