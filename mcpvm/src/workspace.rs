@@ -1121,8 +1121,14 @@ mod tests {
         assert_eq!(moved, [PathBuf::from(".git"), PathBuf::from("sub/.git")]);
         assert!(!dir.join(".git").exists() && fresh.join("sub/.git/config").exists());
         put_back(&dir, &fresh, &moved);
-        assert_eq!(std::fs::read_to_string(dir.join("sub/.git/config")).unwrap(), "host");
-        assert_eq!(std::fs::read_to_string(dir.join(".git/HEAD")).unwrap(), "host");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("sub/.git/config")).unwrap(),
+            "host"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".git/HEAD")).unwrap(),
+            "host"
+        );
     }
 
     #[test]

@@ -136,7 +136,7 @@ pub enum Event {
 
 /// What the host adds to a run's events beside the agent's (one JSON
 /// object per line in `--events`, the same `event` tag).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum HostEvent {
     /// Whether the VMM runs jailed (docs/security.md, "The jail"), and
@@ -146,6 +146,41 @@ pub enum HostEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A lookup or connection the egress proxy judged.
+    Net(NetEvent),
+    /// `net` events past the proxy's bound, counted, not written.
+    NetEventsDropped { count: u64 },
+    /// Agent events past `--events`' bound, counted, not written.
+    EventsDropped { count: u64 },
+}
+
+/// One DNS lookup or connection attempt the host's egress proxy judged
+/// for the guest (`--events` shows it as a `net` event).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct NetEvent {
+    /// "dns" or "connect".
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qtype: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// A lookup's answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+    pub allowed: bool,
+    /// Why it was denied, or why an allowed one failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    pub duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub during: Option<During>,
 }
 
 /// A security-relevant system call of the server or of a process it
@@ -246,6 +281,44 @@ impl RunSpec {
 
 #[cfg(test)]
 mod tests {
+
+    /// The host's events keep the `event` tag the agent's have, their
+    /// fields beside it, and read back as written.
+    #[test]
+    fn host_events_are_tagged_like_the_agents_and_read_back() {
+        let net = HostEvent::Net(NetEvent {
+            kind: "connect".into(),
+            name: Some("api.github.com".into()),
+            address: Some("140.82.112.6".into()),
+            port: Some(443),
+            allowed: true,
+            ..NetEvent::default()
+        });
+        let v = serde_json::to_value(&net).unwrap();
+        assert_eq!(v["event"], "net");
+        assert_eq!(v["kind"], "connect");
+        assert_eq!(v["port"], 443);
+        assert_eq!(serde_json::from_value::<HostEvent>(v).unwrap(), net);
+        for (e, tag) in [
+            (
+                HostEvent::NetEventsDropped { count: 3 },
+                "net_events_dropped",
+            ),
+            (HostEvent::EventsDropped { count: 2 }, "events_dropped"),
+            (
+                HostEvent::Jail {
+                    jailed: false,
+                    reason: Some("--jail off".into()),
+                },
+                "jail",
+            ),
+        ] {
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["event"], tag);
+            assert_eq!(serde_json::from_value::<HostEvent>(v).unwrap(), e);
+        }
+    }
+
     use super::*;
     use crate::withholding::{Action, Rule, Seccomp, When};
 

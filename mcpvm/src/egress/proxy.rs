@@ -20,8 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpvm_protocol::egress::{Reply, Request, HOST_ADDR, HOST_NAME, MAX_REQUEST};
-use mcpvm_protocol::messages::During;
-use serde::Serialize;
+use mcpvm_protocol::messages::{During, HostEvent, NetEvent};
 use withholding::network::{Policy, Verdict};
 
 /// Streams open at once at most (fewer where the descriptor limit is
@@ -48,33 +47,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Denials said on stderr at most; the rest are in `--events`.
 const MAX_SAID: u64 = 20;
-
-/// One DNS lookup or connection attempt, as `--events` shows it.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct NetEvent {
-    /// "dns" or "connect".
-    pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub qtype: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    /// A lookup's answer.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub addresses: Vec<String>,
-    pub allowed: bool,
-    /// Why it was denied, or why an allowed one failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    pub duration_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub during: Option<During>,
-}
 
 /// Where `net` events go: the run's `--events` file, and a line on
 /// stderr for each of the first denials.
@@ -119,8 +91,7 @@ impl NetLog {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let mut v = serde_json::to_value(e).unwrap_or_default();
-        v["event"] = "net".into();
+        let mut v = serde_json::to_value(HostEvent::Net(e.clone())).unwrap_or_default();
         v["at_ms"] = serde_json::json!(self.start.elapsed().as_secs_f64() * 1000.0);
         let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = f.as_mut() {
@@ -136,7 +107,8 @@ impl NetLog {
             let _ = writeln!(
                 f,
                 "{}",
-                serde_json::json!({"event": "net_events_dropped", "count": dropped})
+                serde_json::to_value(HostEvent::NetEventsDropped { count: dropped })
+                    .unwrap_or_default()
             );
         }
     }
@@ -305,7 +277,7 @@ impl Proxy {
     fn resolve(&self, stream: &UnixStream, name: String, qtype: String, during: Option<During>) {
         let t = Instant::now();
         let mut event = NetEvent {
-            kind: "dns",
+            kind: "dns".into(),
             name: Some(name.clone()),
             qtype: Some(qtype),
             during,
@@ -411,7 +383,7 @@ impl Proxy {
             (name, SocketAddr::new(IpAddr::V4(address), port), verdict)
         };
         let mut event = NetEvent {
-            kind: "connect",
+            kind: "connect".into(),
             name,
             address: Some(address.to_string()),
             port: Some(port),
@@ -501,7 +473,7 @@ mod tests {
     #[test]
     fn a_guest_chosen_name_reaches_the_terminal_escaped_and_bounded() {
         let e = NetEvent {
-            kind: "dns",
+            kind: "dns".into(),
             name: Some(format!("\x1b]0;owned\x07{}", "a".repeat(1000))),
             qtype: None,
             address: None,

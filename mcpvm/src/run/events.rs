@@ -72,7 +72,11 @@ impl EventSink {
         }
         if self.dropped > 0 {
             if let Some(f) = &mut self.file {
-                let cut = serde_json::json!({"event": "events_dropped", "count": self.dropped});
+                let cut =
+                    serde_json::to_value(mcpvm_protocol::messages::HostEvent::EventsDropped {
+                        count: self.dropped,
+                    })
+                    .unwrap_or_default();
                 let _ = writeln!(f, "{cut}");
             }
             log::warn!(
