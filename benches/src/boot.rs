@@ -712,21 +712,20 @@ mod tests {
         let kernel = dir.path().join("null.elf");
         std::fs::write(&kernel, null_kernel()).unwrap();
         let config = vmm::VmConfig {
-            kernel,
-            initrd: None,
-            cmdline: String::new(),
-            mem_mib: 64,
-            vcpus: 1,
+            boot: vmm::Boot::Kernel(vmm::KernelBoot {
+                kernel,
+                mem_mib: 64,
+                vcpus: 1,
+                ..Default::default()
+            }),
             console: None,
             timeout: Some(Duration::from_secs(20)),
             allow_pvm: true,
             start: std::time::Instant::now(),
             vsock: None,
             disks: Vec::new(),
-            rng: false,
             seccomp: vmm::SeccompMode::Off,
-            snapshot: Default::default(),
-            tsc_deadline: false,
+            save_to: None,
         };
         let outcome = vmm::VmHandle::build(config).unwrap().wait().unwrap();
         assert_eq!(outcome.reason, vmm::ExitReason::PowerOff(0));

@@ -59,7 +59,7 @@ impl VmHandle {
     /// Assembles the VM (memory, devices, kernel, vCPUs: [`builder`]) or
     /// restores it from a snapshot. No guest code runs yet.
     pub fn build(config: VmConfig) -> Result<VmHandle, VmmError> {
-        let save_to = config.snapshot.save_to.clone();
+        let save_to = config.save_to.clone();
         let start = config.start;
         let deadline = config.timeout.map(|t| Instant::now() + t);
         let mut built = builder::build(config)?;

@@ -32,14 +32,39 @@ pub use outcome::{BootTimings, ExitReason, RunOutcome};
 
 pub type GuestMemoryMmap = vm_memory::GuestMemoryMmap<()>;
 
-/// What to boot and with what.
-pub struct VmConfig {
+/// What a booted VM boots: everything a restored one takes from its
+/// snapshot instead.
+#[derive(Clone, Debug, Default)]
+pub struct KernelBoot {
     pub kernel: PathBuf,
     pub initrd: Option<PathBuf>,
     /// Appended to the VMM's own command-line options.
     pub cmdline: String,
     pub mem_mib: u64,
     pub vcpus: u8,
+    /// A virtio-rng device feeding the guest's entropy pool.
+    pub rng: bool,
+    /// Offer the TSC-deadline timer in CPUID where KVM emulates it (the
+    /// guest then skips calibrating its LAPIC timer against the PIT: a
+    /// tenth of a second of ticks, about 0.35 s of a testbed boot), as
+    /// Firecracker and QEMU do.
+    pub tsc_deadline: bool,
+}
+
+/// How a VM starts.
+#[derive(Clone, Debug)]
+pub enum Boot {
+    /// Booted: this kernel, memory and vCPUs.
+    Kernel(KernelBoot),
+    /// Restored from this snapshot (see [`snapshot`]): kernel, memory,
+    /// vCPUs and devices come from it; the disks and the vsock socket are
+    /// the config's.
+    Snapshot(PathBuf),
+}
+
+/// What to boot (or restore) and with what.
+pub struct VmConfig {
+    pub boot: Boot,
     /// Where the serial console goes; None leaves the VM without a UART.
     pub console: Option<Box<dyn Write + Send>>,
     pub timeout: Option<Duration>,
@@ -51,28 +76,11 @@ pub struct VmConfig {
     pub vsock: Option<VsockConfig>,
     /// virtio-blk disks, in order: the guest sees /dev/vda, /dev/vdb, …
     pub disks: Vec<DiskConfig>,
-    /// A virtio-rng device feeding the guest's entropy pool.
-    pub rng: bool,
     /// Host seccomp filters on the VMM's own threads (see [`seccomp`]).
     pub seccomp: SeccompMode,
-    /// Taking or starting from a snapshot (see [`snapshot`]).
-    pub snapshot: SnapshotConfig,
-    /// Offer the TSC-deadline timer in CPUID where KVM emulates it (the
-    /// guest then skips calibrating its LAPIC timer against the PIT: a
-    /// tenth of a second of ticks, about 0.35 s of a testbed boot), as
-    /// Firecracker and QEMU do. A restore takes it from the snapshot.
-    pub tsc_deadline: bool,
-}
-
-/// Snapshot options of a run.
-#[derive(Clone, Debug, Default)]
-pub struct SnapshotConfig {
     /// On SIGUSR1 the VM pauses, is written here and the run ends with
     /// [`ExitReason::Snapshot`].
     pub save_to: Option<PathBuf>,
-    /// Start from this snapshot instead of booting: kernel, initrd,
-    /// command line and memory size come from it.
-    pub restore_from: Option<PathBuf>,
 }
 
 /// A disk image file given to the guest as a virtio-blk device.
@@ -122,7 +130,7 @@ pub enum VmmError {
 /// A program that needs to stop or snapshot the VM itself uses
 /// [`VmHandle`] directly.
 pub fn run(config: VmConfig) -> Result<RunOutcome, VmmError> {
-    let caught = signals::catch(config.snapshot.save_to.is_some()).map_err(VmmError::Signals)?;
+    let caught = signals::catch(config.save_to.is_some()).map_err(VmmError::Signals)?;
     let vm = VmHandle::build(config)?;
     let _forwarding = caught.forward_to(&vm)?;
     vm.wait()

@@ -133,12 +133,29 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
             Some(Box::new(LineWriter::new(f)))
         }
     };
+    let boot = match args.restore {
+        Some(dir) => vmm::Boot::Snapshot(dir),
+        None => vmm::Boot::Kernel(vmm::KernelBoot {
+            kernel: args.kernel.unwrap_or_default(),
+            initrd: args.initrd,
+            cmdline: args.cmdline,
+            mem_mib: args.mem,
+            vcpus: args.vcpus,
+            rng: args.rng,
+            tsc_deadline: !args.no_tsc_deadline,
+        }),
+    };
+    match &boot {
+        vmm::Boot::Snapshot(dir) => log::debug!("restoring {}", dir.display()),
+        vmm::Boot::Kernel(k) => log::debug!(
+            "booting {} with {} MiB, {} vCPUs",
+            k.kernel.display(),
+            k.mem_mib,
+            k.vcpus
+        ),
+    }
     let config = VmConfig {
-        kernel: args.kernel.unwrap_or_default(),
-        initrd: args.initrd,
-        cmdline: args.cmdline,
-        mem_mib: args.mem,
-        vcpus: args.vcpus,
+        boot,
         console,
         timeout: args.timeout,
         allow_pvm: args.allow_pvm,
@@ -148,23 +165,9 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
             uds_path,
         }),
         disks: args.disks.into_iter().map(|d| d.config).collect(),
-        rng: args.rng,
         seccomp: args.seccomp,
-        snapshot: vmm::SnapshotConfig {
-            save_to: args.snapshot_to,
-            restore_from: args.restore,
-        },
-        tsc_deadline: !args.no_tsc_deadline,
+        save_to: args.snapshot_to,
     };
-    match &config.snapshot.restore_from {
-        Some(dir) => log::debug!("restoring {}", dir.display()),
-        None => log::debug!(
-            "booting {} with {} MiB, {} vCPUs",
-            config.kernel.display(),
-            config.mem_mib,
-            config.vcpus
-        ),
-    }
     let outcome = vmm::run(config).map_err(BootCmdError::from)?;
     if mid_line.load(Ordering::Relaxed) {
         // The guest stopped mid-line: the report must not be glued to it.

@@ -123,10 +123,10 @@ impl Start {
         }
     }
 
-    /// The VM's configuration. A restore's kernel, command line, memory,
-    /// vCPUs and devices come from its snapshot, not from here; its disks
-    /// are this start's (the plan's for a warm start, `--disk`'s for
-    /// `--from-snapshot`).
+    /// The VM's configuration, whole: a booted VM's kernel and shape from
+    /// the plan, a restored one's snapshot (whose kernel, memory, vCPUs
+    /// and devices come from it); the disks this start's (the plan's for
+    /// a warm start, `--disk`'s for `--from-snapshot`).
     pub fn config(
         self,
         args: &RunArgs,
@@ -134,24 +134,26 @@ impl Start {
         console: Box<dyn Write + Send>,
         start: Instant,
     ) -> VmConfig {
-        let (boot, disks, restore_from) = match self {
-            Start::Boot(p) => {
-                let boot = Booted::of(&p);
-                (Some(boot), p.disks, None)
-            }
-            Start::Warm { plan, snapshot } => (None, plan.disks, Some(snapshot)),
+        let (boot, disks) = match self {
+            Start::Boot(p) => (
+                vmm::Boot::Kernel(vmm::KernelBoot {
+                    kernel: p.kernel,
+                    initrd: Some(p.initrd),
+                    cmdline: p.cmdline,
+                    mem_mib: p.mem_mib,
+                    vcpus: p.vcpus,
+                    rng: p.rng,
+                    tsc_deadline: true,
+                }),
+                p.disks,
+            ),
+            Start::Warm { plan, snapshot } => (vmm::Boot::Snapshot(snapshot), plan.disks),
             Start::Restore {
                 snapshot, disks, ..
-            } => (None, disks, Some(snapshot)),
+            } => (vmm::Boot::Snapshot(snapshot), disks),
         };
-        let boot = boot.unwrap_or_default();
         VmConfig {
-            kernel: boot.kernel,
-            initrd: boot.initrd,
-            cmdline: boot.cmdline,
-            mem_mib: boot.mem_mib,
-            vcpus: boot.vcpus,
-            rng: boot.rng,
+            boot,
             console: Some(console),
             timeout: args.vm.timeout.map(Duration::from_secs),
             allow_pvm: args.vm.allow_pvm,
@@ -159,36 +161,7 @@ impl Start {
             vsock: Some(vsock),
             disks,
             seccomp: args.vm.seccomp,
-            snapshot: vmm::SnapshotConfig {
-                save_to: args.snapshot_to.clone(),
-                restore_from,
-            },
-            tsc_deadline: true,
-        }
-    }
-}
-
-/// What only a booted VM takes from its plan (a restored one has it from
-/// its snapshot, and these stay empty).
-#[derive(Default)]
-struct Booted {
-    kernel: PathBuf,
-    initrd: Option<PathBuf>,
-    cmdline: String,
-    mem_mib: u64,
-    vcpus: u8,
-    rng: bool,
-}
-
-impl Booted {
-    fn of(p: &RunPlan) -> Booted {
-        Booted {
-            kernel: p.kernel.clone(),
-            initrd: Some(p.initrd.clone()),
-            cmdline: p.cmdline.clone(),
-            mem_mib: p.mem_mib,
-            vcpus: p.vcpus,
-            rng: p.rng,
+            save_to: args.snapshot_to.clone(),
         }
     }
 }

@@ -53,6 +53,7 @@ use crate::kvm::vm::{Vm, VmError};
 use crate::kvm::{self, HostError};
 use crate::snapshot::{self, Body, SnapshotError};
 use crate::VmConfig;
+use crate::{Boot, KernelBoot};
 use kvm_ioctls::{IoEventAddress, NoDatamatch};
 use restore::RestoreError;
 
@@ -194,19 +195,23 @@ pub type AttachedVirtio = (DeviceSpec, Arc<Mutex<MmioTransport>>);
 /// it names a snapshot: [`restore`], which shares the devices' assembly
 /// with the boot).
 pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
-    if let Some(dir) = config.snapshot.restore_from.clone() {
-        return restore::restore(config, &dir);
-    }
+    let k = match &config.boot {
+        Boot::Snapshot(dir) => {
+            let dir = dir.clone();
+            return restore::restore(config, &dir);
+        }
+        Boot::Kernel(k) => k.clone(),
+    };
     let mut phases = Phases::new(config.start);
     phases.mark("build_entered");
     // 1. Host. Bad paths are the user's mistake, whatever the host:
     //    report them first.
-    check_shape(config.mem_mib, config.vcpus)?;
-    let kernel = open_image(&config.kernel, |path, source| BootError::OpenKernel {
+    check_shape(k.mem_mib, k.vcpus)?;
+    let kernel = open_image(&k.kernel, |path, source| BootError::OpenKernel {
         path,
         source,
     })?;
-    let initrd_file = match &config.initrd {
+    let initrd_file = match &k.initrd {
         Some(path) => Some(open_image(path, |path, source| BootError::OpenInitrd {
             path,
             source,
@@ -217,8 +222,8 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     phases.mark("kvm_open");
 
     // 2. VM and memory.
-    let vm = Vm::new(&kvm, config.mem_mib)?;
-    let mem_size = config.mem_mib << 20;
+    let vm = Vm::new(&kvm, k.mem_mib)?;
+    let mem_size = k.mem_mib << 20;
     phases.mark("vm_memory");
 
     // 3. Devices: the legacy ones on the port bus, virtio on MMIO.
@@ -226,17 +231,17 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         &vm,
         config.console.take(),
         None,
-        device_specs(&config),
+        device_specs(&config, k.rng),
         &config,
     )?;
     phases.mark("devices");
 
     // 4. Kernel.
-    let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &config.kernel)?;
+    let (entry, kernel_end, setup_header) = load_kernel(&vm, kernel, &k.kernel)?;
     phases.mark("kernel_loaded");
 
     // 5. Initrd and command line.
-    let initrd = match (initrd_file, &config.initrd) {
+    let initrd = match (initrd_file, &k.initrd) {
         (Some(file), Some(path)) => {
             let addr_max = setup_header.map(|h| h.initrd_addr_max);
             Some(load_initrd(
@@ -245,20 +250,20 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
         }
         _ => None,
     };
-    let cmdline = write_cmdline(&vm, devices.serial.is_some(), devices.virtio.len(), &config)?;
+    let cmdline = write_cmdline(&vm, devices.serial.is_some(), devices.virtio.len(), &k)?;
     phases.mark("initrd_cmdline");
 
     // 6. Boot parameters and MP table.
     let map = boot_params::memory_map(mem_size);
     write_boot_params(&vm, entry, setup_header, cmdline.len(), initrd, &map)?;
-    mptable::write(&vm.mem, config.vcpus)?;
+    mptable::write(&vm.mem, k.vcpus)?;
     phases.mark("boot_params");
 
     // 7. vCPUs.
     let host = cpuid::HostFeatures {
-        tsc_deadline: config.tsc_deadline && cpuid::HostFeatures::of(&kvm).tsc_deadline,
+        tsc_deadline: k.tsc_deadline && cpuid::HostFeatures::of(&kvm).tsc_deadline,
     };
-    let vcpus = create_vcpus(&kvm, &vm, config.vcpus, entry, host)?;
+    let vcpus = create_vcpus(&kvm, &vm, k.vcpus, entry, host)?;
     phases.mark("vcpus");
     let mut built = BuiltVm::assemble(
         vm,
@@ -356,7 +361,7 @@ fn open_image(
 
 /// The virtio devices a booting VM gets: disks first (so that the first
 /// is /dev/vda), then vsock, then rng.
-fn device_specs(config: &VmConfig) -> Vec<DeviceSpec> {
+fn device_specs(config: &VmConfig, rng: bool) -> Vec<DeviceSpec> {
     let mut specs: Vec<DeviceSpec> = config
         .disks
         .iter()
@@ -373,7 +378,7 @@ fn device_specs(config: &VmConfig) -> Vec<DeviceSpec> {
             guest_cid: v.guest_cid,
         });
     }
-    if config.rng {
+    if rng {
         specs.push(DeviceSpec::Rng);
     }
     specs
@@ -385,7 +390,7 @@ fn write_cmdline(
     vm: &Vm,
     serial: bool,
     virtio_count: usize,
-    config: &VmConfig,
+    config: &KernelBoot,
 ) -> Result<String, BootError> {
     let windows: Vec<(u64, u32)> = (0..virtio_count).map(virtio_window).collect();
     let cl =
@@ -520,7 +525,10 @@ fn virtio_devices(
                     .as_ref()
                     .map(|v| v.uds_path.clone())
                     .ok_or_else(|| RestoreError::Vsock {
-                        dir: config.snapshot.restore_from.clone().unwrap_or_default(),
+                        dir: match &config.boot {
+                            Boot::Snapshot(dir) => dir.clone(),
+                            Boot::Kernel(_) => PathBuf::new(),
+                        },
                         had: true,
                     })?;
                 Box::new(Vsock::new(*guest_cid, &uds, config.seccomp)?)

@@ -305,11 +305,7 @@ mod tests {
 
     fn config(disks: &[(&Path, bool)]) -> VmConfig {
         VmConfig {
-            kernel: PathBuf::new(),
-            initrd: None,
-            cmdline: String::new(),
-            mem_mib: 0,
-            vcpus: 0,
+            boot: crate::Boot::Snapshot(PathBuf::from("snap")),
             console: None,
             timeout: None,
             allow_pvm: false,
@@ -324,10 +320,8 @@ mod tests {
                     id: String::new(),
                 })
                 .collect(),
-            rng: false,
             seccomp: crate::SeccompMode::Off,
-            snapshot: crate::SnapshotConfig::default(),
-            tsc_deadline: false,
+            save_to: None,
         }
     }
 
