@@ -346,7 +346,7 @@ impl Proxy {
             let reason = match refused.first() {
                 Some(a) => format!(
                     "{name} resolves only to refused addresses ({a} is {})",
-                    withholding::network::refused_range(*a).unwrap_or("refused")
+                    self.policy.refusal(*a).unwrap_or("refused")
                 ),
                 None => format!("{name} has no IPv4 address"),
             };
