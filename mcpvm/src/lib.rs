@@ -24,13 +24,4 @@ pub mod workspace;
 pub use withholding;
 
 /// "Outer: inner: innermost", as the style guide asks.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(inner) = cur {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        cur = inner.source();
-    }
-    s
-}
+pub use mcpvm_protocol::errors::chain as error_chain;

@@ -7,6 +7,7 @@
 //! - [`messages`]: the run spec, the host's later messages and the agent's
 //!   events, as JSON lines on CONTROL.
 //! - [`withholding`]: what the agent withholds from the server.
+//! - [`errors`]: how every process prints an error chain.
 //! - [`timings`]: the phase times `mcpvm run --timings` writes for the
 //!   probe (a host-side contract between mcpvm's own processes).
 //!
@@ -43,6 +44,7 @@
 
 pub mod boot_args;
 pub mod egress;
+pub mod errors;
 pub mod messages;
 pub mod ports;
 pub mod timings;

@@ -550,17 +550,7 @@ fn check(name: &str, k: &Knobs) -> Result<(), ProfileError> {
 mod tests {
     use super::*;
 
-    /// "Outer: inner: innermost", as mcpvm prints errors.
-    fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-        let mut s = e.to_string();
-        let mut cur = e.source();
-        while let Some(inner) = cur {
-            s.push_str(": ");
-            s.push_str(&inner.to_string());
-            cur = inner.source();
-        }
-        s
-    }
+    use mcpvm_protocol::errors::chain as error_chain;
 
     fn profiles(extra: &str) -> Profiles {
         Profiles::parse(&format!("{BUILT_IN}\n{extra}"), "test").unwrap()
