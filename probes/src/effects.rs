@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use mcpvm_protocol::messages::{During, Effect, EventLine, NetEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -70,28 +71,16 @@ pub struct Recording {
     pub dropped: u64,
 }
 
-/// The strings of an event's list field (`paths`, `argv`, `files`).
-pub fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 impl Effects {
-    fn add(&mut self, e: &Value) {
+    fn add(&mut self, e: &Effect) {
         self.calls += 1;
-        if e.get("denied").is_some_and(|d| !d.is_null()) {
+        if e.denied.is_some() {
             self.denied += 1;
         }
-        let call = e["call"].as_str().unwrap_or_default();
-        let paths = strings(&e["paths"]);
+        let call = e.call.as_str();
+        let paths = &e.paths;
         // Where a symlink led is what was touched.
-        let first = e["resolved"].as_str().or(paths.first().map(String::as_str));
+        let first = e.resolved.as_deref().or(paths.first().map(String::as_str));
         let mut omitted = 0;
         let mut push = |list: &mut Vec<String>, item: &str| {
             if list.iter().any(|i| i == item) {
@@ -104,16 +93,15 @@ impl Effects {
         };
         match call {
             "execve" | "execveat" => {
-                let argv = strings(&e["argv"]);
-                if !self.executed.contains(&argv) {
+                if !self.executed.contains(&e.argv) {
                     match self.executed.len() < MAX_ITEMS {
-                        true => self.executed.push(argv),
+                        true => self.executed.push(e.argv.clone()),
                         false => omitted += 1,
                     }
                 }
             }
             "open" | "openat" | "openat2" => {
-                let access = e["access"].as_str().unwrap_or("read");
+                let access = e.access.as_deref().unwrap_or("read");
                 let Some(path) = first else { return };
                 if access.starts_with("read")
                     && !access.contains("create")
@@ -127,7 +115,7 @@ impl Effects {
                 }
             }
             "connect" | "sendto" | "bind" | "listen" => {
-                let address = e["address"].as_str().unwrap_or(call);
+                let address = e.address.as_deref().unwrap_or(call);
                 push(&mut self.connected, address);
             }
             // A symlink's second "path" is its target's text, not a file.
@@ -149,7 +137,7 @@ impl Effects {
     }
 
     /// A `net` event of the host's egress proxy.
-    fn add_net(&mut self, e: &Value) {
+    fn add_net(&mut self, e: &NetEvent) {
         let Some(item) = net_item(e) else { return };
         if self.network.contains(&item) {
             return;
@@ -199,24 +187,23 @@ impl Effects {
 
 /// A `net` event of the host's egress proxy in a line: "dns NAME
 /// allowed", "connect NAME@ADDR:PORT denied (why)".
-pub fn net_item(e: &Value) -> Option<String> {
-    let name = e["name"].as_str();
+pub fn net_item(e: &NetEvent) -> Option<String> {
     let target = match (
-        e["kind"].as_str(),
-        name,
-        e["address"].as_str(),
-        e["port"].as_u64(),
+        e.kind.as_str(),
+        e.name.as_deref(),
+        e.address.as_deref(),
+        e.port,
     ) {
-        (Some("dns"), Some(n), ..) => format!("dns {n}"),
+        ("dns", Some(n), ..) => format!("dns {n}"),
         (_, Some(n), Some(a), Some(p)) => format!("connect {n}@{a}:{p}"),
         (_, None, Some(a), Some(p)) => format!("connect {a}:{p}"),
         _ => return None,
     };
-    let verdict = match (e["allowed"].as_bool(), e["reason"].as_str()) {
-        (Some(true), None) => "allowed".to_string(),
-        (Some(true), Some(why)) => format!("allowed, failed ({why})"),
-        (_, Some(why)) => format!("denied ({why})"),
-        _ => "denied".to_string(),
+    let verdict = match (e.allowed, e.reason.as_deref()) {
+        (true, None) => "allowed".to_string(),
+        (true, Some(why)) => format!("allowed, failed ({why})"),
+        (false, Some(why)) => format!("denied ({why})"),
+        (false, None) => "denied".to_string(),
     };
     Some(format!("{target} {verdict}"))
 }
@@ -239,57 +226,79 @@ pub fn requests(exchange: &[Entry]) -> Vec<(Value, String)> {
 /// effects; and the recording as a whole. None when nothing was recorded
 /// (no recording profile, no network).
 pub fn group(
-    events: &[Value],
+    events: &[EventLine],
     steps: &[Vec<(Value, String)>],
 ) -> Option<(Vec<Option<Effects>>, Recording)> {
+    use mcpvm_protocol::messages::{AnyEvent, Event};
     let mut per_step: Vec<Option<Effects>> = vec![None; steps.len()];
     let mut recording = Recording::default();
     let mut any = false;
-    for e in events {
-        match e["event"].as_str() {
-            Some("effects") => {
-                any = true;
-                recording.recorded = e["counts"]
-                    .as_array()
-                    .map(|c| c.iter().filter_map(|c| c["count"].as_u64()).sum())
-                    .unwrap_or(0);
-                recording.dropped = e["dropped"].as_u64().unwrap_or(0);
-            }
-            Some(kind @ ("effect" | "net")) => {
-                any = true;
-                let during = &e["during"];
-                let phase = during["phase"].as_str().unwrap_or("start_up");
-                let step = (phase == "request")
-                    .then(|| {
-                        let method = during["method"].as_str().unwrap_or_default();
-                        steps.iter().position(|sent| {
-                            sent.iter()
-                                .any(|(id, m)| *id == during["id"] && m == method)
-                        })
-                    })
-                    .flatten();
-                let into = match step {
-                    Some(i) => per_step[i].get_or_insert_with(Effects::default),
-                    None => recording
-                        .outside_calls
-                        .entry(phase.to_string())
-                        .or_default(),
-                };
-                match kind {
-                    "net" => into.add_net(e),
-                    _ => into.add(e),
-                }
-            }
+    for line in events {
+        if let AnyEvent::Agent(Event::Effects { counts, dropped }) = &line.event {
+            any = true;
+            recording.recorded = counts.iter().map(|c| c.count).sum();
+            recording.dropped = *dropped;
+            continue;
+        }
+        let Some(during) = line.event.during() else {
+            continue;
+        };
+        any = true;
+        let into = match step_of(during, steps) {
+            Some(i) => per_step[i].get_or_insert_with(Effects::default),
+            None => recording
+                .outside_calls
+                .entry(phase(during).to_string())
+                .or_default(),
+        };
+        match (line.event.effect(), line.event.net()) {
+            (Some(e), _) => into.add(e),
+            (_, Some(n)) => into.add_net(n),
             _ => {}
         }
     }
     any.then_some((per_step, recording))
 }
 
+/// The step whose requests include the one in flight.
+pub fn step_of(during: &During, steps: &[Vec<(Value, String)>]) -> Option<usize> {
+    let During::Request { id, method, .. } = during else {
+        return None;
+    };
+    steps
+        .iter()
+        .position(|sent| sent.iter().any(|(i, m)| i == id && m == method))
+}
+
+/// The phase's name as the recording keys it.
+pub fn phase(during: &During) -> &'static str {
+    match during {
+        During::StartUp => "start_up",
+        During::Request { .. } => "request",
+        During::BetweenCalls => "between_calls",
+        During::AfterExit => "after_exit",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The events as the probe reads them; each must read as its kind.
+    fn typed(events: &[Value]) -> Vec<EventLine> {
+        events
+            .iter()
+            .map(|e| {
+                let line: EventLine = serde_json::from_value(e.clone()).unwrap();
+                assert!(
+                    !matches!(line.event, mcpvm_protocol::messages::AnyEvent::Unknown(_)),
+                    "{e}"
+                );
+                line
+            })
+            .collect()
+    }
 
     fn effect(call: &str, during: Value, extra: Value) -> Value {
         let mut e = json!({"event": "effect", "uptime_ms": 1, "pid": 9, "exe": "/usr/bin/node",
@@ -351,7 +360,7 @@ mod tests {
             vec![(json!(0), "initialize".to_string())],
             vec![(json!(4), "tools/call".to_string())],
         ];
-        let (per_step, recording) = group(&events, &steps).unwrap();
+        let (per_step, recording) = group(&typed(&events), &steps).unwrap();
         assert_eq!(per_step[0], None);
         let e = per_step[1].as_ref().unwrap();
         assert_eq!(
@@ -371,7 +380,7 @@ mod tests {
         );
         assert_eq!((recording.recorded, recording.dropped), (7, 2));
         assert_eq!(
-            group(&[json!({"event": "spawned", "pid": 1})], &steps),
+            group(&typed(&[json!({"event": "spawned", "pid": 1})]), &steps),
             None
         );
     }
@@ -388,7 +397,8 @@ mod tests {
                 )
             })
             .collect();
-        let (per_step, _) = group(&events, &[vec![(json!(1), "tools/call".into())]]).unwrap();
+        let (per_step, _) =
+            group(&typed(&events), &[vec![(json!(1), "tools/call".into())]]).unwrap();
         let e = per_step[0].as_ref().unwrap();
         assert_eq!((e.read.len(), e.omitted), (MAX_ITEMS, 7));
     }
@@ -407,7 +417,7 @@ mod tests {
                 "reason": "telemetry.example is not allowed", "during": {"phase": "start_up"}}),
         ];
         let steps = vec![vec![(json!(2), "tools/call".to_string())]];
-        let (per_step, recording) = group(&events, &steps).unwrap();
+        let (per_step, recording) = group(&typed(&events), &steps).unwrap();
         let e = per_step[0].as_ref().unwrap();
         assert_eq!(
             e.network,

@@ -24,12 +24,12 @@
 //! Without the canaries event nothing can be judged, and [`judge`] says
 //! so instead of returning "no finding".
 
+use mcpvm_protocol::messages::{AnyEvent, During, Effect, Event, EventLine};
 use serde_json::Value;
 
-use crate::effects::strings;
 use crate::exchange::Direction;
-pub use crate::result::Finding;
 use crate::result::StepResult;
+pub use crate::result::{Evidence, Finding};
 
 /// Evidence kept per finding.
 const MAX_EVIDENCE: usize = 10;
@@ -46,27 +46,31 @@ struct Canaries {
 }
 
 impl Canaries {
-    fn from_events(events: &[Value]) -> Option<Self> {
-        let e = events.iter().find(|e| e["event"] == "canaries")?;
-        let tokens = e["tokens"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(path, t)| Some((path.clone(), t.as_str()?.to_string())))
-                    // A token too short to be unguessable proves nothing.
-                    .filter(|(_, t)| t.len() >= 16)
-                    .collect()
-            })
-            .unwrap_or_default();
+    fn from_events(events: &[EventLine]) -> Option<Self> {
+        let (files, tokens, env_token, sibling, link) =
+            events.iter().find_map(|e| match &e.event {
+                AnyEvent::Agent(Event::Canaries {
+                    files,
+                    tokens,
+                    env_token,
+                    sibling,
+                    link,
+                    ..
+                }) => Some((files, tokens, env_token, sibling, link)),
+                _ => None,
+            })?;
+        // A token too short to be unguessable proves nothing.
+        let unguessable = |t: &&String| t.len() >= 16;
         Some(Canaries {
-            tokens,
-            files: strings(&e["files"]),
-            env_token: e["env_token"]
-                .as_str()
-                .filter(|t| t.len() >= 16)
-                .map(String::from),
-            sibling: e["sibling"].as_str()?.to_string(),
-            link: e["link"].as_str().map(String::from),
+            tokens: tokens
+                .iter()
+                .filter(|(_, t)| unguessable(t))
+                .map(|(path, t)| (path.clone(), t.clone()))
+                .collect(),
+            files: files.clone(),
+            env_token: Some(env_token).filter(unguessable).cloned(),
+            sibling: sibling.clone(),
+            link: link.clone(),
         })
     }
 
@@ -85,7 +89,7 @@ impl Canaries {
 /// canaries, the attack (if the step was one) and the server's roots.
 struct Context<'a> {
     step: &'a StepResult,
-    mine: &'a [&'a Value],
+    mine: &'a [&'a EventLine],
     canaries: &'a Canaries,
     attack: Option<&'a Value>,
     payload: Option<&'a str>,
@@ -94,7 +98,7 @@ struct Context<'a> {
 
 /// What a rule found: class, rule, why, and the evidence (nothing found
 /// when empty).
-type Found = (String, &'static str, String, Vec<Value>);
+type Found = (String, &'static str, String, Vec<Evidence>);
 
 /// The rules, each judging one step.
 const RULES: &[fn(&Context) -> Option<Found>] = &[
@@ -111,27 +115,25 @@ const RULES: &[fn(&Context) -> Option<Found>] = &[
 /// nothing could be judged (no canaries were planted or reported).
 pub fn judge(
     steps: &[StepResult],
-    events: &[Value],
+    events: &[EventLine],
     roots: &[String],
 ) -> Result<Vec<Finding>, String> {
     let canaries = Canaries::from_events(events).ok_or_else(|| {
         "the VM reported no canaries, so what the server did could not be judged".to_string()
     })?;
-    let effects: Vec<&Value> = events
+    // The effects and the egress proxy's net events, with what the server
+    // was doing.
+    let effects: Vec<(&EventLine, &During)> = events
         .iter()
-        .filter(|e| e["event"] == "effect" || e["event"] == "net")
+        .filter_map(|e| Some((e, e.event.during()?)))
         .collect();
     let mut attributed = vec![false; effects.len()];
     let mut findings: Vec<Finding> = Vec::new();
     for step in steps {
         let sent = crate::effects::requests(&step.exchange);
         let mut mine = Vec::new();
-        for (i, e) in effects.iter().enumerate() {
-            let ours = e["during"]["phase"] == "request"
-                && sent
-                    .iter()
-                    .any(|(id, m)| e["during"]["id"] == *id && e["during"]["method"] == m.as_str());
-            if ours {
+        for (i, (e, during)) in effects.iter().enumerate() {
+            if crate::effects::step_of(during, std::slice::from_ref(&sent)).is_some() {
                 attributed[i] = true;
                 mine.push(*e);
             }
@@ -156,19 +158,20 @@ pub fn judge(
     let unattributed = effects
         .iter()
         .zip(&attributed)
-        .filter(|(e, done)| !**done && reads_canary(e, &canaries));
-    for (e, _) in unattributed {
-        let phase = match e["during"]["phase"].as_str() {
-            Some("start_up") | None => "start-up",
-            Some("between_calls") => "between-calls",
-            Some("after_exit") => "after-exit",
-            Some(_) => "unmatched-request",
+        .filter(|((e, _), done)| !**done && reads_canary(e, &canaries));
+    for ((e, during), _) in unattributed {
+        let phase = match during {
+            During::StartUp => "start-up",
+            During::BetweenCalls => "between-calls",
+            During::AfterExit => "after-exit",
+            During::Request { .. } => "unmatched-request",
         };
+        let e = Evidence::Event((*e).clone());
         match findings
             .iter_mut()
             .find(|f| f.rule == "canary-read" && f.step == phase)
         {
-            Some(f) if f.evidence.len() < MAX_EVIDENCE => f.evidence.push((*e).clone()),
+            Some(f) if f.evidence.len() < MAX_EVIDENCE => f.evidence.push(e),
             Some(_) => {}
             None => findings.push(Finding {
                 class: "secret-exposure".into(),
@@ -183,7 +186,7 @@ pub fn judge(
                     "it opened a canary secret outside any call ({phase}): unattributed, no \
                      call reproduces it"
                 ),
-                evidence: vec![(*e).clone()],
+                evidence: vec![e],
             }),
         }
     }
@@ -198,7 +201,7 @@ fn add(
     class: &str,
     rule: &str,
     why: String,
-    evidence: Vec<Value>,
+    evidence: Vec<Evidence>,
 ) {
     if evidence.is_empty() {
         return;
@@ -242,21 +245,29 @@ fn add(
     });
 }
 
-fn paths(e: &Value) -> Vec<String> {
-    let mut p = strings(&e["paths"]);
-    p.extend(e["resolved"].as_str().map(String::from));
-    p
+/// The paths a recorded call named, and where the first led.
+fn paths(e: &EventLine) -> impl Iterator<Item = &str> {
+    e.event
+        .effect()
+        .into_iter()
+        .flat_map(|e| e.paths.iter().chain(&e.resolved))
+        .map(String::as_str)
 }
 
-fn touching(cx: &Context, hit: &dyn Fn(&str) -> bool) -> Vec<Value> {
+/// The step's events that `keep`, as evidence.
+fn evidence_of(cx: &Context, keep: &dyn Fn(&EventLine) -> bool) -> Vec<Evidence> {
     cx.mine
         .iter()
-        .filter(|e| paths(e).iter().any(|p| hit(p)))
-        .map(|e| (*e).clone())
+        .filter(|e| keep(e))
+        .map(|e| Evidence::Event((*e).clone()))
         .collect()
 }
 
-fn found(class: &str, rule: &'static str, why: String, evidence: Vec<Value>) -> Option<Found> {
+fn touching(cx: &Context, hit: &dyn Fn(&str) -> bool) -> Vec<Evidence> {
+    evidence_of(cx, &|e| paths(e).any(hit))
+}
+
+fn found(class: &str, rule: &'static str, why: String, evidence: Vec<Evidence>) -> Option<Found> {
     (!evidence.is_empty()).then(|| (class.to_string(), rule, why, evidence))
 }
 
@@ -282,18 +293,13 @@ fn symlink_escape(cx: &Context) -> Option<Found> {
 }
 
 /// An open of a canary file.
-fn reads_canary(e: &Value, canaries: &Canaries) -> bool {
-    e["call"].as_str().is_some_and(|c| c.starts_with("open"))
-        && paths(e).iter().any(|p| canaries.files.contains(p))
+fn reads_canary(e: &EventLine, canaries: &Canaries) -> bool {
+    e.event.effect().is_some_and(|c| c.call.starts_with("open"))
+        && paths(e).any(|p| canaries.files.iter().any(|f| f == p))
 }
 
 fn canary_read(cx: &Context) -> Option<Found> {
-    let read = cx
-        .mine
-        .iter()
-        .filter(|e| reads_canary(e, cx.canaries))
-        .map(|e| (*e).clone())
-        .collect();
+    let read = evidence_of(cx, &|e| reads_canary(e, cx.canaries));
     found(
         "secret-exposure",
         "canary-read",
@@ -318,7 +324,7 @@ fn token_in_answer(cx: &Context) -> Option<Found> {
         tokens.push(("the environment variable", t));
     }
     let mut whose = Vec::new();
-    let leaked: Vec<Value> = cx
+    let leaked: Vec<Evidence> = cx
         .step
         .exchange
         .iter()
@@ -329,7 +335,7 @@ fn token_in_answer(cx: &Context) -> Option<Found> {
                 .iter()
                 .find_map(|(what, t)| text.find(t).map(|at| (*what, at, t.len())))?;
             whose.push(what);
-            Some(Value::String(excerpt(&text, at, len)))
+            Some(Evidence::Excerpt(excerpt(&text, at, len)))
         })
         .collect();
     whose.dedup();
@@ -367,23 +373,21 @@ fn marker_made(cx: &Context) -> Option<Found> {
         return None;
     }
     let marker = attack["marker"].as_str().unwrap_or("\u{0}");
-    let started: Vec<&Value> = cx
-        .mine
-        .iter()
-        .filter(|e| matches!(e["call"].as_str(), Some("execve" | "execveat")))
-        .map(|e| &e["pid"])
-        .filter(|p| !p.is_null())
+    let calls = || cx.mine.iter().filter_map(|e| e.event.effect());
+    let started: Vec<u32> = calls()
+        .filter(|e| matches!(e.call.as_str(), "execve" | "execveat"))
+        .map(|e| e.pid)
         .collect();
-    let ran = cx
-        .mine
-        .iter()
-        .filter(|e| match marker_effect(e, marker) {
+    let ran = evidence_of(cx, &|e| {
+        let Some(e) = e.event.effect() else {
+            return false;
+        };
+        match marker_effect(e, marker) {
             Some(MarkerEffect::RunOn) => true,
-            Some(MarkerEffect::Made) => started.contains(&&e["pid"]),
+            Some(MarkerEffect::Made) => started.contains(&e.pid),
             None => false,
-        })
-        .map(|e| (*e).clone())
-        .collect();
+        }
+    });
     found(
         class,
         "marker-made",
@@ -427,23 +431,21 @@ fn connect_to_payload(cx: &Context) -> Option<Found> {
     // The guest's own connect, as recorded; or, with a network, the host's
     // egress proxy's `net` event for it (allowed or refused: the server
     // tried either way).
-    let proxied = |e: &Value| {
-        e["event"] == "net"
-            && e["kind"] == "connect"
-            && e["address"]
-                .as_str()
-                .zip(e["port"].as_u64())
-                .is_some_and(|(a, p)| format!("inet {a}:{p}") == address)
-    };
-    let reached = cx
-        .mine
-        .iter()
-        .filter(|e| {
-            (matches!(e["call"].as_str(), Some("connect" | "sendto")) && e["address"] == address)
-                || proxied(e)
+    let proxied = |e: &EventLine| {
+        e.event.net().is_some_and(|n| {
+            n.kind == "connect"
+                && n.address
+                    .as_deref()
+                    .zip(n.port)
+                    .is_some_and(|(a, p)| format!("inet {a}:{p}") == address)
         })
-        .map(|e| (*e).clone())
-        .collect();
+    };
+    let connected = |e: &EventLine| {
+        e.event.effect().is_some_and(|c| {
+            matches!(c.call.as_str(), "connect" | "sendto") && c.address.as_deref() == Some(address)
+        })
+    };
+    let reached = evidence_of(cx, &|e| connected(e) || proxied(e));
     found(
         "ssrf",
         "connect-to-payload",
@@ -522,30 +524,26 @@ enum MarkerEffect {
     Made,
 }
 
-fn marker_effect(e: &Value, marker: &str) -> Option<MarkerEffect> {
+fn marker_effect(e: &Effect, marker: &str) -> Option<MarkerEffect> {
     let path = format!("/tmp/{marker}");
-    let call = e["call"].as_str().unwrap_or_default();
-    let names = |k: &str| {
-        e[k].as_array()
-            .is_some_and(|a| a.iter().any(|p| p.as_str() == Some(path.as_str())))
-    };
-    let made = match call {
-        "execve" | "execveat" if names("argv") && !is_shell(&e["argv"][0]) => {
+    let names = |list: &[String]| list.contains(&path);
+    let made = match e.call.as_str() {
+        "execve" | "execveat" if names(&e.argv) && !is_shell(e.argv.first()) => {
             return Some(MarkerEffect::RunOn)
         }
         "open" | "openat" | "openat2" => {
-            let access = e["access"].as_str().unwrap_or("read");
-            access != "read" && names("paths")
+            let access = e.access.as_deref().unwrap_or("read");
+            access != "read" && names(&e.paths)
         }
         "creat" | "mkdir" | "mkdirat" | "rename" | "renameat" | "renameat2" | "link" | "linkat"
-        | "symlink" | "symlinkat" | "truncate" => names("paths"),
+        | "symlink" | "symlinkat" | "truncate" => names(&e.paths),
         _ => false,
     };
     made.then_some(MarkerEffect::Made)
 }
 
-fn is_shell(argv0: &Value) -> bool {
-    let name = argv0.as_str().unwrap_or_default();
+fn is_shell(argv0: Option<&String>) -> bool {
+    let name = argv0.map_or("", String::as_str);
     let base = name.rsplit('/').next().unwrap_or(name);
     matches!(base, "sh" | "bash" | "dash" | "ash" | "zsh" | "busybox")
 }
@@ -624,8 +622,34 @@ mod tests {
             "sibling": "/workspace_secret", "link": "/workspace/.credentials"})
     }
 
+    /// The events as the probe reads them; an effect gets the fields the
+    /// agent always sends and the test does not care about. Each must read
+    /// as its kind (a typo must not become an unknown line).
+    fn typed(events: &[Value]) -> Vec<EventLine> {
+        events
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if e["event"] == "effect" {
+                    let o = e.as_object_mut().unwrap();
+                    o.entry("uptime_ms").or_insert(json!(1));
+                    o.entry("pid").or_insert(json!(1));
+                    o.entry("exe").or_insert(json!("/usr/bin/node"));
+                }
+                let line: EventLine = serde_json::from_value(e.clone()).unwrap();
+                assert!(!matches!(line.event, AnyEvent::Unknown(_)), "{e}");
+                line
+            })
+            .collect()
+    }
+
+    /// A finding's evidence as it is written.
+    fn evidence(f: &Finding, i: usize) -> Value {
+        serde_json::to_value(&f.evidence[i]).unwrap()
+    }
+
     fn judged(steps: &[StepResult], events: &[Value]) -> Vec<Finding> {
-        judge(steps, events, &roots()).unwrap()
+        judge(steps, &typed(events), &roots()).unwrap()
     }
 
     fn roots() -> Vec<String> {
@@ -676,7 +700,7 @@ mod tests {
         assert_eq!(f[0].evidence.len(), 2);
         // Narrower roots: the workspace itself is outside.
         let narrow = ["/workspace/repo".to_string()];
-        let f = judge(&steps[2..3], &events, &narrow).unwrap();
+        let f = judge(&steps[2..3], &typed(&events), &narrow).unwrap();
         assert!(
             f.is_empty(),
             "relative to the root, not the workspace: {f:#?}"
@@ -729,7 +753,10 @@ mod tests {
             f[0].call.as_deref(),
             Some(r#"read_file={"path":"/workspace_secret/secret.txt"}"#)
         );
-        assert_eq!(f[0].evidence[0]["paths"][0], "/workspace_secret/secret.txt");
+        assert_eq!(
+            evidence(&f[0], 0)["paths"][0],
+            "/workspace_secret/secret.txt"
+        );
     }
 
     #[test]
@@ -756,7 +783,7 @@ mod tests {
             ["symlink-escape", "canary-read", "token-in-answer"],
             "{f:#?}"
         );
-        assert!(f[2].evidence[0].as_str().unwrap().contains(SYSTEM));
+        assert!(evidence(&f[2], 0).as_str().unwrap().contains(SYSTEM));
         assert!(
             f[2].why.contains("/etc/secrets/service.key"),
             "{}",
@@ -931,7 +958,7 @@ mod tests {
         let f = judged(&steps, &events);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].class, "ssrf");
-        assert_eq!(f[0].evidence[0]["address"], "inet 169.254.169.254:80");
+        assert_eq!(evidence(&f[0], 0)["address"], "inet 169.254.169.254:80");
         // With a network, the egress proxy's event is evidence too (here
         // without a recording: the host refused it).
         let refused = json!({"event": "net", "kind": "connect", "address": "127.0.0.1", "port": 22,
@@ -944,7 +971,7 @@ mod tests {
             ("ssrf", "attack:fetch")
         );
         assert_eq!(
-            f[0].evidence[0]["reason"],
+            evidence(&f[0], 0)["reason"],
             "127.0.0.1 is loopback (127.0.0.0/8)"
         );
     }
@@ -1062,7 +1089,7 @@ mod tests {
         let events = vec![canaries(), open(3, "read_file", "/workspace/a.txt", None)];
         assert_eq!(judged(&steps, &events), vec![]);
         // Without canaries nothing is judged, and that is said.
-        let e = judge(&steps, &events[1..], &roots()).unwrap_err();
+        let e = judge(&steps, &typed(&events[1..]), &roots()).unwrap_err();
         assert!(e.contains("could not be judged"), "{e}");
     }
 }

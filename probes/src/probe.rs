@@ -91,11 +91,9 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
             .and_then(|b| serde_json::from_slice(&b).ok());
     }
     if let Some(path) = &opts.vm_events {
-        result.guest_events = std::fs::read_to_string(path).ok().map(|text| {
-            text.lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect()
-        });
+        result.guest_events = std::fs::read_to_string(path)
+            .ok()
+            .map(|text| mcpvm_protocol::messages::EventLine::parse_all(&text));
     }
     if let Some(events) = &result.guest_events {
         let sent: Vec<_> = result

@@ -1,5 +1,6 @@
 //! The probe's output, stable and serialisable (docs/probe-result.md).
 
+use mcpvm_protocol::messages::{AnyEvent, EventLine};
 use serde::{Deserialize, Serialize};
 
 use crate::effects::{Effects, Recording};
@@ -162,7 +163,7 @@ pub struct ProbeResult {
     /// In a microVM: the guest agent's events of the last VM (spawn,
     /// first output, OOM, denied and used system calls, exit), each with
     /// `at_ms` since `mcpvm run` started.
-    pub guest_events: Option<Vec<serde_json::Value>>,
+    pub guest_events: Option<Vec<EventLine>>,
     /// Under a recording profile: what the server did outside any
     /// request, and how much was recorded (each step has its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -430,7 +431,59 @@ pub struct Finding {
     pub attempts: u32,
     pub why: String,
     /// The recorded effects, or the answer's excerpt, that prove it.
-    pub evidence: Vec<serde_json::Value>,
+    pub evidence: Vec<Evidence>,
+}
+
+/// What proves a finding: the guest's (or the egress proxy's) event of
+/// it, or the excerpt of an answer that carried a token.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Evidence {
+    Event(EventLine),
+    Excerpt(String),
+}
+
+impl Evidence {
+    /// In a line: `openat /etc/x (read) by /usr/bin/node`, `connect
+    /// 10.0.0.1:80 denied (why), by the host's egress proxy`, or the
+    /// excerpt.
+    pub fn line(&self) -> String {
+        let event = match self {
+            Evidence::Excerpt(text) => return text.clone(),
+            Evidence::Event(line) => &line.event,
+        };
+        if let Some(n) = event.net() {
+            let seen = crate::effects::net_item(n).unwrap_or_else(|| n.kind.clone());
+            return format!("{seen}, by the host's egress proxy");
+        }
+        let Some(e) = event.effect() else {
+            return match event {
+                AnyEvent::Unknown(v) => v.to_string(),
+                other => serde_json::to_string(other).unwrap_or_default(),
+            };
+        };
+        let mut line = e.call.clone();
+        let words = match e.argv.is_empty() {
+            true => &e.paths,
+            false => &e.argv,
+        };
+        for w in words {
+            line += &format!(" {w}");
+        }
+        if let Some(r) = &e.resolved {
+            line += &format!(" → {r}");
+        }
+        if let Some(a) = &e.address {
+            line += &format!(" {a}");
+        }
+        if let Some(a) = &e.access {
+            line += &format!(" ({a})");
+        }
+        if !e.exe.is_empty() {
+            line += &format!(" by {}", e.exe);
+        }
+        line
+    }
 }
 
 fn one() -> u32 {
@@ -460,9 +513,9 @@ mod tests {
             signal: Some(9),
             exited_by_itself: false,
         });
-        r.guest_events = Some(vec![
-            serde_json::json!({"event": "oom_killed", "at_ms": 5.0}),
-        ]);
+        r.guest_events = Some(EventLine::parse_all(
+            r#"{"event": "oom_killed", "at_ms": 5.0}"#,
+        ));
         r.conclude();
         let text = serde_json::to_string(&r).unwrap();
         let back: ProbeResult = serde_json::from_str(&text).unwrap();

@@ -138,7 +138,7 @@ mod tests {
             payload: Some("http://169.254.169.254/".into()),
             attempts: 3,
             why: "it tried to reach inet 169.254.169.254:80".into(),
-            evidence: vec![json!({"call": "connect"})],
+            evidence: vec![crate::result::Evidence::Excerpt("connect".into())],
         });
         let log = log(&r, "filesystem");
         assert_eq!(log["version"], "2.1.0");

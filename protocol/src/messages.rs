@@ -154,6 +154,69 @@ pub enum HostEvent {
     EventsDropped { count: u64 },
 }
 
+/// One line of a run's `--events` file (JSON lines): an agent's event or
+/// the host's, under one `event` tag, and when the host got it. This is
+/// how mcpvm writes the file and how the probe and the audit read it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EventLine {
+    #[serde(flatten)]
+    pub event: AnyEvent,
+    /// When the host got it, ms since the run started.
+    #[serde(default)]
+    pub at_ms: f64,
+}
+
+/// An agent's event, the host's, or a line neither knows (a newer agent's
+/// kind, or one that does not read as its kind): kept as it was, judged
+/// by nothing.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum AnyEvent {
+    Agent(Event),
+    Host(HostEvent),
+    Unknown(serde_json::Value),
+}
+
+impl AnyEvent {
+    /// A recorded call (a recording policy's `effect`).
+    pub fn effect(&self) -> Option<&Effect> {
+        match self {
+            AnyEvent::Agent(Event::Effect(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// A lookup or connection the egress proxy judged.
+    pub fn net(&self) -> Option<&NetEvent> {
+        match self {
+            AnyEvent::Host(HostEvent::Net(n)) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// What the server was doing, for an effect or a net event (a net
+    /// event without it came before the first request).
+    pub fn during(&self) -> Option<&During> {
+        static START_UP: During = During::StartUp;
+        match (self.effect(), self.net()) {
+            (Some(e), _) => Some(&e.during),
+            (_, Some(n)) => Some(n.during.as_ref().unwrap_or(&START_UP)),
+            _ => None,
+        }
+    }
+}
+
+impl EventLine {
+    /// The lines of an `--events` file; a line that is not JSON is
+    /// skipped (the host writes whole lines; only a cut file ends in half
+    /// of one).
+    pub fn parse_all(text: &str) -> Vec<EventLine> {
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
 /// One DNS lookup or connection attempt the host's egress proxy judged
 /// for the guest (`--events` shows it as a `net` event).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -351,6 +414,46 @@ mod tests {
         let line = spec.line();
         assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
         assert_eq!(serde_json::from_str::<RunSpec>(&line).unwrap(), spec);
+    }
+
+    #[test]
+    fn event_lines_read_back_typed_with_their_time() {
+        let effect = Event::Effect(Box::new(Effect {
+            uptime_ms: 5,
+            pid: 9,
+            exe: "/usr/bin/node".into(),
+            call: "openat".into(),
+            paths: vec!["/etc/secrets/service.key".into()],
+            access: Some("read".into()),
+            during: During::Request {
+                id: serde_json::json!(3),
+                method: "tools/call".into(),
+                tool: Some("read_file".into()),
+            },
+            ..Effect::default()
+        }));
+        let net = HostEvent::Net(NetEvent {
+            kind: "dns".into(),
+            name: Some("example.com".into()),
+            ..NetEvent::default()
+        });
+        for event in [AnyEvent::Agent(effect), AnyEvent::Host(net)] {
+            let line = EventLine { event, at_ms: 12.5 };
+            let text = serde_json::to_string(&line).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v["at_ms"], 12.5, "{text}");
+            assert!(v["event"].is_string(), "{text}");
+            assert_eq!(EventLine::parse_all(&text), vec![line]);
+        }
+        let lines = EventLine::parse_all(
+            "{\"event\":\"net\",\"kind\":\"connect\",\"allowed\":true,\"at_ms\":1}\n\
+             {\"event\":\"from_a_newer_agent\",\"x\":1,\"at_ms\":2}\n{\"event\":\"effect\",\"call\"",
+        );
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].event.net().map(|n| n.allowed), Some(true));
+        assert_eq!(lines[0].event.during(), Some(&During::StartUp));
+        assert!(matches!(&lines[1].event, AnyEvent::Unknown(v) if v["x"] == 1));
+        assert_eq!(lines[1].at_ms, 2.0);
     }
 
     #[test]

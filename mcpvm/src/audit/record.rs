@@ -1,7 +1,7 @@
 //! One line of `results.jsonl`: what one server did under one profile,
 //! classified, with the evidence. docs/audit.md documents the schema.
 
-use mcpvm_protocol::messages::{Event, SyscallCount};
+use mcpvm_protocol::messages::{AnyEvent, Event, EventLine, HostEvent, SyscallCount};
 use probes::findings::Finding;
 use probes::result::{Outcome as StepOutcome, ProbeResult, StepResult};
 use serde::{Deserialize, Serialize};
@@ -227,7 +227,7 @@ impl Record {
     /// Classifies a probe result (`mcpvm probe --json`, schema 3).
     pub fn from_probe(server: &str, profile: &str, probe: &ProbeResult, wall_ms: f64) -> Self {
         let events = GuestEvents(probe.guest_events.as_deref().unwrap_or_default());
-        let oom = events.find("oom_killed").is_some();
+        let oom = events.agent().any(|e| matches!(e, Event::OomKilled));
         let (denied, used) = events.syscalls();
         let failures = &probe.verdict.real_client_failures;
         let is_call = |s: &StepResult| s.step.starts_with("tools/call:");
@@ -272,8 +272,10 @@ impl Record {
                 // The events file is written as events come; the
                 // timings file only when `mcpvm run` ends by itself.
                 boot_ms: events
-                    .find("agent_start")
-                    .and_then(|e| e["at_ms"].as_f64())
+                    .0
+                    .iter()
+                    .find(|e| matches!(e.event, AnyEvent::Agent(Event::AgentStart { .. })))
+                    .map(|e| e.at_ms)
                     .or(vm.and_then(|v| v.get("agent_start"))),
                 handshake_ms: probe.timings.handshake_ms,
                 tools_list_ms: probe.timings.tools_list_ms,
@@ -289,7 +291,10 @@ impl Record {
             samples: Vec::new(),
             security: Security::of(probe),
             network: events.network(),
-            jailed: events.find("jail").and_then(|e| e["jailed"].as_bool()),
+            jailed: events.0.iter().find_map(|e| match e.event {
+                AnyEvent::Host(HostEvent::Jail { jailed, .. }) => Some(jailed),
+                _ => None,
+            }),
             finished_at: now(),
         }
     }
@@ -346,18 +351,21 @@ fn outcome_name(v: impl Serialize) -> String {
 
 /// The guest agent's events as the probe kept them (JSON, each with
 /// `at_ms`).
-struct GuestEvents<'a>(&'a [Value]);
+struct GuestEvents<'a>(&'a [EventLine]);
 
 impl GuestEvents<'_> {
-    fn find(&self, name: &str) -> Option<&Value> {
-        self.0.iter().find(|e| e["event"] == name)
+    fn agent(&self) -> impl Iterator<Item = &Event> {
+        self.0.iter().filter_map(|e| match &e.event {
+            AnyEvent::Agent(a) => Some(a),
+            _ => None,
+        })
     }
 
     /// The denied and used system calls of the server's report.
     /// Each distinct network try, in the order first made.
     fn network(&self) -> Vec<String> {
         let mut tries: Vec<String> = Vec::new();
-        let nets = self.0.iter().filter(|e| e["event"] == "net");
+        let nets = self.0.iter().filter_map(|e| e.event.net());
         for item in nets.filter_map(probes::effects::net_item) {
             if !tries.contains(&item) && tries.len() < MAX_NETWORK {
                 tries.push(item);
@@ -367,10 +375,12 @@ impl GuestEvents<'_> {
     }
 
     fn syscalls(&self) -> (Vec<SyscallCount>, Vec<SyscallCount>) {
-        match self.find("syscalls").cloned().map(serde_json::from_value) {
-            Some(Ok(Event::Syscalls { denied, used, .. })) => (denied, used),
-            _ => (Vec::new(), Vec::new()),
-        }
+        self.agent()
+            .find_map(|e| match e {
+                Event::Syscalls { denied, used, .. } => Some((denied.clone(), used.clone())),
+                _ => None,
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -451,7 +461,7 @@ mod tests {
         let mut steps = ok_start();
         steps.push(step("tools/call:a", "ok", json!({"text": "fine"})));
         let events = json!([
-            {"event": "agent_start", "at_ms": 395.5},
+            {"event": "agent_start", "uptime_ms": 300, "at_ms": 395.5},
             {"event": "syscalls", "denied": [], "used": [{"syscall": "read", "count": 4}]}
         ]);
         let r = Record::from_probe(

@@ -926,8 +926,10 @@ mod tests {
                 payload: Some("`touch /tmp/m`<b>".into()),
                 attempts: 2,
                 why: "the payload ran".into(),
-                evidence: vec![serde_json::json!({"call": "openat",
-                    "paths": ["/tmp/m"], "access": "write+create", "exe": "/usr/bin/git"})],
+                evidence: vec![serde_json::from_value(serde_json::json!({"event": "effect",
+                    "uptime_ms": 1, "pid": 7, "call": "openat", "paths": ["/tmp/m"],
+                    "access": "write+create", "exe": "/usr/bin/git", "during": {"phase": "start_up"}}))
+                .unwrap()],
             }],
             not_judged: None,
         });

@@ -104,7 +104,7 @@ pub fn markdown(meta: &Meta, records: &Records) -> String {
             }
             let _ = writeln!(m, ": {}", md(&f.why));
             if let Some(e) = f.evidence.first() {
-                let _ = writeln!(m, "    - evidence: {}", md(&evidence(e)));
+                let _ = writeln!(m, "    - evidence: {}", md(&e.line()));
             }
             if let Some(cmd) = reproduce(s, f) {
                 let _ = writeln!(m, "    - reproduce: {}", md(&cmd));
@@ -112,49 +112,6 @@ pub fn markdown(meta: &Meta, records: &Records) -> String {
         }
     }
     m
-}
-
-/// An effect (or an answer's excerpt) in a line: `openat /etc/x (read)
-/// by /usr/bin/node, pid 12`.
-fn evidence(e: &Value) -> String {
-    if e["event"] == "net" {
-        let seen = probes::effects::net_item(e).unwrap_or_else(|| e.to_string());
-        return format!("{seen}, by the host's egress proxy");
-    }
-    let Some(call) = e["call"].as_str() else {
-        return e.as_str().map_or_else(|| e.to_string(), str::to_string);
-    };
-    let mut line = call.to_string();
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let argv = strings(&e["argv"]);
-    if !argv.is_empty() {
-        line += &format!(" {}", argv.join(" "));
-    } else {
-        for p in strings(&e["paths"]) {
-            line += &format!(" {p}");
-        }
-    }
-    if let Some(r) = e["resolved"].as_str() {
-        line += &format!(" → {r}");
-    }
-    if let Some(a) = e["address"].as_str() {
-        line += &format!(" {a}");
-    }
-    if let Some(a) = e["access"].as_str() {
-        line += &format!(" ({a})");
-    }
-    if let Some(exe) = e["exe"].as_str() {
-        line += &format!(" by {exe}");
-    }
-    line
 }
 
 /// The same, for report.html.
@@ -177,7 +134,7 @@ pub fn html(meta: &Meta, records: &Records) -> String {
                 esc(f.argument.as_deref().unwrap_or("")),
                 esc(f.payload.as_deref().unwrap_or("")),
                 esc(&f.why),
-                esc(&f.evidence.iter().map(evidence).collect::<Vec<_>>().join("\n")),
+                esc(&f.evidence.iter().map(|e| e.line()).collect::<Vec<_>>().join("\n")),
                 esc(&reproduce(s, f).unwrap_or_default())
             );
         }

@@ -144,7 +144,7 @@ pub fn run(
         None => Stdio::Relay,
     };
     let mut sink = EventSink::new(start, events_file, Some(vm.control()));
-    sink.host(&jail);
+    sink.host(jail);
     let relays = channels.serve(first, stdio, sink, args.vm.seccomp)?;
     if let Some((listener, gate)) = inbound {
         crate::run::inbound::serve(listener, channels_uds, gate, args.vm.seccomp);

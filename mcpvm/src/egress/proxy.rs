@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcpvm_protocol::egress::{Reply, Request, HOST_ADDR, HOST_NAME, MAX_REQUEST};
-use mcpvm_protocol::messages::{During, HostEvent, NetEvent};
+use mcpvm_protocol::messages::{AnyEvent, During, EventLine, HostEvent, NetEvent};
 use withholding::network::{Policy, Verdict};
 
 /// Streams open at once at most (fewer where the descriptor limit is
@@ -91,11 +91,16 @@ impl NetLog {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let mut v = serde_json::to_value(HostEvent::Net(e.clone())).unwrap_or_default();
-        v["at_ms"] = serde_json::json!(self.start.elapsed().as_secs_f64() * 1000.0);
+        let line = EventLine {
+            event: AnyEvent::Host(HostEvent::Net(e.clone())),
+            at_ms: self.start.elapsed().as_secs_f64() * 1000.0,
+        };
+        let Ok(text) = serde_json::to_string(&line) else {
+            return;
+        };
         let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(f) = f.as_mut() {
-            let _ = f.write_all(format!("{v}\n").as_bytes());
+            let _ = f.write_all((text + "\n").as_bytes());
         }
     }
 

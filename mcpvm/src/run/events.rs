@@ -14,7 +14,7 @@ use std::io::{BufReader, Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use mcpvm_protocol::messages::Event;
+use mcpvm_protocol::messages::{AnyEvent, Event, EventLine, HostEvent};
 
 use crate::lines::read_line_bounded;
 
@@ -72,12 +72,10 @@ impl EventSink {
         }
         if self.dropped > 0 {
             if let Some(f) = &mut self.file {
-                let cut =
-                    serde_json::to_value(mcpvm_protocol::messages::HostEvent::EventsDropped {
-                        count: self.dropped,
-                    })
-                    .unwrap_or_default();
-                let _ = writeln!(f, "{cut}");
+                let cut = HostEvent::EventsDropped {
+                    count: self.dropped,
+                };
+                let _ = writeln!(f, "{}", serde_json::to_value(cut).unwrap_or_default());
             }
             log::warn!(
                 "the agent sent {} events more than --events keeps ({MAX_EVENTS} events, {MAX_FILE_BYTES} bytes)",
@@ -96,7 +94,7 @@ impl EventSink {
                 .entry(kind.to_string())
                 .or_insert(t);
         }
-        self.write(v, t);
+        let snapshot = matches!(e, Event::SnapshotReady);
         match &e {
             Event::Syscalls { denied, .. } => {
                 for d in denied {
@@ -108,26 +106,29 @@ impl EventSink {
                     );
                 }
             }
-            Event::SnapshotReady => {
-                if let Some(vm) = &self.vm {
-                    vm.request_snapshot();
-                }
-            }
             Event::OomKilled => eprintln!("mcpvm: the guest kernel's OOM killer ended a server process; give the VM more memory (--mem)"),
             _ => {}
+        }
+        self.write(AnyEvent::Agent(e), t);
+        if snapshot {
+            if let Some(vm) = &self.vm {
+                vm.request_snapshot();
+            }
         }
     }
 
     /// Writes what the host has to say about the run (not the agent's).
-    pub fn host(&mut self, e: &mcpvm_protocol::messages::HostEvent) {
+    pub fn host(&mut self, e: HostEvent) {
         let t = self.start.elapsed().as_secs_f64() * 1000.0;
-        self.write(serde_json::to_value(e).unwrap_or_default(), t);
+        self.write(AnyEvent::Host(e), t);
     }
 
-    fn write(&mut self, mut v: serde_json::Value, t: f64) {
+    fn write(&mut self, event: AnyEvent, at_ms: f64) {
         let Some(f) = &mut self.file else { return };
-        v["at_ms"] = serde_json::json!(t);
-        let line = format!("{v}\n");
+        let Ok(text) = serde_json::to_string(&EventLine { event, at_ms }) else {
+            return;
+        };
+        let line = text + "\n";
         if self.written >= MAX_EVENTS || self.bytes + line.len() as u64 > MAX_FILE_BYTES {
             self.dropped += 1;
             return;
