@@ -2,8 +2,8 @@
 # First-response benchmark on real KVM (the testbed where /dev/kvm is
 # kvm_pvm): the fixture MCP server inside a microVM (`mcpvm run`) beside
 # the same VM under Firecracker (../shared/peers/firecracker, a peer for
-# benchmarks only, behind the same host side: `mcpvm run
-# --peer-firecracker`) and the same binary as a bare process, alternating
+# benchmarks only, behind the same host side: `mcpvm bench
+# peer-run`) and the same binary as a bare process, alternating
 # runs.
 #   benches/first-response.sh [RUNS] [BENCH OPTION...]   prints a Markdown table
 # MCPVM_FIRECRACKER=PATH names another Firecracker binary.

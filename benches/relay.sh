@@ -2,8 +2,8 @@
 # Relay benchmark on real KVM (the testbed where /dev/kvm is kvm_pvm):
 # 1 KiB round trips and bulk throughput through cat in a microVM beside
 # the same VM under Firecracker (../shared/peers/firecracker, a peer for
-# benchmarks only, behind the same host side: `mcpvm run
-# --peer-firecracker`) and bare cat, in turn, ROUNDS times.
+# benchmarks only, behind the same host side: `mcpvm bench
+# peer-run`) and bare cat, in turn, ROUNDS times.
 #   benches/relay.sh [ROUND_TRIPS] [BULK_MIB] [ROUNDS]   prints a Markdown table
 # MCPVM_FIRECRACKER=PATH names another Firecracker binary.
 set -euo pipefail

@@ -3,7 +3,7 @@
 # kvm_pvm): RSS less the guest's pages, split into the binary's file
 # pages and anonymous memory, for `mcpvm run` and for the same VM under
 # Firecracker (../shared/peers/firecracker, a peer for benchmarks only)
-# behind the same host side (`mcpvm run --peer-firecracker`), alternating
+# behind the same host side (`mcpvm bench peer-run`), alternating
 # rounds, after one warm-up round that is not reported. Same VM in every
 # run: 256 MiB, 1 vCPU, the test initramfs, `/bin/sh -c 'sleep 14'`,
 # smaps read 10 s after the start.
@@ -55,7 +55,7 @@ round() {
     own "$OLD_LABEL" "$pid"; wait "$pid"
   fi
   if [ -x bin/firecracker ]; then
-    vm ./bin/mcpvm run --peer-firecracker ./bin/firecracker & pid=$!; sleep 10
+    vm ./bin/mcpvm-tools bench peer-run --firecracker=./bin/firecracker & pid=$!; sleep 10
     fc=
     for p in /proc/[0-9]*; do
       [ "$(cat "$p/comm" 2>/dev/null)" = firecracker ] && fc=${p#/proc/}

@@ -232,10 +232,13 @@ fn mapping_sum(smaps: &str, file: &Path, field: &str, of_file: bool) -> f64 {
 
 impl DensityBench {
     fn spawn(&self, i: usize, tx: &Sender<Line>) -> Result<Vm, DensityError> {
+        let restore = mcpvm::commands::run::RunArgs {
+            from_snapshot: Some(self.snapshot.clone()),
+            ..Default::default()
+        };
         let mut child = Command::new(&self.mcpvm)
             .arg("run")
-            .arg("--from-snapshot")
-            .arg(&self.snapshot)
+            .args(restore.to_args())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use mcpvm::commands::run::RunArgs;
 use probes::{probe_process, LifecycleChoice, ProbeOptions};
 use serde::Serialize;
 
@@ -15,16 +16,18 @@ use crate::stats::{summarize, Summary};
 
 pub struct FirstResponseBench {
     pub mcpvm: PathBuf,
-    /// `mcpvm run` arguments after `--timings FILE`: `-- /bin/mcp-fixture`,
-    /// or `--server memory --images DIR`.
-    pub vm_args: Vec<String>,
+    /// `mcpvm-tools`, which runs the Firecracker peer.
+    pub tools: PathBuf,
+    /// The VM runs' `mcpvm run` options: `-- /bin/mcp-fixture`, or
+    /// `--server memory --images DIR` (each run adds `--timings FILE`).
+    pub vm: RunArgs,
     /// The same server on the host.
     pub host_command: Vec<String>,
     pub runs: usize,
     /// Also measure restores from a snapshot of the VM.
     pub warm: bool,
     /// Also run the same VM under this Firecracker binary, behind the same
-    /// host side (`mcpvm run --peer-firecracker`): a benchmark peer only.
+    /// host side (`mcpvm bench peer-run`): a benchmark peer only.
     pub firecracker: Option<PathBuf>,
 }
 
@@ -98,21 +101,22 @@ impl FirstResponseBench {
         let snapshot = dir.join("snapshot");
         if self.warm {
             progress("taking the snapshot for the warm runs");
-            crate::take_snapshot(&self.mcpvm, &self.vm_args, &snapshot)
+            crate::take_snapshot(&self.mcpvm, &self.vm, &snapshot)
                 .map_err(FirstResponseError::Snapshot)?;
         }
         let mut warm = Samples::new("restored VM", &WARM_PHASES);
         let mut firecracker = Samples::new("Firecracker", &[]);
         let mut vm = Samples::new("VM", &PHASES);
         let mut bare = Samples::new("bare", &[]);
-        let mcpvm_run = |more: &[String]| {
-            let mut cmd = vec![
-                self.mcpvm.display().to_string(),
-                "run".into(),
-                "--timings".into(),
-                timings.display().to_string(),
-            ];
-            cmd.extend(more.iter().cloned());
+        let mcpvm_run = |args: RunArgs| {
+            let mut cmd = vec![self.mcpvm.display().to_string(), "run".into()];
+            cmd.extend(
+                RunArgs {
+                    timings: Some(timings.clone()),
+                    ..args
+                }
+                .to_args(),
+            );
             cmd
         };
         let with_timings = ProbeOptions {
@@ -122,7 +126,10 @@ impl FirstResponseBench {
         for run in 1..=self.runs {
             if self.warm {
                 progress(&format!("run {run}/{}: restored VM", self.runs));
-                let cmd = mcpvm_run(&["--from-snapshot".into(), snapshot.display().to_string()]);
+                let cmd = mcpvm_run(RunArgs {
+                    from_snapshot: Some(snapshot.clone()),
+                    ..RunArgs::default()
+                });
                 warm.add(run, &probe_process(&cmd, &with_timings)?)?;
                 let _ = std::fs::remove_file(&timings);
             }
@@ -132,14 +139,18 @@ impl FirstResponseBench {
                 discover_timeout: bare_opts.init_timeout,
                 ..with_timings.clone()
             };
-            vm.add(run, &probe_process(&mcpvm_run(&self.vm_args), &vm_opts)?)?;
+            vm.add(run, &probe_process(&mcpvm_run(self.vm.clone()), &vm_opts)?)?;
             let _ = std::fs::remove_file(&timings);
 
             if let Some(fc) = &self.firecracker {
                 progress(&format!("run {run}/{}: Firecracker", self.runs));
-                let mut cmd = vec![self.mcpvm.display().to_string(), "run".into()];
-                cmd.extend(["--peer-firecracker".into(), fc.display().to_string()]);
-                cmd.extend(self.vm_args.iter().cloned());
+                let mut cmd = vec![
+                    self.tools.display().to_string(),
+                    "bench".into(),
+                    "peer-run".into(),
+                    format!("--firecracker={}", fc.display()),
+                ];
+                cmd.extend(self.vm.to_args());
                 let fc_opts = ProbeOptions {
                     discover_timeout: bare_opts.init_timeout,
                     ..bare_opts.clone()

@@ -3,23 +3,28 @@
 //! machines are noisy (see docs/benchmarks.md).
 
 pub mod boot;
+pub mod command;
 pub mod density;
 pub mod first_response;
+pub mod peer;
 pub mod probe;
 pub mod relay;
 pub mod stats;
 
-/// Takes a snapshot of the VM `vm_args` describes once it has answered
+/// Takes a snapshot of the VM `vm` describes once it has answered
 /// `initialize` (`mcpvm run --snapshot-to`); the error says how it failed.
 pub fn take_snapshot(
     mcpvm: &std::path::Path,
-    vm_args: &[String],
+    vm: &mcpvm::commands::run::RunArgs,
     to: &std::path::Path,
 ) -> Result<(), String> {
+    let args = mcpvm::commands::run::RunArgs {
+        snapshot_to: Some(to.to_path_buf()),
+        ..vm.clone()
+    };
     let status = std::process::Command::new(mcpvm)
         .arg("run")
-        .arg(format!("--snapshot-to={}", to.display()))
-        .args(vm_args)
+        .args(args.to_args())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .status()

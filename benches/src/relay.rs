@@ -1,7 +1,7 @@
 //! Relay: what the stdio path through a microVM costs once it is up.
 //! A `cat` inside the VM (`mcpvm run -- /bin/cat`) against `cat` as a bare
 //! process, and, where a Firecracker binary is given, the same VM under
-//! Firecracker behind the same host side (`mcpvm run --peer-firecracker`):
+//! Firecracker behind the same host side (`mcpvm bench peer-run`):
 //! round trips of 1 KiB lines (like small JSON-RPC messages), then bulk
 //! throughput, with a concurrent writer and reader. Rounds alternate the
 //! peers so that a slow spell of the machine falls on each of them.

@@ -5,6 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mcpvm_protocol::messages::EventLine;
 use probes::result::StepResult;
 
 fuzz_target!(|data: &[u8]| {
@@ -12,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (Ok(events), Ok(steps)) = (
-        serde_json::from_value::<Vec<serde_json::Value>>(v["events"].clone()),
+        serde_json::from_value::<Vec<EventLine>>(v["events"].clone()),
         serde_json::from_value::<Vec<StepResult>>(v["steps"].clone()),
     ) else {
         return;

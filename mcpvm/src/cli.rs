@@ -1,7 +1,8 @@
-//! The command line of both binaries (`crate::exe`): the full parser,
-//! whose help lists every command (`mcpvm-tools` parses with it), and the
-//! small parsers `mcpvm` parses its own commands with — each holds one
-//! command, so the VM's binary links no other command's code.
+//! The command line of the `mcpvm` binary (`crate::exe`): the small
+//! parsers it parses its own commands with — each holds one command, so
+//! the VM's binary links no other command's code — and how a command is
+//! handed to the other binary. The full parser, whose help lists every
+//! command, is `mcpvm-tools`'s (tools/src/main.rs).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{audit, bench, boot, image, probe, run};
+use crate::commands::{boot, run};
 
 /// Options every command takes, before or after its name.
 #[derive(Args)]
@@ -22,42 +23,9 @@ pub struct Globals {
     pub json: bool,
 }
 
-#[derive(Parser)]
-#[command(
-    name = "mcpvm",
-    version,
-    about = "Run an MCP server in its own microVM"
-)]
-pub struct Cli {
-    #[command(flatten)]
-    pub globals: Globals,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-const RUN_ABOUT: &str = "Run a command (an MCP server) in its own microVM as a stdio server";
-const BOOT_ABOUT: &str = "Boot a Linux kernel in a microVM and wait for it to stop";
-
-#[derive(Subcommand)]
-pub enum Command {
-    #[command(about = RUN_ABOUT)]
-    Run(run::RunArgs),
-    /// Talk to an MCP server as a client would and report every step.
-    Probe(probe::ProbeArgs),
-    /// Audit servers × withholding profiles in microVMs and report what breaks.
-    Audit(audit::AuditArgs),
-    #[command(about = BOOT_ABOUT)]
-    Boot(boot::BootArgs),
-    /// Guest images: the runtime image and catalogued servers' layers.
-    #[command(subcommand)]
-    Image(image::ImageCommand),
-    /// Benchmarks, side by side with a peer measured in the same run.
-    #[command(subcommand)]
-    Bench(bench::BenchCommand),
-    /// The egress proxy of a run (`mcpvm run` starts it; docs/network.md).
-    #[command(hide = true)]
-    Egress(EgressArgs),
-}
+/// The about lines of `mcpvm`'s commands, said alike by both parsers.
+pub const RUN_ABOUT: &str = "Run a command (an MCP server) in its own microVM as a stdio server";
+pub const BOOT_ABOUT: &str = "Boot a Linux kernel in a microVM and wait for it to stop";
 
 #[derive(Args)]
 pub struct EgressArgs {
@@ -168,7 +136,6 @@ pub fn exit(result: Result<u8, Box<dyn std::error::Error>>) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(Into::into).collect()
@@ -205,47 +172,5 @@ mod tests {
         assert!(matches!(parsed, Some((g, VmCommand::Run(_))) if g.json));
         let parsed = parse_vm_command(&os(&["mcpvm", "egress", "--seccomp", "off"]));
         assert!(matches!(parsed, Some((_, VmCommand::Egress(_)))));
-    }
-
-    /// The small parser must say what the full one says: same help,
-    /// same errors, for the commands it holds.
-    #[test]
-    fn the_small_parser_speaks_like_the_full_one() {
-        for argv in [
-            &["mcpvm", "run", "--help"][..],
-            &["mcpvm", "boot", "--help"],
-            &["mcpvm", "run", "--no-such-option"],
-            &["mcpvm", "boot", "--mem", "lots", "--kernel", "k"],
-            &["mcpvm", "boot"],
-            &["mcpvm", "egress", "--seccomp", "sometimes"],
-        ] {
-            let full = Cli::try_parse_from(argv)
-                .err()
-                .map(|e| e.render().to_string());
-            let small = match argv[1] {
-                "run" => RunCli::try_parse_from(argv).err(),
-                "boot" => BootCli::try_parse_from(argv).err(),
-                "egress" => EgressCli::try_parse_from(argv).err(),
-                _ => unreachable!(),
-            }
-            .map(|e| e.render().to_string());
-            assert!(full.is_some(), "{argv:?} should not parse");
-            assert_eq!(full, small, "{argv:?}");
-        }
-        let full = Cli::command();
-        for (name, small) in [
-            ("run", RunCli::command()),
-            ("boot", BootCli::command()),
-            ("egress", EgressCli::command()),
-        ] {
-            let f = full.find_subcommand(name).unwrap();
-            let s = small.find_subcommand(name).unwrap();
-            let ids = |c: &clap::Command| {
-                c.get_arguments()
-                    .map(|a| a.get_id().to_string())
-                    .collect::<Vec<_>>()
-            };
-            assert_eq!(ids(f), ids(s), "{name}");
-        }
     }
 }

@@ -19,6 +19,7 @@ const CRATES: &[&str] = &[
     "probes/src",
     "mcpvm/src",
     "benches/src",
+    "tools/src",
 ];
 
 type Module = Vec<String>;
@@ -215,6 +216,44 @@ fn no_two_modules_of_a_crate_import_each_other() {
         said.is_empty(),
         "modules that import each other:\n{}",
         said.join("\n")
+    );
+}
+
+/// The product does not carry the benchmarks: the benchmark crate builds
+/// on `mcpvm`, never the other way, and what runs a VM knows nothing of
+/// either (docs/architecture.md).
+#[test]
+fn dependencies_point_one_way_between_crates() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let deps = |krate: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(top.join(krate).join("Cargo.toml")).unwrap();
+        let table: toml::Table = text.parse().unwrap();
+        // What is built into it (a test may check against another crate).
+        table
+            .get("dependencies")
+            .and_then(|t| t.as_table())
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let forbidden = [
+        ("mcpvm", &["mcpvm-benches", "mcpvm-tools"][..]),
+        (
+            "vmm",
+            &["mcpvm", "mcpvm-protocol", "probes", "mcpvm-benches"],
+        ),
+        ("probes", &["mcpvm", "mcpvm-benches"]),
+        ("guest-agent", &["mcpvm", "vmm", "probes"]),
+        ("benches", &["mcpvm-tools"]),
+    ];
+    for (krate, never) in forbidden {
+        let have = deps(krate);
+        for d in never {
+            assert!(!have.iter().any(|h| h == d), "{krate} depends on {d}");
+        }
+    }
+    assert!(
+        deps("benches").iter().any(|d| d == "mcpvm"),
+        "the table is read"
     );
 }
 

@@ -889,8 +889,15 @@ fn the_two_binaries_hand_commands_to_each_other() {
             "{command}: {help}"
         );
     }
-    let tools = std::path::Path::new(env!("CARGO_BIN_EXE_mcpvm-tools"));
-    let (code, err) = run(tools, &["run", "--mem", "lots", "--", "x"]);
+    // The other binary is the mcpvm-tools crate's, built beside this one
+    // by `cargo test --workspace` (scripts/test).
+    let tools = std::path::Path::new(env!("CARGO_BIN_EXE_mcpvm")).with_file_name("mcpvm-tools");
+    assert!(
+        tools.is_file(),
+        "{} is not built: run the tests with cargo test --workspace (scripts/test)",
+        tools.display()
+    );
+    let (code, err) = run(&tools, &["run", "--mem", "lots", "--", "x"]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("invalid value 'lots' for '--mem <MEM>'"),

@@ -166,7 +166,7 @@ pub fn judge(
             During::AfterExit => "after-exit",
             During::Request { .. } => "unmatched-request",
         };
-        let e = Evidence::Event((*e).clone());
+        let e = Evidence::Event(Box::new((*e).clone()));
         match findings
             .iter_mut()
             .find(|f| f.rule == "canary-read" && f.step == phase)
@@ -259,7 +259,7 @@ fn evidence_of(cx: &Context, keep: &dyn Fn(&EventLine) -> bool) -> Vec<Evidence>
     cx.mine
         .iter()
         .filter(|e| keep(e))
-        .map(|e| Evidence::Event((*e).clone()))
+        .map(|e| Evidence::Event(Box::new((*e).clone())))
         .collect()
 }
 

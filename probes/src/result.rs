@@ -439,7 +439,7 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(untagged)]
 pub enum Evidence {
-    Event(EventLine),
+    Event(Box<EventLine>),
     Excerpt(String),
 }
 

@@ -1,5 +1,4 @@
 pub mod audit;
-pub mod bench;
 pub mod boot;
 pub mod image;
 pub mod probe;

@@ -42,24 +42,6 @@ pub fn run(
         // snapshot is written to.
         vmm::snapshot::check_target(dir)?;
     }
-    if let Some(fc) = &args.peer_firecracker {
-        // A benchmark peer: the same plan under Firecracker (signals keep
-        // their default action; Firecracker dies with us).
-        let Start::Boot(plan) = Start::decide(&args)? else {
-            return Err("--peer-firecracker boots a plan: not with a snapshot or --warm".into());
-        };
-        let fc = crate::run::peer::check(fc)?;
-        let timeout = args.vm.timeout.map(Duration::from_secs);
-        let console = args.vm.console.as_deref();
-        return Ok(crate::run::peer::run(
-            plan,
-            &fc,
-            console,
-            timeout,
-            args.vm.seccomp,
-            start,
-        )?);
-    }
     let caught = vmm::signals::catch(args.snapshot_to.is_some()).map_err(vmm::VmmError::Signals)?;
 
     // 2. How the VM starts, decided once: booted from the plan, restored
@@ -298,11 +280,6 @@ mod tests {
             },
             RunArgs {
                 from_snapshot: Some("snap".into()),
-                ..RunArgs::default()
-            },
-            RunArgs {
-                peer_firecracker: Some("/peers/firecracker".into()),
-                command: vec!["/bin/mcp-fixture".into()],
                 ..RunArgs::default()
             },
         ];

@@ -12,7 +12,6 @@
 //!   the signal to snapshot);
 //! - [`jail`]: what a jailed run may still reach on the host;
 //! - [`template`]: the client that initializes a server before a snapshot;
-//! - [`peer`]: Firecracker in place of our VMM, for benchmarks only;
 //! - [`start`]: how the VM starts (booted, warm, restored), decided once.
 //! - [`warm`]: the warm-start cache, keyed on a plan.
 //!
@@ -25,7 +24,6 @@ pub mod events;
 pub mod inbound;
 pub mod jail;
 pub mod options;
-pub mod peer;
 pub mod plan;
 pub mod pump;
 pub mod start;
@@ -77,10 +75,4 @@ pub enum RunError {
     Confine(#[from] vmm::host_seccomp::SeccompError),
     #[error(transparent)]
     Jail(vmm::jail::JailError),
-    #[error("Cannot run the peer VMM {path} (a benchmark peer: see ../shared/peers/)")]
-    Peer {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
 }

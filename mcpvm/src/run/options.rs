@@ -175,12 +175,6 @@ pub struct RunArgs {
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     pub snapshots: Option<PathBuf>,
-    /// Benchmarks only: run the same plan under this Firecracker binary
-    /// instead of our VMM, behind the same host side (`crate::run::peer`).
-    #[arg(long, hide = true, value_name = "PATH", conflicts_with_all = [
-        "snapshot_to", "from_snapshot", "warm", "workspace", "allow_net", "listen",
-    ])]
-    pub peer_firecracker: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
     #[arg(last = true, required_unless_present_any = ["server", "package", "from_snapshot"])]
     pub command: Vec<String>,
@@ -197,7 +191,6 @@ impl RunArgs {
         a.path("from-snapshot", &self.from_snapshot);
         a.flag("warm", self.warm);
         a.path("snapshots", &self.snapshots);
-        a.path("peer-firecracker", &self.peer_firecracker);
         if !self.command.is_empty() {
             a.push("--".into());
             a.0.extend(self.command.iter().cloned());

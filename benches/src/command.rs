@@ -1,16 +1,24 @@
 //! `mcpvm bench`: benchmarks that compare mcpvm with a peer in one run.
+//! The VM runs are `mcpvm run` processes whose arguments are built from
+//! `RunArgs` (`to_args`), so a bench says nothing `mcpvm run` would not
+//! parse back.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use mcpvm_benches::boot::BootBench;
-use mcpvm_benches::density::DensityBench;
-use mcpvm_benches::first_response::FirstResponseBench;
-use mcpvm_benches::probe::{BenchServer, ProbeBench};
-use mcpvm_benches::relay;
+use mcpvm::commands::run::{RunArgs, VmOptions};
+use mcpvm::exe;
 use probes::ToolArgs;
 
+use crate::boot::BootBench;
+use crate::density::DensityBench;
+use crate::first_response::FirstResponseBench;
+use crate::probe::{BenchServer, ProbeBench};
+use crate::relay;
+
+/// One per process, moved once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub enum BenchCommand {
     /// Boot phases of our VMM beside QEMU microvm, same kernel and initrd.
@@ -25,6 +33,19 @@ pub enum BenchCommand {
     /// N VMs restored from one snapshot, each in an open MCP session:
     /// memory and threads per VM, restore time of the Nth, still answering.
     Density(DensityArgs),
+    /// What `--firecracker` runs: `mcpvm run`'s plan booted under
+    /// Firecracker, behind the same host side (`crate::peer`).
+    #[command(hide = true)]
+    PeerRun(PeerRunArgs),
+}
+
+#[derive(Args)]
+pub struct PeerRunArgs {
+    /// The Firecracker binary (a benchmark peer, ../shared/peers/).
+    #[arg(long, value_name = "PATH")]
+    firecracker: PathBuf,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Args)]
@@ -175,34 +196,48 @@ fn emit(
     Ok(0)
 }
 
-pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(
+    cmd: BenchCommand,
+    start: Instant,
+    json: bool,
+) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
+        BenchCommand::PeerRun(a) => {
+            // Signals keep their default action: Firecracker dies with us.
+            let plan = crate::peer::boot_plan(&a.run)?;
+            let fc = crate::peer::check(&a.firecracker)?;
+            let timeout = a.run.vm.timeout.map(Duration::from_secs);
+            let console = a.run.vm.console.as_deref();
+            Ok(crate::peer::run(
+                plan,
+                &fc,
+                console,
+                timeout,
+                a.run.vm.seccomp,
+                start,
+            )?)
+        }
         BenchCommand::Relay(a) => {
-            let exe = crate::exe::vm()?.display().to_string();
             let dir = tempfile::tempdir()?;
             let timings = dir.path().join("timings.json");
+            let guest = RunArgs {
+                command: vec![a.guest_cat.clone()],
+                ..RunArgs::default()
+            };
             let vm = relay::Peer {
-                cmd: vec![
-                    exe.clone(),
-                    "run".into(),
-                    "--timings".into(),
-                    timings.display().to_string(),
-                    "--".into(),
-                    a.guest_cat.clone(),
-                ],
+                cmd: vm_run(&RunArgs {
+                    timings: Some(timings.clone()),
+                    ..guest.clone()
+                })?,
                 timings: Some(timings),
             };
-            let firecracker = peer_binary("relay", a.firecracker).map(|fc| relay::Peer {
-                cmd: vec![
-                    exe,
-                    "run".into(),
-                    "--peer-firecracker".into(),
-                    fc.display().to_string(),
-                    "--".into(),
-                    a.guest_cat,
-                ],
-                timings: None,
-            });
+            let firecracker = match peer_binary("relay", a.firecracker) {
+                Some(fc) => Some(relay::Peer {
+                    cmd: peer_run(&fc, &guest)?,
+                    timings: None,
+                }),
+                None => None,
+            };
             let bare = relay::Peer {
                 cmd: vec!["cat".into()],
                 timings: None,
@@ -250,10 +285,10 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             emit(&report, report.markdown(), json)
         }
         BenchCommand::FirstResponse(a) => {
-            let vm_args = run_args(a.mem, a.seccomp, a.server, a.images, a.guest);
             let bench = FirstResponseBench {
-                mcpvm: crate::exe::vm()?,
-                vm_args,
+                mcpvm: exe::vm()?,
+                tools: exe::tools()?,
+                vm: run_args(a.mem, a.seccomp, a.server, a.images, a.guest),
                 host_command: a.host,
                 runs: a.runs as usize,
                 warm: a.warm,
@@ -269,14 +304,14 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             if counts.first() == Some(&0) || counts.is_empty() {
                 return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
             }
-            let vm_args = run_args(a.mem, None, a.server, a.images, a.guest);
-            let mcpvm = crate::exe::vm()?;
+            let vm = run_args(a.mem, None, a.server, a.images, a.guest);
+            let mcpvm = exe::vm()?;
             let dir = tempfile::Builder::new()
                 .prefix("mcpvm-bench-density-")
                 .tempdir()?;
             let snapshot = dir.path().join("snapshot");
             eprintln!("bench density: taking the snapshot");
-            mcpvm_benches::take_snapshot(&mcpvm, &vm_args, &snapshot)
+            crate::take_snapshot(&mcpvm, &vm, &snapshot)
                 .map_err(|e| format!("Cannot take the snapshot the VMs restore from ({e})"))?;
             let bench = DensityBench {
                 mcpvm,
@@ -292,7 +327,7 @@ pub fn run(cmd: BenchCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
         BenchCommand::Boot(a) => {
             let firecracker = peer_binary("boot", a.firecracker);
             let bench = BootBench {
-                mcpvm: crate::exe::vm()?,
+                mcpvm: exe::vm()?,
                 qemu: a.qemu,
                 firecracker,
                 kernel: a.kernel,
@@ -325,33 +360,51 @@ fn peer_binary(bench: &str, path: Option<PathBuf>) -> Option<PathBuf> {
     }
 }
 
-/// The `mcpvm run` options a bench's VM runs take, and the guest command
-/// last.
+/// The `mcpvm run` options a bench's VM runs take, and the guest command.
 fn run_args(
     mem: Option<u64>,
     seccomp: Option<vmm::SeccompMode>,
     server: Option<String>,
     images: Option<PathBuf>,
     guest: Vec<String>,
-) -> Vec<String> {
-    let mut args = Vec::new();
-    if let Some(m) = mem {
-        args.push(format!("--mem={m}"));
-    }
+) -> RunArgs {
+    let mut vm = VmOptions {
+        mem,
+        server,
+        images,
+        ..VmOptions::default()
+    };
     if let Some(m) = seccomp {
-        args.push(format!("--seccomp={}", m.as_str()));
+        vm.seccomp = m;
     }
-    if let Some(s) = server {
-        args.push(format!("--server={s}"));
+    RunArgs {
+        vm,
+        command: guest,
+        ..RunArgs::default()
     }
-    if let Some(i) = images {
-        args.push(format!("--images={}", i.display()));
-    }
-    if !guest.is_empty() {
-        args.push("--".into());
-        args.extend(guest);
-    }
-    args
+}
+
+/// `mcpvm run` with `args`, as a command line.
+pub fn vm_run(args: &RunArgs) -> Result<Vec<String>, std::io::Error> {
+    let mut cmd = vec![exe::vm()?.display().to_string(), "run".into()];
+    cmd.extend(args.to_args());
+    Ok(cmd)
+}
+
+/// The same run under Firecracker (`mcpvm bench peer-run`), as a
+/// command line.
+pub fn peer_run(
+    firecracker: &std::path::Path,
+    args: &RunArgs,
+) -> Result<Vec<String>, std::io::Error> {
+    let mut cmd = vec![
+        exe::tools()?.display().to_string(),
+        "bench".into(),
+        "peer-run".into(),
+        format!("--firecracker={}", firecracker.display()),
+    ];
+    cmd.extend(args.to_args());
+    Ok(cmd)
 }
 
 /// The fixture and the real servers of the probe tests, with the arguments

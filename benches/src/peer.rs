@@ -1,16 +1,18 @@
-//! Firecracker as the VMM of a run, for benchmarks only (`mcpvm run
-//! --peer-firecracker PATH`, hidden): the same plan, run directory, host
-//! channels and relays as `mcpvm run`, with a Firecracker process in
-//! place of our VMM, so that `mcpvm bench first-response --firecracker`
-//! measures the two VMMs behind one and the same host side. Firecracker
-//! is a peer to measure beside, never shipped (../shared/peers/).
+//! Firecracker as the VMM of a run, for benchmarks only (`mcpvm bench
+//! peer-run --firecracker PATH RUN-OPTIONS -- COMMAND`, hidden): the same
+//! plan, run directory, host channels and relays as `mcpvm run`, with a
+//! Firecracker process in place of our VMM, so that `mcpvm bench
+//! first-response --firecracker` measures the two VMMs behind one and the
+//! same host side. Firecracker is a peer to measure beside, never shipped
+//! (../shared/peers/); it lives here, outside the product's run path.
 //!
 //! It works because Firecracker's hybrid vsock is our protocol: a guest
 //! connection to CID 2 port P arrives at `<uds_path>_P`, where
 //! [`HostChannels`] listens. What differs, and so what this run lacks:
 //! no power port (the agent falls back to a reset, which ends
 //! Firecracker: the exit status is Firecracker's, not the server's), no
-//! jail, no snapshots, workspace or network (refused by the parser).
+//! jail, no snapshots, workspace, network or listener ([`boot_plan`]
+//! refuses them).
 
 use std::fs::File;
 use std::io;
@@ -18,11 +20,49 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio as ProcStdio};
 use std::time::{Duration, Instant};
 
-use crate::run::channels::{FirstLine, HostChannels, Stdio, RELAY_DRAIN};
-use crate::run::events::EventSink;
-use crate::run::plan::RunPlan;
-use crate::run::RunError;
-use crate::rundir::RunDir;
+use mcpvm::commands::run::RunArgs;
+use mcpvm::run::channels::{FirstLine, HostChannels, Stdio, RELAY_DRAIN};
+use mcpvm::run::events::EventSink;
+use mcpvm::run::plan::RunPlan;
+use mcpvm::run::start::Start;
+use mcpvm::run::RunError;
+use mcpvm::rundir::RunDir;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error(transparent)]
+    Run(#[from] RunError),
+    #[error("Cannot run the peer VMM {path} (a benchmark peer: see ../shared/peers/)")]
+    Start {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("The Firecracker peer boots a plan: it runs without {0}")]
+    Unsupported(&'static str),
+    #[error("Cannot plan the run")]
+    Plan(#[source] Box<dyn std::error::Error>),
+}
+
+/// The plan `args` boot, where the peer can run it: no snapshot taken or
+/// restored, no warm start, workspace, network or listener.
+pub fn boot_plan(args: &RunArgs) -> Result<RunPlan, PeerError> {
+    let refused = [
+        (args.snapshot_to.is_some(), "--snapshot-to"),
+        (args.from_snapshot.is_some(), "--from-snapshot"),
+        (args.warm, "--warm"),
+        (args.vm.workspace.is_some(), "--workspace"),
+        (!args.vm.allow_net.is_empty(), "--allow-net"),
+        (args.vm.listen.is_some(), "--listen"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        return Err(PeerError::Unsupported(flag));
+    }
+    match Start::decide(args).map_err(PeerError::Plan)? {
+        Start::Boot(plan) => Ok(plan),
+        _ => Err(PeerError::Unsupported("a snapshot")),
+    }
+}
 
 /// Runs `plan` under the Firecracker binary `firecracker`; returns its
 /// exit status (124 when `timeout` passed and it was killed).
@@ -33,7 +73,7 @@ pub fn run(
     timeout: Option<Duration>,
     seccomp: vmm::SeccompMode,
     start: Instant,
-) -> Result<u8, RunError> {
+) -> Result<u8, PeerError> {
     let dir = RunDir::create().map_err(RunError::RunDir)?;
     let channels = HostChannels::open(dir.path(), false)?;
     let vsock = channels.vsock();
@@ -73,11 +113,11 @@ pub fn run(
             }
         });
     }
-    let mut child = command.spawn().map_err(|source| RunError::Peer {
+    let mut child = command.spawn().map_err(|source| PeerError::Start {
         path: firecracker.to_path_buf(),
         source,
     })?;
-    let status = wait(&mut child, timeout).map_err(|source| RunError::Peer {
+    let status = wait(&mut child, timeout).map_err(|source| PeerError::Start {
         path: firecracker.to_path_buf(),
         source,
     })?;
@@ -172,10 +212,10 @@ fn exit_code(s: ExitStatus) -> u8 {
 
 /// The path a peer run needs to start: absolute, so a bare name is not
 /// looked up on PATH, and there.
-pub fn check(path: &Path) -> Result<PathBuf, RunError> {
+pub fn check(path: &Path) -> Result<PathBuf, PeerError> {
     match std::fs::canonicalize(path) {
         Ok(abs) if abs.is_file() => Ok(abs),
-        _ => Err(RunError::Peer {
+        _ => Err(PeerError::Start {
             path: path.to_path_buf(),
             source: io::Error::new(io::ErrorKind::NotFound, "no such file"),
         }),
