@@ -1,14 +1,20 @@
-//! What a server that speaks Streamable HTTP sends back to the probe
-//! (`probes::http::parse`): any bytes are read as a status, a session and
-//! messages, or refused with an error; the messages never hold more than
-//! the answer did.
+//! What a server that speaks Streamable HTTP sends back to the probe as
+//! an event stream (`probes::http::read_events`), in pieces cut where the
+//! input says (HTTP itself is reqwest's): any bytes give messages, and the
+//! messages never hold more than the stream did.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(answer) = probes::http::parse(data) {
-        let total: usize = answer.messages.iter().map(Vec::len).sum();
-        assert!(total <= data.len(), "{total} bytes of messages from {} bytes", data.len());
-    }
+    // The first byte cuts the rest into pieces of that many bytes (at
+    // least one): the reader must not care where a network read ends.
+    let Some((&cut, stream)) = data.split_first() else {
+        return;
+    };
+    let messages = probes::http::read_events(stream.chunks(usize::from(cut).max(1)));
+    let total: usize = messages.iter().map(Vec::len).sum();
+    assert!(total <= stream.len(), "{total} bytes of messages from {} bytes", stream.len());
+    let whole = probes::http::read_events([stream]);
+    assert_eq!(messages, whole, "the same messages however the stream is cut");
 });

@@ -175,3 +175,56 @@ fn mcp_server_time_is_stateless_and_survives_the_robustness_probes() {
         .unwrap()
         .is_empty());
 }
+
+/// The Streamable HTTP transport against the reference server on this
+/// machine's loopback: the session it gives, the protocol version
+/// `initialize` settles, its own stream (GET) once initialized, and the
+/// session ended (DELETE) when the probe is done.
+#[test]
+fn server_everything_over_streamable_http() {
+    // A free port, chosen by the kernel, handed to the server as PORT.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = probes::ProbeOptions {
+        http: Some(probes::http::Endpoint {
+            authority: format!("127.0.0.1:{port}"),
+            path: "/mcp".into(),
+            token: None,
+        }),
+        env: vec![("PORT".into(), port.to_string())],
+        calls: [(
+            "echo".to_string(),
+            probes::ToolArgs::Given(json!({"message": "over http"}).as_object().unwrap().clone()),
+        )]
+        .into(),
+        only_given: true,
+        exit_grace: std::time::Duration::from_secs(2),
+        ..probes::ProbeOptions::default()
+    };
+    let command = [server("mcp-server-everything"), "streamableHttp".into()];
+    let r = probes::probe_process(&command, &opts).unwrap();
+    let r = serde_json::to_value(&r).unwrap();
+    assert_eq!(r["lifecycle"], "initialize", "{r}");
+    assert_eq!(r["protocol_version"], "2025-11-25", "{r}");
+    for s in ["initialize", "tools/list", "tools/call:echo"] {
+        assert_eq!(step(&r, s)["outcome"], "ok", "{s}: {}", step(&r, s));
+    }
+    assert!(
+        step(&r, "tools/call:echo")
+            .to_string()
+            .contains("over http"),
+        "{}",
+        step(&r, "tools/call:echo")
+    );
+    // Its stdout is a log of the requests it got.
+    let log = r["stderr"]["tail"].as_str().unwrap();
+    for seen in [
+        "Received MCP GET request",
+        "Received session termination request",
+    ] {
+        assert!(log.contains(seen), "not seen: {seen}: {log}");
+    }
+}

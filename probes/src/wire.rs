@@ -125,8 +125,9 @@ pub struct Wire {
     ended: Option<ExitSummary>,
     /// When this process was started (the exchange's clock may be older).
     spawned: Instant,
-    /// The server speaks Streamable HTTP here (its stdout is then a log).
-    http: Option<crate::http::Endpoint>,
+    /// The server speaks Streamable HTTP: the session's task (its stdout
+    /// is then a log).
+    http: Option<tokio::task::JoinHandle<()>>,
     /// What the command was started with, again on a respawn.
     extras: Arc<Extras>,
 }
@@ -237,16 +238,17 @@ impl Wire {
         let (out_tx, out_rx) = mpsc::unbounded_channel();
         let (in_tx, in_rx) = mpsc::channel(INCOMING);
         let first_stdout_byte = Arc::new(OnceLock::new());
+        let mut session = None;
         match &http {
             // The process's stdin stays open (its end is the run's end).
             Some(to) => {
-                tokio::spawn(post_lines(
+                session = Some(tokio::spawn(post_lines(
                     to.clone(),
                     out_rx,
                     in_tx,
                     exchange.clone(),
                     first_stdout_byte.clone(),
-                ));
+                )));
                 if let Some(stdout) = child.stdout.take() {
                     tokio::spawn(read_stderr(stdout, stderr.clone()));
                 }
@@ -282,7 +284,7 @@ impl Wire {
             first_stdout_byte,
             ended: None,
             spawned,
-            http,
+            http: session,
         })
     }
 
@@ -351,9 +353,13 @@ impl Wire {
             return e.clone();
         }
         let _ = self.outbox.tx.send(Out::Close);
-        // An HTTP server's input is its requests, not stdin: the end of the
-        // session is a SIGTERM (`mcpvm run` stops its VM on it).
-        if self.http.is_some() && self.pid > 0 {
+        // An HTTP server's input is its requests, not stdin: its session
+        // is ended (DELETE), briefly waited for, and then the process gets
+        // a SIGTERM (`mcpvm run` stops its VM on it).
+        if let Some(session) = self.http.take() {
+            let _ = tokio::time::timeout(SESSION_END, session).await;
+        }
+        if self.extras.http.is_some() && self.pid > 0 {
             // SAFETY: signals the process we spawned.
             unsafe { libc::kill(self.pid, libc::SIGTERM) };
         }
@@ -414,6 +420,10 @@ pub fn die_with_parent(parent: u32) -> impl FnMut() -> std::io::Result<()> + Sen
     }
 }
 
+/// How long an HTTP session's end (its last POST, its DELETE) is waited
+/// for at shutdown.
+const SESSION_END: Duration = Duration::from_secs(3);
+
 async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>) {
     while let Some(Out::Line(line)) = rx.recv().await {
         if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
@@ -425,8 +435,10 @@ async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>
 
 /// The probe's lines POSTed, one at a time, to a server that speaks
 /// Streamable HTTP; each message of each answer recorded and delivered
-/// as a stdout line would be (the first answer's time is the "first
-/// stdout byte").
+/// as a stdout line would be, as it arrives (the first answer's time is
+/// the "first stdout byte"). Once the session is initialized, the
+/// server's own stream (GET) is delivered the same way; the session is
+/// ended when the probe is done.
 async fn post_lines(
     to: crate::http::Endpoint,
     mut rx: mpsc::UnboundedReceiver<Out>,
@@ -435,30 +447,70 @@ async fn post_lines(
     first_byte: Arc<OnceLock<f64>>,
 ) {
     let start = exchange.start();
-    let mut session: Option<String> = None;
+    let where_ = format!("{}{}", to.authority, to.path);
+    let mut session = match crate::http::Session::new(to) {
+        Ok(s) => s,
+        Err(e) => {
+            log::info!("http: no client for {where_}: {e}");
+            return;
+        }
+    };
+    let mut server_stream: Option<tokio::task::JoinHandle<()>> = None;
     while let Some(Out::Line(mut line)) = rx.recv().await {
         if line.last() == Some(&b'\n') {
             line.pop();
         }
-        match crate::http::post(&to, session.as_deref(), &line).await {
-            Ok(answer) => {
-                first_byte.get_or_init(|| ms_since(start));
-                if answer.session.is_some() {
-                    session = answer.session;
-                }
-                if answer.status >= 400 && answer.messages.is_empty() {
-                    log::info!("http: the server answered {} to a POST", answer.status);
-                }
-                for mut m in answer.messages {
+        let mut answer = match session.post(&line).await {
+            Ok(a) => a,
+            Err(e) => {
+                log::info!("http: no answer from {where_}: {e}");
+                break;
+            }
+        };
+        first_byte.get_or_init(|| ms_since(start));
+        let mut messages = 0;
+        loop {
+            match answer.next().await {
+                Ok(Some(mut m)) => {
+                    messages += 1;
+                    if !session.has_version() && !values_over(&m, MAX_LINE_VALUES) {
+                        if let Ok(v) = serde_json::from_slice(&m) {
+                            session.note(&v);
+                        }
+                    }
                     deliver(&mut m, &tx, &exchange).await;
                 }
+                Ok(None) => break,
+                Err(e) => {
+                    log::info!("http: an answer cut short: {e}");
+                    break;
+                }
             }
-            Err(e) => {
-                log::info!("http: no answer from {}{}: {e}", to.authority, to.path);
-                return;
+        }
+        if answer.status >= 400 && messages == 0 {
+            log::info!("http: the server answered {} to a POST", answer.status);
+        }
+        if server_stream.is_none() && session.id().is_some() && initialized(&line) {
+            if let Some(mut stream) = session.listen().await {
+                let (tx, exchange) = (tx.clone(), exchange.clone());
+                server_stream = Some(tokio::spawn(async move {
+                    while let Ok(Some(mut m)) = stream.next().await {
+                        deliver(&mut m, &tx, &exchange).await;
+                    }
+                }));
             }
         }
     }
+    if let Some(s) = server_stream {
+        s.abort();
+    }
+    session.end().await;
+}
+
+/// The probe's line is the `notifications/initialized` notification.
+fn initialized(line: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(line)
+        .is_ok_and(|v| v["method"] == "notifications/initialized")
 }
 
 /// Splits stdout into lines, records each, forwards the JSON ones.
