@@ -7,11 +7,13 @@
 //! wall limit is enforced by killing it (the VM has its own `--timeout`
 //! too, and powers off when its stdin closes).
 
+pub mod document;
 pub mod journal;
 pub mod matrix;
 pub mod meta;
 pub mod network;
 pub mod record;
+pub mod render;
 pub mod report;
 pub mod security;
 pub mod seed;

@@ -3,11 +3,10 @@
 //! (docs/network.md) — every lookup and connection, allowed or denied.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
+use super::document::{Block, Cell, Line, Row, Table};
 use super::meta::Meta;
 use super::record::Record;
-use super::text::{esc, md};
 
 type Records = BTreeMap<(String, String), Record>;
 
@@ -37,68 +36,49 @@ fn shown(r: &Record) -> (Vec<&str>, usize) {
     (items, r.network.len().saturating_sub(SHOWN))
 }
 
-/// The section for report.md; None when no server tried the network.
-pub fn markdown(meta: &Meta, records: &Records) -> Option<String> {
+/// The section; nothing when no server tried the network. Each try is
+/// marked ✓ allowed or ✗ denied.
+pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
     if !any(records) {
-        return None;
+        return Vec::new();
     }
-    let mut m = String::from("## Network\n\n");
-    m += "What each server tried to reach, as the host's egress proxy decided it (docs/network.md): every DNS lookup and connection, allowed or denied with why. An empty cell: the server had no network, or tried nothing.\n\n| server |";
-    for p in &meta.profiles {
-        let _ = write!(m, " {} |", md(p));
-    }
-    m += "\n|---|";
-    m += &"---|".repeat(meta.profiles.len());
-    m += "\n";
-    for (s, row) in cells(meta, records) {
-        let _ = write!(m, "| {} |", md(s));
-        for r in row {
-            let cell = match r {
-                Some(r) => {
+    let mut head = vec!["server".to_string()];
+    head.extend(meta.profiles.iter().cloned());
+    let rows = cells(meta, records)
+        .map(|(s, row)| Row {
+            head: s.to_string(),
+            cells: row
+                .into_iter()
+                .map(|r| {
+                    let Some(r) = r else {
+                        return Cell::default();
+                    };
                     let (items, more) = shown(r);
-                    let mut c = items.iter().map(|i| md(i)).collect::<Vec<_>>().join("; ");
+                    let mut lines: Vec<String> = items
+                        .iter()
+                        .map(|i| {
+                            let mark = if i.contains(" denied") { "✗" } else { "✓" };
+                            format!("{mark} {i}")
+                        })
+                        .collect();
                     if more > 0 {
-                        let _ = write!(c, "; and {more} more");
+                        lines.push(format!("and {more} more"));
                     }
-                    c
-                }
-                None => String::new(),
-            };
-            let _ = write!(m, " {cell} |");
-        }
-        m += "\n";
-    }
-    Some(m)
-}
-
-/// The same, for report.html.
-pub fn html(meta: &Meta, records: &Records) -> Option<String> {
-    if !any(records) {
-        return None;
-    }
-    let mut page = String::from("<h2>Network</h2><p>What each server tried to reach, as the host's egress proxy decided it.</p><table class=\"grid\"><tr><th>server</th>");
-    for p in &meta.profiles {
-        let _ = write!(page, "<th>{}</th>", esc(p));
-    }
-    page += "</tr>";
-    for (s, row) in cells(meta, records) {
-        let _ = write!(page, "<tr><th>{}</th>", esc(s));
-        for r in row {
-            page += "<td>";
-            if let Some(r) = r {
-                let (items, more) = shown(r);
-                for i in items {
-                    let mark = if i.contains(" denied") { "✗" } else { "✓" };
-                    let _ = write!(page, "{mark} {}<br>", esc(i));
-                }
-                if more > 0 {
-                    let _ = write!(page, "and {more} more");
-                }
-            }
-            page += "</td>";
-        }
-        page += "</tr>";
-    }
-    page += "</table>";
-    Some(page)
+                    Cell {
+                        lines,
+                        ..Cell::default()
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    vec![
+        Block::Heading(2, "Network".into()),
+        Block::Para(Line::text("What each server tried to reach, as the host's egress proxy decided it (docs/network.md): every DNS lookup and connection, allowed or denied with why. An empty cell: the server had no network, or tried nothing.")),
+        Block::Table(Table {
+            head,
+            rows,
+            grid: false,
+        }),
+    ]
 }

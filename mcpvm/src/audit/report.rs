@@ -1,101 +1,103 @@
-//! The audit's reports, from `audit.json` and `results.jsonl`: a Markdown
-//! matrix with the evidence per server, an HTML page with the matrix as a
-//! coloured grid and the timing distributions (self-contained: inline CSS
-//! and SVG, no CDN), and, from each baseline run that logged system
-//! calls, a ready-to-use allow-list profile.
+//! The audit's reports, from `audit.json` and `results.jsonl`: one
+//! [`Document`] (the matrix, what each profile did, the security and
+//! network sections, the timings and the evidence per server), rendered
+//! as `report.md` and as `report.html` (the matrix as a coloured grid and
+//! the timing distributions as plots, self-contained: inline CSS and SVG,
+//! no CDN); and, from each baseline run that logged system calls, a
+//! ready-to-use allow-list profile.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
+use super::document::{list, Block, Cell, Document, Item, Line, Row, Table};
 use super::meta::Meta;
 use super::record::{Outcome, Record};
-use super::text::{esc, md};
+use super::render;
 use super::verdict::{self, Effect, Spread, BASELINE};
 use super::{network, security, SECURITY};
 
-fn cell<'a>(
-    records: &'a BTreeMap<(String, String), Record>,
-    s: &str,
-    p: &str,
-) -> Option<&'a Record> {
+type Records = BTreeMap<(String, String), Record>;
+
+fn cell<'a>(records: &'a Records, s: &str, p: &str) -> Option<&'a Record> {
     records.get(&(s.to_string(), p.to_string()))
 }
 
 /// What the profile did to the server of `r` (`verdict::judge`).
-fn effect(records: &BTreeMap<(String, String), Record>, r: &Record) -> Effect {
+fn effect(records: &Records, r: &Record) -> Effect {
     verdict::judge(cell(records, &r.server, BASELINE), r)
 }
 
 /// Per profile, what it did that the baseline did not have; then the
-/// servers whose baseline itself fails. Lines of Markdown.
-fn findings(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> Vec<String> {
-    let mut out = Vec::new();
+/// servers whose baseline itself fails.
+fn findings(meta: &Meta, records: &Records) -> Vec<Block> {
     if !meta.profiles.iter().any(|p| p == BASELINE) {
-        out.push(
-            "No `baseline` column: cells are shown as they ended, not against a baseline.".into(),
-        );
-        return out;
+        return vec![Block::Para(Line::text("No ").code(BASELINE).and(
+            " column: cells are shown as they ended, not against a baseline.",
+        ))];
     }
+    let mut items = Vec::new();
     for p in meta
         .profiles
         .iter()
         .filter(|p| *p != BASELINE && *p != SECURITY)
     {
-        let mut hits = Vec::new();
+        let mut line = Line::default().strong(p.as_str()).and(": ");
+        let mut hits = 0;
         for s in meta.servers.keys() {
             let Some(r) = cell(records, s, p) else {
                 continue;
             };
-            match effect(records, r) {
-                Effect::NewlyBroken => hits.push(format!(
-                    "broke **{}** ({}{})",
-                    md(s),
+            let hit = match effect(records, r) {
+                Effect::NewlyBroken => Line::text("broke ").strong(s.as_str()).and(format!(
+                    " ({}{})",
                     r.outcome.name(),
                     denied_part(r)
                 )),
-                Effect::NewFailures(new) => hits.push(format!(
-                    "made **{}** fail {}{}",
-                    md(s),
+                Effect::NewFailures(new) => Line::text("made ").strong(s.as_str()).and(format!(
+                    " fail {}{}",
                     new.iter()
-                        .map(|e| md(step_of(e)))
+                        .map(|e| step_of(e))
                         .collect::<Vec<_>>()
                         .join(", "),
                     denied_part(r)
                 )),
-                Effect::SlowerStart(c) => hits.push(format!(
-                    "slowed **{}**'s first response to {:.2}× ({} against {}, no run overlapping){}",
-                    md(s),
+                Effect::SlowerStart(c) => Line::text("slowed ").strong(s.as_str()).and(format!(
+                    "'s first response to {:.2}× ({} against {}, no run overlapping){}",
                     c.ratio,
                     c.cell.describe(),
                     c.baseline.describe(),
                     denied_part(r)
                 )),
-                _ => {}
+                _ => continue,
+            };
+            if hits > 0 {
+                line = line.and("; ");
             }
+            hits += 1;
+            line.0.extend(hit.0);
         }
-        if hits.is_empty() {
-            out.push(format!(
-                "- **{}**: nothing the baseline did not have",
-                md(p)
-            ));
-        } else {
-            out.push(format!("- **{}**: {}", md(p), hits.join("; ")));
+        if hits == 0 {
+            line = line.and("nothing the baseline did not have");
         }
+        items.push(line);
     }
-    let failing: Vec<String> = meta
+    let mut blocks = vec![list(items)];
+    let failing: Vec<Line> = meta
         .servers
         .keys()
         .filter_map(|s| {
             let why = verdict::baseline_failure(cell(records, s, BASELINE)?)?;
-            Some(format!("- **{}**: {}", md(s), md(&why)))
+            Some(Line::default().strong(s.as_str()).and(format!(": {why}")))
         })
         .collect();
     if !failing.is_empty() {
-        out.push(String::new());
-        out.push("Servers that fail under `baseline` itself (nothing withheld; these failures are not any profile's):".into());
-        out.extend(failing);
+        blocks.push(Block::Para(
+            Line::text("Servers that fail under ")
+                .code(BASELINE)
+                .and(" itself (nothing withheld; these failures are not any profile's):"),
+        ));
+        blocks.push(list(failing));
     }
-    out
+    blocks
 }
 
 /// `step: outcome: text` → `step`.
@@ -111,7 +113,7 @@ fn denied_part(r: &Record) -> String {
         .evidence
         .denied
         .iter()
-        .map(|d| format!("{} ×{}", md(&d.syscall), d.count))
+        .map(|d| format!("{} ×{}", d.syscall, d.count))
         .collect();
     format!("; denied {}", d.join(", "))
 }
@@ -119,7 +121,7 @@ fn denied_part(r: &Record) -> String {
 /// A cell's first response: the one run's, or the median and range of
 /// its repeated runs; then, where repeated runs show one, the change
 /// against the baseline.
-fn first_response(records: &BTreeMap<(String, String), Record>, r: &Record) -> String {
+fn first_response(records: &Records, r: &Record) -> String {
     let own = Spread::of(&verdict::first_responses(r))
         .map(|s| s.describe())
         .unwrap_or_else(|| "–".into());
@@ -138,7 +140,7 @@ fn ms(v: Option<f64>) -> String {
 fn evidence_line(r: &Record) -> String {
     let mut parts = Vec::new();
     if let Some(step) = &r.failed_step {
-        parts.push(format!("failed at {}", md(step)));
+        parts.push(format!("failed at {step}"));
     }
     if !r.evidence.denied.is_empty() {
         let d: Vec<String> = r
@@ -148,9 +150,9 @@ fn evidence_line(r: &Record) -> String {
             .map(|d| {
                 format!(
                     "{} ×{} ({})",
-                    md(&d.syscall),
+                    d.syscall,
                     d.count,
-                    md(d.errno.as_deref().unwrap_or(""))
+                    d.errno.as_deref().unwrap_or("")
                 )
             })
             .collect();
@@ -167,7 +169,6 @@ fn evidence_line(r: &Record) -> String {
     parts.join("; ")
 }
 
-/// Distinct calls of a baseline run that logged them.
 /// The system calls a run used, as far as they are x86_64 system call
 /// names (the guest sends the names: anything else is not one, and must
 /// not reach a profile the user is told to use).
@@ -180,10 +181,9 @@ fn used(r: &Record) -> Option<Vec<&str>> {
     })
 }
 
-/// What the timings of this audit can say.
 /// Whether the runs' VMMs were jailed: a report read on another host must
 /// not take an unjailed audit for a jailed one.
-fn jail_note(records: &BTreeMap<(String, String), Record>) -> String {
+fn jail_note(records: &Records) -> String {
     let said: Vec<bool> = records.values().filter_map(|r| r.jailed).collect();
     let not = said.iter().filter(|j| !**j).count();
     match (said.len(), not) {
@@ -196,14 +196,17 @@ fn jail_note(records: &BTreeMap<(String, String), Record>) -> String {
     }
 }
 
-fn timing_note(meta: &Meta) -> String {
+/// What the timings of this audit can say.
+fn timing_note(meta: &Meta) -> Line {
     match meta.repeat {
-        0 | 1 => "Timings are one run per cell: a difference between columns is a hint, not a measurement; `--repeat 5` measures it".into(),
-        n => format!(
+        0 | 1 => Line::text("Timings are one run per cell: a difference between columns is a hint, not a measurement; ")
+            .code("--repeat 5")
+            .and(" measures it"),
+        n => Line::text(format!(
             "Each cell ran {n} times in a row (the first run's outcome and evidence are shown); first responses are medians with their range, and a profile is judged to slow a server's start only when every one of its runs answered later than every baseline run, by at least {:.0} %, with runs enough that ranges this far apart by chance happen at most once in {:.0}",
             verdict::MIN_CHANGE * 100.0,
             1.0 / verdict::MAX_CHANCE
-        ),
+        )),
     }
 }
 
@@ -222,154 +225,7 @@ fn varied_outcomes(r: &Record) -> Option<String> {
     })
 }
 
-pub fn markdown(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String {
-    let servers: Vec<&String> = meta.servers.keys().collect();
-    let total = servers.len() * meta.profiles.len();
-    let done = records.len();
-    let mut m = String::new();
-    let _ = writeln!(m, "# mcpvm audit\n");
-    let _ = writeln!(
-        m,
-        "{} servers × {} profiles: {done} of {total} runs recorded. mcpvm {}, kernel `{}` (sha256 {}), runtime image `{}`, catalogue {}.\n",
-        servers.len(),
-        meta.profiles.len(),
-        meta.mcpvm_version,
-        meta.kernel,
-        meta.kernel_sha256,
-        meta.runtime_image,
-        meta.catalogue,
-    );
-    let _ = writeln!(
-        m,
-        "Run order: {}. {}. {}.\n",
-        md(&meta.order),
-        timing_note(meta),
-        jail_note(records)
-    );
-    let _ = writeln!(m, "## What each profile did\n");
-    for line in findings(meta, records) {
-        let _ = writeln!(m, "{line}");
-    }
-    if meta.profiles.iter().any(|p| p == SECURITY) {
-        let _ = writeln!(m, "\n{}", security::markdown(meta, records));
-    }
-    if let Some(section) = network::markdown(meta, records) {
-        let _ = writeln!(m, "\n{section}");
-    }
-    let _ = writeln!(m, "\n## Matrix\n");
-    let _ = write!(m, "| server |");
-    for p in &meta.profiles {
-        let _ = write!(m, " {p} |");
-    }
-    let _ = write!(m, "\n|---|");
-    for _ in &meta.profiles {
-        let _ = write!(m, ":-:|");
-    }
-    m.push('\n');
-    for s in &servers {
-        let _ = write!(m, "| {s} |");
-        for p in &meta.profiles {
-            let sym = match cell(records, s, p) {
-                Some(r) if p == SECURITY => security::symbol(r),
-                Some(r) => effect(records, r).symbol(r.outcome).to_string(),
-                None => " ".into(),
-            };
-            let _ = write!(m, " {sym} |");
-        }
-        m.push('\n');
-    }
-    let legend: Vec<String> = Outcome::ALL
-        .iter()
-        .map(|o| format!("{} {}", o.symbol(), o.name()))
-        .collect();
-    let _ = writeln!(
-        m,
-        "\n`baseline` column: how the server ended with nothing withheld, {} (blank: not run yet). Other columns: what the profile did against that baseline: = nothing new · ◐ new failures · ✗ newly broken · ◷ slower start (repeated runs only).\n",
-        legend.join(" · ")
-    );
-    if meta.profiles.iter().any(|p| p == SECURITY) {
-        let _ = writeln!(
-            m,
-            "`security` column: ⚠N findings · ○ none found · ? not judged (no evidence recorded to judge by) (see Security findings).\n"
-        );
-    }
-    let _ = writeln!(
-        m,
-        "## Profiles\n\n| profile | what is withheld |\n|---|---|"
-    );
-    for p in &meta.profiles {
-        let d = meta
-            .profile_definitions
-            .get(p)
-            .and_then(|d| d["description"].as_str())
-            .unwrap_or("");
-        let _ = writeln!(m, "| {p} | {d} |");
-    }
-    let _ = writeln!(m, "\n## Servers\n");
-    for s in &servers {
-        let sm = &meta.servers[*s];
-        let _ = writeln!(
-            m,
-            "### {s}\n\n{} {} ({})\n",
-            sm.package, sm.version, sm.runtime
-        );
-        for p in &meta.profiles {
-            let Some(r) = cell(records, s, p) else {
-                continue;
-            };
-            if p == SECURITY {
-                let _ = writeln!(
-                    m,
-                    "- **{p}**: {} — first response {}",
-                    md(&security::summary(r)),
-                    ms(r.timings.handshake_ms)
-                );
-                continue;
-            }
-            let _ = write!(
-                m,
-                "- **{p}**: {} — first response {}, boot {}",
-                effect(records, r).name(r.outcome),
-                first_response(records, r),
-                ms(r.timings.boot_ms)
-            );
-            if let Some(varied) = varied_outcomes(r) {
-                let _ = write!(m, "; outcomes varied across runs: {varied}");
-            }
-            let e = evidence_line(r);
-            if !e.is_empty() {
-                let _ = write!(m, "; {e}");
-            }
-            if let Some(u) = used(r) {
-                let _ = write!(
-                    m,
-                    "; {} distinct system calls (allow-list: `profiles/{s}-minimal.toml`)",
-                    u.len()
-                );
-            }
-            m.push('\n');
-            for err in &r.evidence.errors {
-                let _ = writeln!(m, "  - {}", md(err));
-            }
-            if r.outcome != Outcome::Ok && !r.evidence.stderr_tail.trim().is_empty() {
-                let last: Vec<&str> = r
-                    .evidence
-                    .stderr_tail
-                    .trim_end()
-                    .lines()
-                    .rev()
-                    .take(3)
-                    .collect();
-                let last: Vec<&str> = last.into_iter().rev().collect();
-                let _ = writeln!(m, "  - stderr: {}", md(&last.join(" ⏎ ")));
-            }
-        }
-        m.push('\n');
-    }
-    m
-}
-
-fn colour(o: Outcome) -> &'static str {
+pub fn colour(o: Outcome) -> &'static str {
     match o {
         Outcome::Ok => "#2e9d5b",
         Outcome::Degraded => "#e0b43a",
@@ -381,219 +237,123 @@ fn colour(o: Outcome) -> &'static str {
     }
 }
 
-/// An SVG histogram of `values` (ms) in `bins` equal bins.
-/// An SVG histogram with its axes: runs (count over each bar, the y axis
-/// from 0 to the tallest) against milliseconds (bin edges on the x axis).
-fn histogram(title: &str, values: &[f64], bins: usize) -> String {
-    let (w, h, left, bottom, top_pad) = (460.0, 180.0, 40.0, 34.0, 16.0);
-    let mut svg = format!(
-        "<figure><figcaption>{} ({} runs)</figcaption><svg width=\"{w}\" height=\"{h}\" role=\"img\" font-size=\"11\">",
-        esc(title),
-        values.len()
-    );
-    if values.is_empty() {
-        svg += "<text x=\"10\" y=\"20\">no data yet</text></svg></figure>";
-        return svg;
+/// The matrix: a symbol per server and profile, shaded by what happened.
+fn matrix(meta: &Meta, records: &Records) -> Vec<Block> {
+    let mut head = vec!["server".to_string()];
+    head.extend(meta.profiles.iter().cloned());
+    let rows = meta
+        .servers
+        .keys()
+        .map(|s| Row {
+            head: s.clone(),
+            cells: meta
+                .profiles
+                .iter()
+                .map(|p| match cell(records, s, p) {
+                    Some(r) if p == SECURITY => security::cell(r),
+                    Some(r) => {
+                        let e = effect(records, r);
+                        Cell {
+                            lines: vec![e.symbol(r.outcome).to_string()],
+                            shade: Some(match e {
+                                Effect::Same => "#6a8",
+                                Effect::SlowerStart(_) => "#a8a040",
+                                _ => colour(r.outcome),
+                            }),
+                            title: Some(format!(
+                                "{s} × {p}: {}. {}",
+                                r.outcome.name(),
+                                evidence_line(r)
+                            )),
+                        }
+                    }
+                    None => Cell::text(" "),
+                })
+                .collect(),
+        })
+        .collect();
+    let legend: Vec<String> = Outcome::ALL
+        .iter()
+        .map(|o| format!("{} {}", o.symbol(), o.name()))
+        .collect();
+    let mut blocks = vec![
+        Block::Heading(2, "Matrix".into()),
+        Block::Table(Table {
+            head,
+            rows,
+            grid: true,
+        }),
+        Block::Para(
+            Line::default()
+                .code(BASELINE)
+                .and(format!(" column: how the server ended with nothing withheld, {} (blank: not run yet). Other columns: what the profile did against that baseline: = nothing new · ◐ new failures · ✗ newly broken · ◷ slower start (repeated runs only).", legend.join(" · "))),
+        ),
+        Block::Legend(Outcome::ALL.iter().map(|o| (o.name().to_string(), colour(*o))).collect()),
+    ];
+    if meta.profiles.iter().any(|p| p == SECURITY) {
+        blocks.push(Block::Para(Line::default().code(SECURITY).and(
+            " column: ⚠N findings · ○ none found · ? not judged (no evidence recorded to judge by) (see Security findings).",
+        )));
     }
-    let max = values.iter().cloned().fold(f64::MIN, f64::max);
-    let min = values.iter().cloned().fold(f64::MAX, f64::min);
-    let span = (max - min).max(1.0);
-    let mut counts = vec![0usize; bins];
-    for v in values {
-        let i = (((v - min) / span) * bins as f64).floor() as usize;
-        counts[i.min(bins - 1)] += 1;
-    }
-    let tallest = *counts.iter().max().unwrap_or(&1) as f64;
-    let (x0, y0) = (left, h - bottom);
-    let plot_w = w - left - 10.0;
-    let plot_h = y0 - top_pad;
-    let bw = plot_w / bins as f64;
-    // Axes, with the count scale and the time scale.
-    let _ = write!(
-        svg,
-        "<line x1=\"{x0}\" y1=\"{y0}\" x2=\"{}\" y2=\"{y0}\" stroke=\"#444\"/>\
-         <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{top_pad}\" stroke=\"#444\"/>\
-         <text x=\"{}\" y=\"{y0}\" text-anchor=\"end\">0</text>\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{tallest}</text>\
-         <text x=\"4\" y=\"{}\" transform=\"rotate(-90 10 {})\">runs</text>",
-        x0 + plot_w,
-        x0 - 4.0,
-        x0 - 4.0,
-        top_pad + 4.0,
-        y0 / 2.0 + 10.0,
-        y0 / 2.0
-    );
-    for (i, c) in counts.iter().enumerate() {
-        let bh = (*c as f64 / tallest) * plot_h;
-        let x = x0 + i as f64 * bw;
-        let _ = write!(
-            svg,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\" fill=\"#4a7bd0\"><title>{c} runs</title></rect>",
-            x + 1.0,
-            y0 - bh,
-            bw - 2.0
-        );
-        if *c > 0 {
-            let _ = write!(
-                svg,
-                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{c}</text>",
-                x + bw / 2.0,
-                y0 - bh - 3.0
-            );
-        }
-    }
-    for (frac, anchor) in [(0.0, "start"), (0.5, "middle"), (1.0, "end")] {
-        let _ = write!(
-            svg,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{:.0} ms</text>",
-            x0 + frac * plot_w,
-            y0 + 14.0,
-            min + frac * span
-        );
-    }
-    svg += "</svg></figure>";
-    svg
+    blocks
 }
 
-pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String {
-    let servers: Vec<&String> = meta.servers.keys().collect();
-    let mut page = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>mcpvm audit</title><style>\
-         body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}\
-         table.grid{border-collapse:collapse}table.grid td,table.grid th{border:1px solid #ccc;padding:.3em .6em;text-align:center}\
-         table.grid td.cell{color:#fff;font-weight:600}th.server{text-align:left}\
-         .legend span{display:inline-block;padding:.1em .5em;margin-right:.4em;color:#fff;border-radius:3px}\
-         figure{display:inline-block;margin:1em 2em 1em 0}figcaption{font-weight:600}\
-         details{margin:.4em 0}pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap}\
-         </style></head><body><h1>mcpvm audit</h1>",
-    );
-    let _ = write!(
-        page,
-        "<p>{} servers × {} profiles: {} of {} runs recorded. mcpvm {}, kernel {} (sha256 {}), runtime image {}.</p>",
-        servers.len(),
-        meta.profiles.len(),
-        records.len(),
-        servers.len() * meta.profiles.len(),
-        esc(&meta.mcpvm_version),
-        esc(&meta.kernel),
-        esc(&meta.kernel_sha256),
-        esc(&meta.runtime_image)
-    );
-    let _ = write!(
-        page,
-        "<p>Run order: {}. {}. {}.</p>",
-        esc(&meta.order),
-        esc(&timing_note(meta).replace('`', "")),
-        esc(&jail_note(records))
-    );
-    page += "<h2>What each profile did</h2>";
-    let mut list = false;
-    for line in findings(meta, records) {
-        match line.strip_prefix("- ") {
-            Some(item) => {
-                if !list {
-                    page += "<ul>";
-                    list = true;
-                }
-                let _ = write!(page, "<li>{}</li>", esc(&item.replace("**", "")));
-            }
-            None => {
-                if list {
-                    page += "</ul>";
-                    list = false;
-                }
-                if !line.is_empty() {
-                    let _ = write!(page, "<p>{}</p>", esc(&line.replace('`', "")));
-                }
-            }
-        }
-    }
-    if list {
-        page += "</ul>";
-    }
-    page += "<h2>Matrix</h2><p>Baseline column: how each server ended with nothing withheld. Other columns: what the profile did against it (= nothing new).</p><p class=\"legend\">";
-    for o in Outcome::ALL {
-        let _ = write!(
-            page,
-            "<span style=\"background:{}\">{}</span>",
-            colour(o),
-            o.name()
-        );
-    }
-    page += "</p><table class=\"grid\"><tr><th>server</th>";
-    for p in &meta.profiles {
-        let _ = write!(page, "<th>{}</th>", esc(p));
-    }
-    page += "</tr>";
-    for s in &servers {
-        let _ = write!(page, "<tr><th class=\"server\">{}</th>", esc(s));
-        for p in &meta.profiles {
-            match cell(records, s, p) {
-                Some(r) if p == SECURITY => {
-                    let found = r.security.as_ref().map_or(0, |x| x.findings.len());
-                    let shade = match (&r.security, found) {
-                        (None, _) => colour(r.outcome),
-                        (Some(_), 0) => "#6a8",
-                        _ => "#b03030",
-                    };
-                    let _ = write!(
-                        page,
-                        "<td class=\"cell\" style=\"background:{}\" title=\"{}\">{}</td>",
-                        shade,
-                        esc(&security::summary(r)),
-                        esc(&security::symbol(r))
-                    );
-                }
-                Some(r) => {
-                    let tip = format!("{} × {}: {}. {}", s, p, r.outcome.name(), evidence_line(r));
-                    let e = effect(records, r);
-                    let shade = match e {
-                        Effect::Same => "#6a8",
-                        Effect::SlowerStart(_) => "#a8a040",
-                        _ => colour(r.outcome),
-                    };
-                    let _ = write!(
-                        page,
-                        "<td class=\"cell\" style=\"background:{}\" title=\"{}\">{}</td>",
-                        shade,
-                        esc(&tip),
-                        esc(&e.name(r.outcome))
-                    );
-                }
-                None => page += "<td></td>",
-            }
-        }
-        page += "</tr>";
-    }
-    page += "</table>";
-    if meta.profiles.iter().any(|p| p == SECURITY) {
-        page += &security::html(meta, records);
-    }
-    page += &network::html(meta, records).unwrap_or_default();
-    page += "<h2>Timings</h2>";
-    let all: Vec<&Record> = records.values().collect();
-    let boot: Vec<f64> = all.iter().filter_map(|r| r.timings.boot_ms).collect();
-    let first: Vec<f64> = all
+/// What each profile withholds, as its definition says.
+fn profiles(meta: &Meta) -> Vec<Block> {
+    let rows = meta
+        .profiles
         .iter()
-        .flat_map(|r| verdict::first_responses(r))
+        .map(|p| Row {
+            head: p.clone(),
+            cells: vec![Cell::text(
+                meta.profile_definitions
+                    .get(p)
+                    .and_then(|d| d["description"].as_str())
+                    .unwrap_or(""),
+            )],
+        })
         .collect();
-    page += &histogram("Boot: mcpvm run to the guest agent (all runs)", &boot, 12);
-    page += &histogram(
-        "First response: spawn to the handshake answer (all runs)",
-        &first,
-        12,
-    );
-    // Slowest (baseline first response) and most fragile (non-ok cells).
-    let mut slow: Vec<(&String, f64)> = servers
-        .iter()
+    vec![
+        Block::Heading(2, "Profiles".into()),
+        Block::Table(Table {
+            head: vec!["profile".into(), "what is withheld".into()],
+            rows,
+            grid: false,
+        }),
+    ]
+}
+
+/// The distributions of boot and first response over every run; the
+/// slowest servers and the most fragile.
+fn timings(meta: &Meta, records: &Records) -> Vec<Block> {
+    let all: Vec<&Record> = records.values().collect();
+    let mut blocks = vec![
+        Block::Heading(2, "Timings".into()),
+        Block::Histogram {
+            title: "Boot: mcpvm run to the guest agent (all runs)".into(),
+            values: all.iter().filter_map(|r| r.timings.boot_ms).collect(),
+        },
+        Block::Histogram {
+            title: "First response: spawn to the handshake answer (all runs)".into(),
+            values: all
+                .iter()
+                .flat_map(|r| verdict::first_responses(r))
+                .collect(),
+        },
+    ];
+    let first = meta.profiles.first().map(String::as_str).unwrap_or("");
+    let mut slow: Vec<(&String, f64)> = meta
+        .servers
+        .keys()
         .filter_map(|s| {
-            let r = cell(records, s, meta.profiles.first()?)?;
-            Some((*s, Spread::of(&verdict::first_responses(r))?.median))
+            let r = cell(records, s, first)?;
+            Some((s, Spread::of(&verdict::first_responses(r))?.median))
         })
         .collect();
     slow.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut fragile: Vec<(&String, usize)> = servers
-        .iter()
+    let mut fragile: Vec<(&String, usize)> = meta
+        .servers
+        .keys()
         .map(|s| {
             let n = meta
                 .profiles
@@ -603,94 +363,157 @@ pub fn html(meta: &Meta, records: &BTreeMap<(String, String), Record>) -> String
                         && cell(records, s, p).is_some_and(|r| effect(records, r).profile_caused())
                 })
                 .count();
-            (*s, n)
+            (s, n)
         })
         .filter(|(_, n)| *n > 0)
         .collect();
     fragile.sort_by_key(|f| std::cmp::Reverse(f.1));
-    let _ = write!(
-        page,
-        "<h2>Slowest servers</h2><p>First response under the first profile ({}).</p><ol>",
-        esc(meta.profiles.first().map(String::as_str).unwrap_or(""))
-    );
-    for (s, v) in slow.iter().take(5) {
-        let _ = write!(page, "<li>{} — {v:.0} ms</li>", esc(s));
-    }
-    page += "</ol><h2>Most fragile servers</h2><ol>";
-    for (s, n) in fragile.iter().take(5) {
-        let _ = write!(
-            page,
-            "<li>{} — newly fails or breaks under {n} of {} profiles (against its baseline)</li>",
-            esc(s),
-            meta.profiles.len()
-        );
-    }
-    page += "</ol><h2>Evidence</h2>";
-    for s in &servers {
-        let sm = &meta.servers[*s];
-        let _ = write!(
-            page,
-            "<h3>{} <small>{} {}</small></h3>",
-            esc(s),
-            esc(&sm.package),
-            esc(&sm.version)
-        );
+    let ordered = |lines: Vec<Line>| Block::List {
+        ordered: true,
+        items: lines.into_iter().map(Item::of).collect(),
+    };
+    blocks.push(Block::Heading(2, "Slowest servers".into()));
+    blocks.push(Block::Para(Line::text(format!(
+        "First response under the first profile ({first})."
+    ))));
+    blocks.push(ordered(
+        slow.iter()
+            .take(5)
+            .map(|(s, v)| Line::text(format!("{s} — {v:.0} ms")))
+            .collect(),
+    ));
+    blocks.push(Block::Heading(2, "Most fragile servers".into()));
+    blocks.push(ordered(
+        fragile
+            .iter()
+            .take(5)
+            .map(|(s, n)| {
+                Line::text(format!(
+                    "{s} — newly fails or breaks under {n} of {} profiles (against its baseline)",
+                    meta.profiles.len()
+                ))
+            })
+            .collect(),
+    ));
+    blocks
+}
+
+/// Per server, each cell: how it ended against its baseline, its first
+/// response and boot, and the evidence (errors, denials, output).
+fn servers(meta: &Meta, records: &Records) -> Vec<Block> {
+    let mut blocks = vec![Block::Heading(2, "Servers".into())];
+    for (s, sm) in &meta.servers {
+        blocks.push(Block::Heading(3, s.clone()));
+        blocks.push(Block::Para(Line::text(format!(
+            "{} {} ({})",
+            sm.package, sm.version, sm.runtime
+        ))));
         for p in &meta.profiles {
             let Some(r) = cell(records, s, p) else {
                 continue;
             };
-            let _ = write!(
-                page,
-                "<details><summary><b>{}</b>: <span style=\"color:{}\">{}</span> — first response {}, boot {}</summary>",
-                esc(p),
-                colour(r.outcome),
-                r.outcome.name(),
-                esc(&first_response(records, r)),
-                ms(r.timings.boot_ms)
-            );
+            let head = Line::default().strong(p.as_str()).and(": ");
+            if p == SECURITY {
+                blocks.push(Block::Details {
+                    summary: head
+                        .shade(security::summary(r), colour(r.outcome))
+                        .and(format!(" — first response {}", ms(r.timings.handshake_ms))),
+                    body: Vec::new(),
+                    output: None,
+                });
+                continue;
+            }
+            let mut summary = head
+                .shade(effect(records, r).name(r.outcome), colour(r.outcome))
+                .and(format!(
+                    " — first response {}, boot {}",
+                    first_response(records, r),
+                    ms(r.timings.boot_ms)
+                ));
             if let Some(varied) = varied_outcomes(r) {
-                let _ = write!(page, "<p>Outcomes varied across runs: {}</p>", esc(&varied));
+                summary = summary.and(format!("; outcomes varied across runs: {varied}"));
             }
             let e = evidence_line(r);
             if !e.is_empty() {
-                let _ = write!(page, "<p>{}</p>", esc(&e));
+                summary = summary.and(format!("; {e}"));
             }
-            if !r.evidence.errors.is_empty() {
-                page += "<ul>";
-                for err in &r.evidence.errors {
-                    let _ = write!(page, "<li>{}</li>", esc(err));
-                }
-                page += "</ul>";
-            }
+            let mut body: Vec<Item> = r
+                .evidence
+                .errors
+                .iter()
+                .map(|e| Item::of(Line::text(e.as_str())))
+                .collect();
             if let Some(u) = used(r) {
-                let _ = write!(
-                    page,
-                    "<p>{} distinct system calls: {}</p>",
-                    u.len(),
-                    esc(&u.join(" "))
-                );
+                summary = summary
+                    .and(format!("; {} distinct system calls (allow-list: ", u.len()))
+                    .code(format!("profiles/{s}-minimal.toml"))
+                    .and(")");
+                body.push(Item::of(Line::text(format!(
+                    "system calls: {}",
+                    u.join(" ")
+                ))));
             }
-            if !r.evidence.stderr_tail.trim().is_empty() {
-                let _ = write!(
-                    page,
-                    "<pre>{}</pre>",
-                    esc(r.evidence.stderr_tail.trim_end())
-                );
-            }
-            page += "</details>";
+            let tail = r.evidence.stderr_tail.trim_end();
+            blocks.push(Block::Details {
+                summary,
+                body,
+                output: (!tail.trim().is_empty()).then(|| ("stderr".into(), tail.to_string())),
+            });
         }
     }
-    page += "</body></html>\n";
-    page
+    blocks
+}
+
+/// The whole report as data, each section built once.
+pub fn document(meta: &Meta, records: &Records) -> Document {
+    let total = meta.servers.len() * meta.profiles.len();
+    let mut blocks = vec![
+        Block::Para(
+            Line::text(format!(
+                "{} servers × {} profiles: {} of {total} runs recorded. mcpvm {}, kernel ",
+                meta.servers.len(),
+                meta.profiles.len(),
+                records.len(),
+                meta.mcpvm_version,
+            ))
+            .code(meta.kernel.as_str())
+            .and(format!(" (sha256 {}), runtime image ", meta.kernel_sha256))
+            .code(meta.runtime_image.as_str())
+            .and(format!(", catalogue {}.", meta.catalogue)),
+        ),
+        Block::Para({
+            let mut l = Line::text(format!("Run order: {}. ", meta.order));
+            l.0.extend(timing_note(meta).0);
+            l.and(format!(". {}.", jail_note(records)))
+        }),
+        Block::Heading(2, "What each profile did".into()),
+    ];
+    blocks.extend(findings(meta, records));
+    blocks.extend(matrix(meta, records));
+    if meta.profiles.iter().any(|p| p == SECURITY) {
+        blocks.extend(security::section(meta, records));
+    }
+    blocks.extend(network::section(meta, records));
+    blocks.extend(profiles(meta));
+    blocks.extend(timings(meta, records));
+    blocks.extend(servers(meta, records));
+    Document {
+        title: "mcpvm audit".into(),
+        blocks,
+    }
+}
+
+pub fn markdown(meta: &Meta, records: &Records) -> String {
+    render::markdown(&document(meta, records))
+}
+
+pub fn html(meta: &Meta, records: &Records) -> String {
+    render::html(&document(meta, records))
 }
 
 /// From a server's logging run: a profile that allows only the calls it
 /// made. None when no run of the server logged its calls.
-pub fn proposal(
-    meta: &Meta,
-    records: &BTreeMap<(String, String), Record>,
-    server: &str,
-) -> Option<String> {
+pub fn proposal(meta: &Meta, records: &Records, server: &str) -> Option<String> {
     let (profile, r) = meta.profiles.iter().find_map(|p| {
         cell(records, server, p)
             .filter(|r| r.syscalls_used.is_some())
@@ -1052,7 +875,7 @@ mod tests {
         assert!(once.contains("`--repeat 5` measures it"), "{once}");
         let h = html(&meta, &records);
         assert!(
-            h.contains("Outcomes varied across runs: ok ×4, degraded ×1"),
+            h.contains("outcomes varied across runs: ok ×4, degraded ×1"),
             "{h}"
         );
         assert!(h.contains("(12 runs)"), "every run in the histogram: {h}");
@@ -1088,21 +911,6 @@ mod tests {
         let allow = r.policy.seccomp.unwrap().allow.unwrap();
         assert_eq!(allow.syscalls, ["read", "execve"]);
         assert!(proposal(&meta(), &BTreeMap::new(), "git").is_none());
-    }
-
-    #[test]
-    fn histograms_have_axes_and_counts() {
-        let h = histogram("First response", &[100.0, 110.0, 120.0, 400.0], 4);
-        assert!(h.contains("(4 runs)"), "{h}");
-        assert_eq!(h.matches("<line").count(), 2, "two axes: {h}");
-        assert!(
-            h.contains(">runs</text>")
-                && h.contains(">100 ms</text>")
-                && h.contains(">400 ms</text>"),
-            "{h}"
-        );
-        // The bar of the three fast runs says 3 on it.
-        assert!(h.contains("text-anchor=\"middle\">3</text>"), "{h}");
     }
 
     #[test]

@@ -5,19 +5,18 @@
 //! the whole audit (docs/security-audit.md).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use probes::findings::Finding;
 use serde_json::Value;
 
+use super::document::{Block, Cell, Item, Line};
 use super::meta::Meta;
 use super::record::{Record, Security};
-use super::text::{esc, md};
 use super::SECURITY;
 
 type Records = BTreeMap<(String, String), Record>;
 
-fn cell<'a>(records: &'a Records, server: &str) -> Option<&'a Record> {
+fn record_of<'a>(records: &'a Records, server: &str) -> Option<&'a Record> {
     records.get(&(server.to_string(), SECURITY.to_string()))
 }
 
@@ -77,70 +76,84 @@ fn tool(f: &Finding) -> &str {
     f.step.split_once(':').map_or(f.step.as_str(), |(_, t)| t)
 }
 
-/// `## Security findings`: per server, what was attacked and each finding.
-pub fn markdown(meta: &Meta, records: &Records) -> String {
-    let mut m = String::from("## Security findings\n\n");
-    m += "Each tool's string arguments were given attack payloads, one at a time, and what the server then did in its VM was judged (docs/security-audit.md): a finding is proven by the recorded effects it lists, not guessed from a description.\n\n";
-    for s in meta.servers.keys() {
-        let Some(r) = cell(records, s) else {
-            let _ = writeln!(m, "- **{}**: not run yet", md(s));
-            continue;
-        };
-        let _ = writeln!(m, "- **{}**: {}", md(s), md(&summary(r)));
-        for f in r.security.iter().flat_map(|x| &x.findings) {
-            let _ = write!(
-                m,
-                "  - **{}** ({}, {}) in {}",
-                md(&f.class),
-                md(&f.rule),
-                md(&f.severity),
-                md(tool(f))
-            );
-            if let (Some(a), Some(p)) = (&f.argument, &f.payload) {
-                let _ = write!(m, ", argument {} ← payload \"{}\"", md(a), md(p));
-                if f.attempts > 1 {
-                    let _ = write!(m, " and {} more", f.attempts - 1);
-                }
-            }
-            let _ = writeln!(m, ": {}", md(&f.why));
-            if let Some(e) = f.evidence.first() {
-                let _ = writeln!(m, "    - evidence: {}", md(&e.line()));
-            }
-            if let Some(cmd) = reproduce(s, f) {
-                let _ = writeln!(m, "    - reproduce: {}", md(&cmd));
-            }
-        }
+/// A security cell of the matrix: its symbol, shaded (red where
+/// something was found), with what the attacks did as its tooltip.
+pub fn cell(r: &Record) -> Cell {
+    let found = r.security.as_ref().map_or(0, |x| x.findings.len());
+    Cell {
+        lines: vec![symbol(r)],
+        shade: Some(match (&r.security, found) {
+            (None, _) => super::report::colour(r.outcome),
+            (Some(_), 0) => "#6a8",
+            _ => "#b03030",
+        }),
+        title: Some(summary(r)),
     }
-    m
 }
 
-/// The same, for report.html.
-pub fn html(meta: &Meta, records: &Records) -> String {
-    let mut page = String::from("<h2>Security findings</h2><p>Each tool's string arguments were given attack payloads, one at a time; a finding is proven by what the server then did in its VM.</p>");
-    for s in meta.servers.keys() {
-        let Some(r) = cell(records, s) else { continue };
-        let _ = write!(page, "<h3>{}</h3><p>{}</p>", esc(s), esc(&summary(r)));
-        let findings: Vec<&Finding> = r.security.iter().flat_map(|x| &x.findings).collect();
-        if findings.is_empty() {
-            continue;
+/// A finding in a line, its evidence and how to reproduce it under it.
+fn finding(server: &str, f: &Finding) -> Item {
+    let mut line = Line::default().strong(f.class.as_str()).and(format!(
+        " ({}, {}) in {}",
+        f.rule,
+        f.severity,
+        tool(f)
+    ));
+    if let (Some(a), Some(p)) = (&f.argument, &f.payload) {
+        line = line.and(format!(", argument {a} ← payload \"{p}\""));
+        if f.attempts > 1 {
+            line = line.and(format!(" and {} more", f.attempts - 1));
         }
-        page += "<table class=\"grid\"><tr><th>class</th><th>tool</th><th>argument</th><th>payload</th><th>why</th><th>evidence</th><th>reproduce</th></tr>";
-        for f in findings {
-            let _ = write!(
-                page,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td><pre>{}</pre></td><td><code>{}</code></td></tr>",
-                esc(&f.class),
-                esc(tool(f)),
-                esc(f.argument.as_deref().unwrap_or("")),
-                esc(f.payload.as_deref().unwrap_or("")),
-                esc(&f.why),
-                esc(&f.evidence.iter().map(|e| e.line()).collect::<Vec<_>>().join("\n")),
-                esc(&reproduce(s, f).unwrap_or_default())
-            );
-        }
-        page += "</table>";
     }
-    page
+    let mut sub: Vec<Item> = f
+        .evidence
+        .first()
+        .map(|e| Item::of(Line::text(format!("evidence: {}", e.line()))))
+        .into_iter()
+        .collect();
+    sub.extend(
+        f.evidence
+            .iter()
+            .skip(1)
+            .map(|e| Item::of(Line::text(format!("and: {}", e.line())))),
+    );
+    if let Some(cmd) = reproduce(server, f) {
+        sub.push(Item::of(Line::text(format!("reproduce: {cmd}"))));
+    }
+    Item {
+        line: line.and(format!(": {}", f.why)),
+        sub,
+    }
+}
+
+/// `Security findings`: per server, what was attacked and each finding.
+pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
+    let items = meta
+        .servers
+        .keys()
+        .map(|s| match record_of(records, s) {
+            None => Item::of(Line::default().strong(s.as_str()).and(": not run yet")),
+            Some(r) => Item {
+                line: Line::default()
+                    .strong(s.as_str())
+                    .and(format!(": {}", summary(r))),
+                sub: r
+                    .security
+                    .iter()
+                    .flat_map(|x| &x.findings)
+                    .map(|f| finding(s, f))
+                    .collect(),
+            },
+        })
+        .collect();
+    vec![
+        Block::Heading(2, "Security findings".into()),
+        Block::Para(Line::text("Each tool's string arguments were given attack payloads, one at a time, and what the server then did in its VM was judged (docs/security-audit.md): a finding is proven by the recorded effects it lists, not guessed from a description.")),
+        Block::List {
+            ordered: false,
+            items,
+        },
+    ]
 }
 
 /// One SARIF 2.1.0 log of every server's findings, a run per server
@@ -150,7 +163,7 @@ pub fn sarif(meta: &Meta, records: &Records) -> Value {
         .servers
         .iter()
         .filter_map(|(s, sm)| {
-            let sec: &Security = cell(records, s)?.security.as_ref()?;
+            let sec: &Security = record_of(records, s)?.security.as_ref()?;
             Some(probes::sarif::run(
                 &sec.findings,
                 s,

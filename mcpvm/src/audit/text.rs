@@ -1,6 +1,7 @@
-//! Text that a server, a guest or a catalogue chose, made safe for the
-//! reports: Markdown ([`md`]) and HTML ([`esc`]). Every section of
-//! `report.md` and `report.html` passes such text through one of these.
+//! Text that a server, a guest or a catalogue chose, made safe for
+//! Markdown: as text ([`md`]) or in a code span ([`code`]). The Markdown
+//! renderer (`render::markdown`) passes every span through one of these;
+//! HTML is maud's, which escapes by construction.
 
 /// Guest or server text for Markdown: one line, no control characters,
 /// and nothing Markdown or HTML would read as markup.
@@ -20,11 +21,19 @@ pub fn md(s: &str) -> String {
     out
 }
 
-/// Text for HTML: the five characters that could end an element or an
-/// attribute, escaped.
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+/// Text for a Markdown code span (a command, a file name): one line, no
+/// control characters, no backtick to end the span early, no bar to end
+/// a table cell.
+pub fn code(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            '`' => out.push('\''),
+            '|' => out.push_str("\\|"),
+            c => out.push(c),
+        }
+    }
+    out
 }
