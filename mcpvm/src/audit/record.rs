@@ -51,6 +51,19 @@ impl Outcome {
         }
     }
 
+    /// Its shade in the HTML report.
+    pub fn colour(self) -> &'static str {
+        match self {
+            Outcome::Ok => "#2e9d5b",
+            Outcome::Degraded => "#e0b43a",
+            Outcome::Broken => "#d2453b",
+            Outcome::Timeout => "#8e5cc2",
+            Outcome::Crash => "#7a1f1a",
+            Outcome::Oom => "#3a6fd2",
+            Outcome::Error => "#777777",
+        }
+    }
+
     /// One character for the Markdown matrix.
     pub fn symbol(self) -> &'static str {
         match self {

@@ -225,18 +225,6 @@ fn varied_outcomes(r: &Record) -> Option<String> {
     })
 }
 
-pub fn colour(o: Outcome) -> &'static str {
-    match o {
-        Outcome::Ok => "#2e9d5b",
-        Outcome::Degraded => "#e0b43a",
-        Outcome::Broken => "#d2453b",
-        Outcome::Timeout => "#8e5cc2",
-        Outcome::Crash => "#7a1f1a",
-        Outcome::Oom => "#3a6fd2",
-        Outcome::Error => "#777777",
-    }
-}
-
 /// The matrix: a symbol per server and profile, shaded by what happened.
 fn matrix(meta: &Meta, records: &Records) -> Vec<Block> {
     let mut head = vec!["server".to_string()];
@@ -258,7 +246,7 @@ fn matrix(meta: &Meta, records: &Records) -> Vec<Block> {
                             shade: Some(match e {
                                 Effect::Same => "#6a8",
                                 Effect::SlowerStart(_) => "#a8a040",
-                                _ => colour(r.outcome),
+                                _ => r.outcome.colour(),
                             }),
                             title: Some(format!(
                                 "{s} × {p}: {}. {}",
@@ -288,7 +276,7 @@ fn matrix(meta: &Meta, records: &Records) -> Vec<Block> {
                 .code(BASELINE)
                 .and(format!(" column: how the server ended with nothing withheld, {} (blank: not run yet). Other columns: what the profile did against that baseline: = nothing new · ◐ new failures · ✗ newly broken · ◷ slower start (repeated runs only).", legend.join(" · "))),
         ),
-        Block::Legend(Outcome::ALL.iter().map(|o| (o.name().to_string(), colour(*o))).collect()),
+        Block::Legend(Outcome::ALL.iter().map(|o| (o.name().to_string(), o.colour())).collect()),
     ];
     if meta.profiles.iter().any(|p| p == SECURITY) {
         blocks.push(Block::Para(Line::default().code(SECURITY).and(
@@ -416,7 +404,7 @@ fn servers(meta: &Meta, records: &Records) -> Vec<Block> {
             if p == SECURITY {
                 blocks.push(Block::Details {
                     summary: head
-                        .shade(security::summary(r), colour(r.outcome))
+                        .shade(security::summary(r), r.outcome.colour())
                         .and(format!(" — first response {}", ms(r.timings.handshake_ms))),
                     body: Vec::new(),
                     output: None,
@@ -424,7 +412,7 @@ fn servers(meta: &Meta, records: &Records) -> Vec<Block> {
                 continue;
             }
             let mut summary = head
-                .shade(effect(records, r).name(r.outcome), colour(r.outcome))
+                .shade(effect(records, r).name(r.outcome), r.outcome.colour())
                 .and(format!(
                     " — first response {}, boot {}",
                     first_response(records, r),

@@ -83,7 +83,7 @@ pub fn cell(r: &Record) -> Cell {
     Cell {
         lines: vec![symbol(r)],
         shade: Some(match (&r.security, found) {
-            (None, _) => super::report::colour(r.outcome),
+            (None, _) => r.outcome.colour(),
             (Some(_), 0) => "#6a8",
             _ => "#b03030",
         }),
