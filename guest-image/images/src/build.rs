@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalogue::{Catalogue, Entry, Runtime};
 use crate::erofs::erofs;
+use crate::install::{Installed, Installer, Job};
 use crate::key::NODE_LOCK;
 use crate::lock::Locks;
 use crate::process::{io_err, run};
@@ -37,37 +38,6 @@ const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
 const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
 const FETCH_NODE: &str = include_str!("../../runtimes/fetch-node");
 const FETCH_CRATE: &str = include_str!("../../runtimes/fetch-crate");
-
-/// The guest's command for a node tree installed with `--ignore-scripts`:
-/// npm's own rebuild runs every package's install scripts, in order, with
-/// the node the server will run on.
-fn npm_rebuild_line(own_node: bool) -> String {
-    let path = match own_node {
-        true => format!("PATH=/workspace/{}/bin:$PATH ", crate::catalogue::OWN_NODE),
-        false => String::new(),
-    };
-    format!("cd /workspace && {path}exec npm rebuild --foreground-scripts --no-audit --no-fund")
-}
-
-/// The packages of an npm tree (its `node_modules/.package-lock.json`)
-/// that have install scripts.
-pub fn with_install_scripts(target: &Path) -> Vec<String> {
-    let lock = target.join("node_modules/.package-lock.json");
-    let Ok(text) = std::fs::read_to_string(lock) else {
-        return Vec::new();
-    };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return Vec::new();
-    };
-    let Some(packages) = v["packages"].as_object() else {
-        return Vec::new();
-    };
-    packages
-        .iter()
-        .filter(|(_, p)| p["hasInstallScript"] == true)
-        .map(|(k, _)| k.rsplit("node_modules/").next().unwrap_or(k).to_string())
-        .collect()
-}
 
 /// `mcpvm image build --json`'s report (read back by `run --package`'s
 /// first-use build through this type).
@@ -210,17 +180,20 @@ fn place(src: &Path, store: &Path, name: &str) -> Result<(), BuildError> {
 }
 
 /// Puts a kept lock's files in the server's directory, to install from.
-fn copy_lock(lock: &Path, target: &Path, e: &Entry) -> Result<(), BuildError> {
-    for f in crate::lock::files(e.runtime) {
-        std::fs::copy(lock.join(f), target.join(f)).map_err(io_err(target))?;
+/// The installer of a runtime's ecosystem.
+fn installer(runtime: Runtime) -> &'static dyn Installer {
+    match runtime {
+        Runtime::Node | Runtime::Node20 | Runtime::Node22 | Runtime::Node24 | Runtime::Node26 => {
+            &crate::npm::Npm
+        }
+        Runtime::Python => &crate::pip::Pip,
+        Runtime::Cargo => &crate::cargo::Cargo,
     }
-    Ok(())
 }
 
-/// Installs one server's package into `stage/opt/mcp/<name>`; node
-/// packages with the npm of the node they run on (`node`: its
-/// directory), refusing a package whose `engines` that node does not
-/// meet, and a layer with a node of its own gets that node.
+/// Installs one server's package into `stage/opt/mcp/<name>` with its
+/// ecosystem's installer (`crate::install`; `node`: the directory of the
+/// node a node server runs on), and finds its command there.
 #[allow(clippy::too_many_arguments)]
 fn install(
     name: &str,
@@ -240,174 +213,17 @@ fn install(
             tail: "it does not exist or is not a file; fix `source` in the catalogue".into(),
         });
     }
-    let (what, bin_dir) = match e.runtime {
-        Runtime::Node | Runtime::Node20 | Runtime::Node22 | Runtime::Node24 | Runtime::Node26 => {
-            let spec = match &e.source {
-                Some(src) => format!("{}@file:{}", e.package, src.display()),
-                None => format!("{}@{}", e.package, e.version),
-            };
-            // npm runs `node`: the pinned one.
-            let path = std::env::var("PATH").unwrap_or_default();
-            let npm = || {
-                let mut c = crate::host_env::command(node.join("bin/npm"));
-                // `install_env` is not passed: it is the install
-                // microVM's (host_env.rs says why).
-                c.env("PATH", format!("{}:{path}", node.join("bin").display()))
-                    .args(["--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev"])
-                    // Only the registry's tarballs: a dependency from git
-                    // or a URL is refused (npm fetches a git one by
-                    // cloning it on the host and may run its `prepare`
-                    // there; a URL is not the registry's checked copy).
-                    // A `file:` spec is the catalogue's own `source`.
-                    .args([
-                        "--allow-git=none",
-                        "--allow-remote=none",
-                        "--allow-file=root",
-                    ])
-                    .args(["--loglevel=error", "--prefix"])
-                    .arg(&target);
-                c
-            };
-            // Resolve (unless locked) to package-lock.json, then install
-            // that tree, each tarball checked against its integrity: the
-            // first build and every rebuild take the same path.
-            match locked {
-                Some(lock) => copy_lock(lock, &target, e)?,
-                None => run(
-                    &format!("npm install {spec} (resolving)"),
-                    npm()
-                        .args(["install", "--package-lock-only"])
-                        .arg(&spec)
-                        .args(&e.pins),
-                )
-                .map(drop)?,
-            }
-            run(
-                &format!("npm ci {spec}"),
-                npm().args(["ci", "--engine-strict"]),
-            )?;
-            if e.runtime.own_node().is_some() {
-                let bin = target.join(crate::catalogue::OWN_NODE).join("bin");
-                std::fs::create_dir_all(&bin).map_err(io_err(&bin))?;
-                std::fs::copy(node.join("bin/node"), bin.join("node")).map_err(io_err(&bin))?;
-            }
-            let scripted = with_install_scripts(&target);
-            if !scripted.is_empty() {
-                let list = scripted.join(", ");
-                if e.ignore_scripts {
-                    progress(&format!(
-                        "{name}: not running the install scripts of {list} (ignore_scripts)"
-                    ));
-                } else {
-                    progress(&format!(
-                        "{name}: install scripts of {list}: running them in a microVM"
-                    ));
-                    let (runtime, sandbox) = scripts;
-                    let job = ScriptJob {
-                        server: name,
-                        stage: &target,
-                        runtime,
-                        layers: Vec::new(),
-                        mem_mib: None,
-                        env: &e.install_env,
-                        shell: npm_rebuild_line(e.runtime.own_node().is_some()),
-                    };
-                    // The lock is the host's resolution: what comes back
-                    // from the guest does not get to rewrite it.
-                    let lock: Vec<(&str, Vec<u8>)> = crate::lock::files(e.runtime)
-                        .iter()
-                        .map(|f| Ok((*f, std::fs::read(target.join(f))?)))
-                        .collect::<std::io::Result<_>>()
-                        .map_err(io_err(&target))?;
-                    sandbox
-                        .run(&job, progress)
-                        .map_err(|tail| BuildError::Failed {
-                            what: format!("the install scripts of {list} (in a microVM)"),
-                            tail,
-                        })?;
-                    for (f, bytes) in lock {
-                        std::fs::write(target.join(f), bytes).map_err(io_err(&target))?;
-                    }
-                }
-            }
-            (spec, target.join("node_modules/.bin"))
-        }
-        Runtime::Cargo => {
-            let fetch = fetchers.join("runtimes/fetch-crate");
-            let what =
-                crate::cargo::install(name, e, stage, &target, &fetch, scripts, locked, progress)?;
-            (what, target.join("bin"))
-        }
-        Runtime::Python => {
-            let extras = match e.extras.is_empty() {
-                true => String::new(),
-                false => format!("[{}]", e.extras.join(",")),
-            };
-            let spec = match &e.source {
-                Some(src) => format!("{}{extras} @ file://{}", e.package, src.display()),
-                None => format!("{}{extras}=={}", e.package, e.version),
-            };
-            // The host's python 3.11 is the image's: scripts get
-            // #!/usr/bin/python3 and modules land in <dir> (PYTHONPATH).
-            // Wheels only: installing one runs none of its code, building
-            // an sdist would run its setup on the host.
-            let pip = || {
-                let mut c = crate::host_env::command("/usr/bin/python3");
-                c.args(["-m", "pip", "install", "--quiet"])
-                    .args(["--disable-pip-version-check", "--only-binary=:all:"])
-                    .args(["--no-warn-script-location", "--no-compile", "--target"])
-                    .arg(&target);
-                c
-            };
-            // Resolve (unless locked) to requirements.lock, then install
-            // exactly those wheels by hash, as every rebuild does.
-            let lock_file = target.join("requirements.lock");
-            match locked {
-                Some(lock) => copy_lock(lock, &target, e)?,
-                None => {
-                    let report = stage.with_extension("pip-report.json");
-                    let ran = run(
-                        &format!("pip install {spec} (wheels only, resolving)"),
-                        pip()
-                            .args(["--dry-run", "--ignore-installed", "--report"])
-                            .arg(&report)
-                            .arg(&spec)
-                            .args(&e.pins),
-                    );
-                    let text = std::fs::read_to_string(&report).unwrap_or_default();
-                    let _ = std::fs::remove_file(&report);
-                    ran?;
-                    let lock = crate::lock::requirements_from_report(&text).ok_or_else(|| {
-                        BuildError::Failed {
-                            what: format!("locking {spec}"),
-                            tail: "pip's installation report names no hashed wheels".into(),
-                        }
-                    })?;
-                    std::fs::write(&lock_file, lock).map_err(io_err(&lock_file))?;
-                }
-            }
-            run(
-                &format!("pip install {spec} (wheels only)"),
-                pip()
-                    .args(["--no-deps", "--require-hashes", "-r"])
-                    .arg(&lock_file),
-            )?;
-            // Byte-code checked by hash: layers have fixed timestamps, and
-            // without it every start compiles every import again. Files
-            // that do not compile (templates, python 2 leftovers in some
-            // packages) are skipped, as pip itself does.
-            let _ = crate::host_env::command("/usr/bin/python3")
-                .args(["-m", "compileall", "-q", "-j", "0"])
-                .args(["--invalidation-mode", "unchecked-hash", "-s"])
-                .arg(stage)
-                .args(["-p", "/"])
-                .arg(&target)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            (spec, target.join("bin"))
-        }
+    let job = Job {
+        name,
+        entry: e,
+        stage,
+        target: &target,
+        node,
+        fetchers,
+        scripts,
+        locked,
     };
+    let Installed { what, bin_dir } = installer(e.runtime).install(&job, progress)?;
     // An entry from --package names no command: the package's own.
     let command = match e.command.is_empty() {
         true => crate::package::own_command(&target, e).map_err(|why| BuildError::Failed {

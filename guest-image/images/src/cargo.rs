@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::catalogue::Entry;
+use crate::install::{Installed, Installer, Job};
 use crate::key::toolchain_version;
 use crate::process::{io_err, run, BuildError};
-use crate::sandbox::{ScriptJob, ScriptSandbox};
+use crate::sandbox::ScriptJob;
 
 /// Debian packages the build needs beside the runtime: a linker driver,
 /// the linker, and the C library to link statically against.
@@ -262,20 +263,32 @@ fn build_line(bins: &[String]) -> String {
     )
 }
 
-/// Builds `e`'s binaries into `target/bin` and its lock into `target`.
-/// `fetch_crate`: guest-image/runtimes/fetch-crate; `locked`: a kept
-/// lock's directory; `scripts`: the runtime image and the sandbox.
-#[allow(clippy::too_many_arguments)]
-pub fn install(
-    name: &str,
-    e: &Entry,
-    stage: &Path,
-    target: &Path,
-    fetch_crate: &Path,
-    scripts: (&Path, &dyn ScriptSandbox),
-    locked: Option<&Path>,
-    progress: &mut dyn FnMut(&str),
-) -> Result<String, BuildError> {
+/// Rust servers: a crate's binaries.
+pub struct Cargo;
+
+impl Installer for Cargo {
+    /// Builds the crate's binaries into `target/bin` and its lock into
+    /// `target`.
+    fn install(&self, job: &Job, progress: &mut dyn FnMut(&str)) -> Result<Installed, BuildError> {
+        Ok(Installed {
+            what: install(job, progress)?,
+            bin_dir: job.target.join("bin"),
+        })
+    }
+}
+
+fn install(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<String, BuildError> {
+    let Job {
+        name,
+        entry: e,
+        stage,
+        target,
+        scripts,
+        locked,
+        ..
+    } = *job;
+    let fetch_crate = job.fetchers.join("runtimes/fetch-crate");
+    let fetch_crate = fetch_crate.as_path();
     let (runtime, sandbox) = scripts;
     let store = stage.parent().unwrap_or(stage);
     let spec = format!("{} {}", e.package, e.version);

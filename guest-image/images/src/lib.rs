@@ -2,6 +2,8 @@
 //!
 //! - [`apt`]: Debian packages a server needs, unpacked into its layer.
 //! - [`cargo`]: a crate's binaries, built from crates.io in a microVM.
+//! - [`install`]: one installer per ecosystem behind one trait:
+//!   [`npm`], [`pip`], [`cargo`].
 //! - [`catalogue`]: the TOML file naming each server, its package at an
 //!   exact version, runtime, command and needs.
 //! - [`build`]: the shared runtime image (Debian 12 with python and node,
@@ -28,9 +30,12 @@ pub mod cargo;
 pub mod catalogue;
 pub mod erofs;
 pub mod host_env;
+pub mod install;
 pub mod key;
 pub mod lock;
+pub mod npm;
 pub mod package;
+pub mod pip;
 pub mod process;
 pub mod sandbox;
 pub mod store;
