@@ -63,6 +63,13 @@ pub struct DensityArgs {
     /// host is saturated).
     #[arg(long, default_value_t = 30)]
     saturated_after: u64,
+    #[command(flatten)]
+    vm: GuestArgs,
+}
+
+/// The VM a bench runs: a catalogued server or a guest command.
+#[derive(Args)]
+pub struct GuestArgs {
     /// A catalogued server instead of a guest command.
     #[arg(long)]
     server: Option<String>,
@@ -72,7 +79,8 @@ pub struct DensityArgs {
     /// Guest memory in MiB.
     #[arg(long)]
     mem: Option<u64>,
-    /// The server command inside the guest.
+    /// The server command inside the guest (for first-response, after
+    /// `--host … --`).
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
@@ -122,15 +130,6 @@ pub struct FirstResponseArgs {
     /// `--` when the guest command follows.
     #[arg(long, num_args = 1.., required = true, allow_hyphen_values = true, value_terminator = "--")]
     host: Vec<String>,
-    /// In the VM: a catalogued server instead of a guest command.
-    #[arg(long)]
-    server: Option<String>,
-    /// The image store for --server.
-    #[arg(long, requires = "server")]
-    images: Option<PathBuf>,
-    /// Guest memory in MiB for the VM runs.
-    #[arg(long)]
-    mem: Option<u64>,
     /// Host seccomp mode of the VM runs (off|log|on), to measure its cost.
     #[arg(long)]
     seccomp: Option<vmm::SeccompMode>,
@@ -143,13 +142,8 @@ pub struct FirstResponseArgs {
     /// path that is not there is said and skipped.
     #[arg(long, value_name = "PATH")]
     firecracker: Option<PathBuf>,
-    /// The server command inside the guest (after `--host … --`).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        required_unless_present = "server"
-    )]
-    guest: Vec<String>,
+    #[command(flatten)]
+    vm: GuestArgs,
 }
 
 #[derive(Args)]
@@ -288,7 +282,7 @@ pub fn run(
             let bench = FirstResponseBench {
                 mcpvm: exe::vm()?,
                 tools: exe::tools()?,
-                vm: run_args(a.mem, a.seccomp, a.server, a.images, a.guest),
+                vm: run_args(a.vm, a.seccomp),
                 host_command: a.host,
                 runs: a.runs as usize,
                 warm: a.warm,
@@ -304,7 +298,7 @@ pub fn run(
             if counts.first() == Some(&0) || counts.is_empty() {
                 return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
             }
-            let vm = run_args(a.mem, None, a.server, a.images, a.guest);
+            let vm = run_args(a.vm, None);
             let mcpvm = exe::vm()?;
             let dir = tempfile::Builder::new()
                 .prefix("mcpvm-bench-density-")
@@ -361,17 +355,11 @@ fn peer_binary(bench: &str, path: Option<PathBuf>) -> Option<PathBuf> {
 }
 
 /// The `mcpvm run` options a bench's VM runs take, and the guest command.
-fn run_args(
-    mem: Option<u64>,
-    seccomp: Option<vmm::SeccompMode>,
-    server: Option<String>,
-    images: Option<PathBuf>,
-    guest: Vec<String>,
-) -> RunArgs {
+fn run_args(g: GuestArgs, seccomp: Option<vmm::SeccompMode>) -> RunArgs {
     let mut vm = VmOptions {
-        mem,
-        server,
-        images,
+        mem: g.mem,
+        server: g.server,
+        images: g.images,
         ..VmOptions::default()
     };
     if let Some(m) = seccomp {
@@ -379,7 +367,7 @@ fn run_args(
     }
     RunArgs {
         vm,
-        command: guest,
+        command: g.guest,
         ..RunArgs::default()
     }
 }
