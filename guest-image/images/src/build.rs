@@ -383,6 +383,14 @@ pub fn build(
                     name: name.clone(),
                     error: err.to_string(),
                 });
+                index.failed.insert(
+                    name.clone(),
+                    crate::store::FailedBuild {
+                        key: key.clone(),
+                        error: err.to_string(),
+                    },
+                );
+                index.save(store)?;
                 continue;
             }
             std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
@@ -407,6 +415,7 @@ pub fn build(
                 toolchain: (!toolchain.is_empty()).then_some(toolchain),
             },
         );
+        index.failed.remove(name);
         index.save(store)?;
         servers.push(Built {
             name: name.clone(),

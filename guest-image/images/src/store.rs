@@ -15,6 +15,19 @@ pub struct Index {
     /// File name of the runtime image in the store.
     pub runtime: Option<String>,
     pub servers: BTreeMap<String, LayerRecord>,
+    /// Servers whose last build failed, with why: an audit quotes it
+    /// (its verdict is `install_failed`) instead of stopping.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed: BTreeMap<String, FailedBuild>,
+}
+
+/// A layer build that failed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailedBuild {
+    /// The key the build was for: a changed entry's old failure is not
+    /// its own.
+    pub key: String,
+    pub error: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

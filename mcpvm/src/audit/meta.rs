@@ -48,7 +48,7 @@ fn old_order() -> String {
     "server-major, profiles in the same order for every server".into()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerMeta {
     pub package: String,
     pub version: String,
@@ -61,6 +61,10 @@ pub struct ServerMeta {
     /// Its boundary, in an audit with `--security`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// Why its layer could not be built: its cells are not run, and its
+    /// compatibility verdict says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_error: Option<String>,
 }
 
 impl Meta {

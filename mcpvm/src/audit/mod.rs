@@ -7,6 +7,7 @@
 //! wall limit is enforced by killing it (the VM has its own `--timeout`
 //! too, and powers off when its stdin closes).
 
+pub mod compat;
 pub mod document;
 pub mod journal;
 pub mod matrix;
@@ -76,6 +77,9 @@ pub struct AuditOptions {
     pub repeat: usize,
     /// Add the `security` column.
     pub security: bool,
+    /// Send the probe's hostile input in the first profile's cells (what
+    /// a `not_fit` verdict is judged on).
+    pub robustness: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,13 +196,35 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         .clone()
         .unwrap_or_else(mcpvm_images::store::default_dir);
     let index = mcpvm_images::store::Index::load(&index).unwrap_or_default();
+    let file = |p: &Path| {
+        p.file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default()
+    };
     for name in &names {
         let entry = catalogue.get(name)?;
-        let plan = crate::server::plan(name, &o.catalogue, &o.images)?;
-        let file = |p: &Path| {
-            p.file_name()
-                .map(|f| f.to_string_lossy().to_string())
-                .unwrap_or_default()
+        // A server whose layer could not be built is a row with why (its
+        // build's own error where the store kept it), not a stop.
+        let plan = match crate::server::plan(name, &o.catalogue, &o.images) {
+            Ok(plan) => plan,
+            Err(e) => {
+                let why = index
+                    .failed
+                    .get(name.as_str())
+                    .map(|f| f.error.clone())
+                    .unwrap_or_else(|| crate::error_chain(&e));
+                servers.insert(
+                    name.clone(),
+                    ServerMeta {
+                        package: entry.package.clone(),
+                        version: entry.version.clone(),
+                        runtime: format!("{:?}", entry.runtime).to_lowercase(),
+                        install_error: Some(why),
+                        ..ServerMeta::default()
+                    },
+                );
+                continue;
+            }
         };
         runtime_image = file(&plan.runtime);
         servers.insert(
@@ -216,6 +242,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
                     true => entry.roots(name, mcpvm_protocol::ports::WORKSPACE_DIR),
                     false => Vec::new(),
                 },
+                install_error: None,
             },
         );
     }
@@ -259,7 +286,24 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
     let meta = start_or_resume(&o.out, meta)?;
     let mut journal = Journal::open(&o.out.join("results.jsonl")).map_err(out_err(&o.out))?;
     let servers: Vec<String> = meta.servers.keys().cloned().collect();
-    let all = matrix::cells(&servers, &meta.profiles, o.shard);
+    // Servers that did not install have no cells: their row says why.
+    let installed: Vec<String> = meta
+        .servers
+        .iter()
+        .filter(|(_, m)| m.install_error.is_none())
+        .map(|(s, _)| s.clone())
+        .collect();
+    for (s, m) in meta
+        .servers
+        .iter()
+        .filter(|(_, m)| m.install_error.is_some())
+    {
+        eprintln!(
+            "audit: {s}: not run, its layer did not build: {}",
+            crate::logger::printable(m.install_error.as_deref().unwrap_or_default())
+        );
+    }
+    let all = matrix::cells(&installed, &meta.profiles, o.shard);
     let todo: VecDeque<Cell> = all
         .iter()
         .filter(|c| !journal.has(&c.server, &c.profile))
@@ -300,6 +344,13 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
         step_timeout: o.step_timeout,
         warm: o.warm.clone(),
         repeat: meta.repeat,
+        robustness: o.robustness.then(|| {
+            meta.profiles
+                .iter()
+                .find(|p| *p != SECURITY)
+                .cloned()
+                .unwrap_or_default()
+        }),
         workspace: match o.warm {
             Some(_) => None,
             None => Some(seed::write(&o.out).map_err(out_err(&o.out))?),
@@ -467,6 +518,9 @@ pub fn write_reports(
     meta: &Meta,
     records: &BTreeMap<(String, String), Record>,
 ) -> Result<(), AuditError> {
+    let compat = compat::all(meta, records);
+    let text = serde_json::to_string_pretty(&compat).unwrap_or_default();
+    write_atomic(&out.join("compat.json"), &text)?;
     write_atomic(&out.join("report.md"), &report::markdown(meta, records))?;
     write_atomic(&out.join("report.html"), &report::html(meta, records))?;
     if meta.profiles.iter().any(|p| p == SECURITY) {
@@ -572,6 +626,8 @@ struct CellContext {
     step_timeout: u64,
     warm: Option<PathBuf>,
     repeat: usize,
+    /// The profile whose cells also get the robustness probes.
+    robustness: Option<String>,
     /// The seeded workspace every cell gets (none for warm starts: a
     /// snapshot holds no workspace).
     workspace: Option<PathBuf>,
@@ -587,6 +643,7 @@ impl CellContext {
         let security = c.profile == SECURITY;
         ProbeArgs {
             security,
+            robustness: self.robustness.as_deref() == Some(c.profile.as_str()),
             only_given: calls.is_some(),
             calls,
             init_timeout: self.init_timeout,
@@ -765,6 +822,7 @@ mod tests {
             step_timeout: 120,
             warm: None,
             repeat: 1,
+            robustness: Some("baseline".into()),
             workspace: None,
         };
         let cell = Cell {
@@ -778,6 +836,11 @@ mod tests {
                 .collect()
         };
         assert!(!args(&ctx).iter().any(|a| a.starts_with("--warm")));
+        // --robustness: the hostile input goes to the first profile's
+        // cells only.
+        assert!(args(&ctx).contains(&"--robustness".to_string()));
+        ctx.robustness = Some("no-rng".into());
+        assert!(!args(&ctx).contains(&"--robustness".to_string()));
         ctx.warm = Some("/cache".into());
         let a = args(&ctx);
         assert!(a.contains(&"--warm".to_string()), "{a:?}");

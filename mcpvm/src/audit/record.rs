@@ -150,12 +150,52 @@ pub struct Record {
     /// verdict, at most [`MAX_NETWORK`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<String>,
+    /// Of those, the tries made before the first request reached the
+    /// server (at start-up): a server that wants its upstream before it
+    /// answers the handshake.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub start_network: Vec<String>,
+    /// With `mcpvm audit --robustness`, in the first profile's cell: how
+    /// the server took hostile input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robustness: Option<Robustness>,
     /// Whether its VMM ran jailed (None: no word from the run, as from
     /// runs before the jail event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jailed: Option<bool>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
+}
+
+/// How a server took the probe's hostile input (`mcpvm probe
+/// --robustness`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Robustness {
+    /// Probes sent (not counting those not run).
+    pub sent: usize,
+    /// Of those, the ones it answered or ignored and lived through.
+    pub handled: usize,
+    /// Valid input that crashed or hung it: a real client can send that.
+    pub valid_breakage: Vec<String>,
+    /// Malformed input that crashed or hung it.
+    pub malformed_breakage: Vec<String>,
+}
+
+impl Robustness {
+    fn of(probe: &ProbeResult) -> Option<Self> {
+        use probes::result::Class;
+        let rs = probe.robustness.as_ref()?;
+        let sent = rs.iter().filter(|r| r.class != Class::NotRun).count();
+        Some(Robustness {
+            sent,
+            handled: rs
+                .iter()
+                .filter(|r| matches!(r.class, Class::Handled | Class::Ignored))
+                .count(),
+            valid_breakage: probe.verdict.valid_input_breakage.clone(),
+            malformed_breakage: probe.verdict.malformed_input_breakage.clone(),
+        })
+    }
 }
 
 /// Network tries a record keeps.
@@ -232,6 +272,8 @@ impl Record {
             samples: Vec::new(),
             security: None,
             network: Vec::new(),
+            start_network: Vec::new(),
+            robustness: None,
             jailed: None,
             finished_at: now(),
         }
@@ -304,6 +346,8 @@ impl Record {
             samples: Vec::new(),
             security: Security::of(probe),
             network: events.network(),
+            start_network: events.start_network(),
+            robustness: Robustness::of(probe),
             jailed: events.0.iter().find_map(|e| match e.event {
                 AnyEvent::Host(HostEvent::Jail { jailed, .. }) => Some(jailed),
                 _ => None,
@@ -376,6 +420,22 @@ impl GuestEvents<'_> {
 
     /// The denied and used system calls of the server's report.
     /// Each distinct network try, in the order first made.
+    fn start_network(&self) -> Vec<String> {
+        use mcpvm_protocol::messages::During;
+        let mut tries: Vec<String> = Vec::new();
+        let at_start = self
+            .0
+            .iter()
+            .filter_map(|e| e.event.net())
+            .filter(|n| matches!(n.during, None | Some(During::StartUp)));
+        for item in at_start.filter_map(probes::effects::net_item) {
+            if !tries.contains(&item) && tries.len() < MAX_NETWORK {
+                tries.push(item);
+            }
+        }
+        tries
+    }
+
     fn network(&self) -> Vec<String> {
         let mut tries: Vec<String> = Vec::new();
         let nets = self.0.iter().filter_map(|e| e.event.net());

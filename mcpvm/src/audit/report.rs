@@ -13,7 +13,7 @@ use super::meta::Meta;
 use super::record::{Outcome, Record};
 use super::render;
 use super::verdict::{self, Effect, Spread, BASELINE};
-use super::{network, security, SECURITY};
+use super::{compat, network, security, SECURITY};
 
 type Records = BTreeMap<(String, String), Record>;
 
@@ -474,8 +474,9 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
             l.0.extend(timing_note(meta).0);
             l.and(format!(". {}.", jail_note(records)))
         }),
-        Block::Heading(2, "What each profile did".into()),
     ];
+    blocks.extend(compat::section(&compat::all(meta, records)));
+    blocks.push(Block::Heading(2, "What each profile did".into()));
     blocks.extend(findings(meta, records));
     blocks.extend(matrix(meta, records));
     if meta.profiles.iter().any(|p| p == SECURITY) {
@@ -557,6 +558,7 @@ mod tests {
             layer: "k".into(),
             lock: None,
             roots: vec![],
+            install_error: None,
         };
         Meta {
             schema: 1,
@@ -644,6 +646,8 @@ mod tests {
             samples: vec![],
             security: None,
             network: Vec::new(),
+            start_network: Vec::new(),
+            robustness: None,
             jailed: Some(true),
             finished_at: 0,
         }
@@ -798,8 +802,11 @@ mod tests {
         assert!(md.contains("| time | ✓ |   |"), "{md}");
         assert!(md.contains("3 of 4 runs recorded"), "{md}");
         assert!(md.contains("- **deny-exec**: degraded, 1 new failure — first response 950 ms, boot 400 ms; failed at tools/call:git\\_status; denied execve ×2 (EPERM)"), "{md}");
-        // What each profile did comes first, against the baseline.
+        // Whether a client could use each server comes first, then what
+        // each profile did, against the baseline.
         let findings = md.find("## What each profile did").unwrap();
+        assert!(md.find("## Compatibility").unwrap() < findings, "{md}");
+        assert!(md.contains("of 2 fit"), "{md}");
         assert!(findings < md.find("## Matrix").unwrap());
         assert!(
             md.contains(

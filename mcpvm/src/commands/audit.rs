@@ -83,6 +83,11 @@ struct RunAudit {
     /// its VM; findings in the reports and in findings.sarif.
     #[arg(long)]
     security: bool,
+    /// Also send the probe's hostile input (`mcpvm probe --robustness`)
+    /// in the first profile's cells: what a `not_fit` compatibility
+    /// verdict is judged on (compat.json).
+    #[arg(long)]
+    robustness: bool,
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     snapshots: Option<PathBuf>,
@@ -128,6 +133,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
                 .then(|| a.snapshots.unwrap_or_else(crate::run::warm::default_dir)),
             repeat: a.repeat as usize,
             security: a.security,
+            robustness: a.robustness,
         },
         json,
     )

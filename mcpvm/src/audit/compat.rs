@@ -1,0 +1,662 @@
+//! Whether a real client could use a server: a verdict per server, an
+//! axis of its own beside the withholding matrix and the security
+//! column, in the vocabulary of the microVM study (`fit`, `not_fit`,
+//! `inconclusive` with a reason). Each verdict is derived from evidence
+//! the audit already has, the cell the server ran with nothing withheld
+//! (the first profile's) and its layer build, and quotes that evidence:
+//! a verdict nobody can check is not one. Written as `compat.json`.
+
+use serde::{Deserialize, Serialize};
+
+use super::document::{Block, Cell, Line, Row, Table};
+use super::meta::ServerMeta;
+use super::record::{Outcome, Record};
+
+/// Evidence lines kept per verdict, and characters per line.
+const MAX_EVIDENCE: usize = 4;
+const MAX_LINE: usize = 300;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// A real client could use it: handshake, listings, its tools answer
+    /// (an error a tool reports is an answer), hostile input does not
+    /// kill it.
+    Fit,
+    /// A real client would fail: the server crashes or hangs on valid or
+    /// malformed input, breaks the protocol, or dies.
+    NotFit,
+    /// Nothing can be said about the server itself: what it lacked here
+    /// is named by the reason.
+    Inconclusive,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    NeedsCredentials,
+    NeedsNetwork,
+    NeedsArguments,
+    NeedsEnvironment,
+    InstallFailed,
+    InstallTimeout,
+    NoHandshake,
+    LaunchError,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Fit => "fit",
+            Verdict::NotFit => "not_fit",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+impl Reason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reason::NeedsCredentials => "needs_credentials",
+            Reason::NeedsNetwork => "needs_network",
+            Reason::NeedsArguments => "needs_arguments",
+            Reason::NeedsEnvironment => "needs_environment",
+            Reason::InstallFailed => "install_failed",
+            Reason::InstallTimeout => "install_timeout",
+            Reason::NoHandshake => "no_handshake",
+            Reason::LaunchError => "launch_error",
+        }
+    }
+}
+
+/// One server's verdict: one object of `compat.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compat {
+    pub server: String,
+    pub package: String,
+    pub version: String,
+    pub verdict: Verdict,
+    /// Why it is inconclusive; null for fit and not_fit.
+    pub reason: Option<Reason>,
+    /// What the verdict rests on, quoted from the run.
+    pub evidence: Vec<String>,
+    /// The cell it was judged on (`server × profile`).
+    pub judged_on: Option<String>,
+}
+
+/// The words that say a server wants a key it was not given.
+const CREDENTIAL_WORDS: &[&str] = &[
+    "api key",
+    "api_key",
+    "apikey",
+    "access token",
+    "access_token",
+    "token is required",
+    "token required",
+    "missing token",
+    "invalid token",
+    "credentials",
+    "unauthorized",
+    "401",
+    "403 forbidden",
+    "authenticat",
+    "oauth",
+    "not logged in",
+    "login required",
+    "please log in",
+    "secret",
+    "_token",
+    "_key ",
+    "_key\n",
+    "_key:",
+    "_key=",
+    "_key.",
+    "_key,",
+];
+
+/// Words of a command-line usage message.
+const USAGE_WORDS: &[&str] = &[
+    "usage:",
+    "required argument",
+    "arguments are required",
+    "missing required",
+    "unknown command",
+    "unknown option",
+    "unrecognized arguments",
+    "invalid argument",
+    "not enough arguments",
+    "expected argument",
+    "--help",
+];
+
+/// Words of something outside the server that was not there.
+const ENVIRONMENT_WORDS: &[&str] = &[
+    "chrome",
+    "chromium",
+    "browser",
+    "econnrefused",
+    "connection refused",
+    "database",
+    "postgres",
+    "mongodb://",
+    "adb",
+    "emulator",
+    "no such device",
+    "extension",
+    "display",
+    "could not find",
+    "executable doesn't exist",
+];
+
+/// Words of a network that was not there.
+const NETWORK_WORDS: &[&str] = &[
+    "enotfound",
+    "eai_again",
+    "getaddrinfo",
+    "name resolution",
+    "network is unreachable",
+    "fetch failed",
+    "etimedout",
+    "connecterror",
+    "max retries exceeded",
+];
+
+/// The first of `words` the text holds (any case).
+fn contains_any(text: &str, words: &[&'static str]) -> Option<&'static str> {
+    let lower = text.to_lowercase();
+    words.iter().copied().find(|w| lower.contains(w))
+}
+
+/// A line of evidence: printable, one line, bounded.
+fn quote(s: &str) -> String {
+    let one: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let one = one.trim();
+    match one.char_indices().nth(MAX_LINE) {
+        Some((i, _)) => format!("{}…", &one[..i]),
+        None => one.to_string(),
+    }
+}
+
+/// The last lines of a stderr tail that say something.
+fn last_lines(tail: &str, n: usize) -> Vec<String> {
+    let lines: Vec<&str> = tail
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("stderr: {}", quote(l)))
+        .collect()
+}
+
+fn exit_line(r: &Record) -> Option<String> {
+    let e = &r.evidence.exit;
+    match (e["code"].as_i64(), e["signal"].as_i64()) {
+        (_, Some(sig)) => Some(format!("the process was killed by signal {sig}")),
+        (Some(code), None) if code != 0 => Some(format!("the process exited with code {code}")),
+        _ => None,
+    }
+}
+
+/// Judges one server from its build and its cell.
+pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
+    let verdict = |verdict, reason, evidence: Vec<String>, on: Option<&Record>| Compat {
+        server: server.to_string(),
+        package: meta.package.clone(),
+        version: meta.version.clone(),
+        verdict,
+        reason,
+        evidence: evidence.into_iter().take(MAX_EVIDENCE).collect(),
+        judged_on: on.map(|r| format!("{} × {}", r.server, r.profile)),
+    };
+    if let Some(why) = &meta.install_error {
+        let reason = match contains_any(why, &["timed out", "timeout", "took longer"]) {
+            Some(_) => Reason::InstallTimeout,
+            None => Reason::InstallFailed,
+        };
+        return verdict(
+            Verdict::Inconclusive,
+            Some(reason),
+            vec![format!("install: {}", quote(why))],
+            None,
+        );
+    }
+    let Some(r) = cell else {
+        return verdict(
+            Verdict::Inconclusive,
+            Some(Reason::NoHandshake),
+            vec!["not run yet".into()],
+            None,
+        );
+    };
+    let (v, reason, evidence) = classify(r);
+    verdict(v, reason, evidence, Some(r))
+}
+
+/// The verdict of a cell, its reason and evidence.
+fn classify(r: &Record) -> (Verdict, Option<Reason>, Vec<String>) {
+    let answered = r.lifecycle.is_some() && r.failed_step.as_deref() != Some("tools/list");
+    let mut evidence: Vec<String> = Vec::new();
+    if answered {
+        // Hostile input that killed or hung it, or a call that did.
+        if let Some(rb) = &r.robustness {
+            for p in rb.valid_breakage.iter().chain(&rb.malformed_breakage) {
+                evidence.push(format!(
+                    "robustness: {} crashed or hung the server",
+                    quote(p)
+                ));
+            }
+        }
+        if matches!(r.outcome, Outcome::Crash | Outcome::Oom) {
+            evidence.push(format!(
+                "{} ended the server ({})",
+                r.failed_step.as_deref().unwrap_or("a call"),
+                r.outcome.name()
+            ));
+        }
+        if !evidence.is_empty() {
+            evidence.extend(last_lines(&r.evidence.stderr_tail, 1));
+            return (Verdict::NotFit, None, evidence);
+        }
+        evidence.push(format!(
+            "handshake ({}) and tools/list answered: {} tools called, {} answered",
+            r.lifecycle.as_deref().unwrap_or("?"),
+            r.tools_ok.len() + r.tools_failed.len(),
+            r.tools_ok.len()
+        ));
+        if let Some(rb) = &r.robustness {
+            evidence.push(format!(
+                "robustness: {} of {} hostile inputs handled",
+                rb.handled, rb.sent
+            ));
+        }
+        return (Verdict::Fit, None, evidence);
+    }
+    // No handshake: what the server said and did before it says why.
+    let said = format!(
+        "{}\n{}",
+        r.evidence.stderr_tail,
+        r.evidence.errors.join("\n")
+    );
+    let quoted = |word: &str| -> Vec<String> {
+        let line = said
+            .lines()
+            .find(|l| l.to_lowercase().contains(word))
+            .map(|l| format!("stderr: {}", quote(l)));
+        line.into_iter().collect()
+    };
+    let exit = exit_line(r);
+    let with_exit = |mut v: Vec<String>| {
+        v.extend(exit.clone());
+        v
+    };
+    if r.outcome == Outcome::Error {
+        let mut v = r
+            .evidence
+            .errors
+            .iter()
+            .map(|e| quote(e))
+            .collect::<Vec<_>>();
+        v.extend(last_lines(&r.evidence.stderr_tail, 2));
+        return (Verdict::Inconclusive, Some(Reason::LaunchError), v);
+    }
+    if let Some(w) = contains_any(&said, CREDENTIAL_WORDS) {
+        return (
+            Verdict::Inconclusive,
+            Some(Reason::NeedsCredentials),
+            with_exit(quoted(w)),
+        );
+    }
+    // Tries the egress proxy refused or saw fail before the handshake.
+    let refused: Vec<String> = r
+        .start_network
+        .iter()
+        .map(|n| format!("network before the handshake: {}", quote(n)))
+        .collect();
+    if !refused.is_empty() {
+        let mut v = refused;
+        v.extend(last_lines(&r.evidence.stderr_tail, 1));
+        return (Verdict::Inconclusive, Some(Reason::NeedsNetwork), v);
+    }
+    if let Some(w) = contains_any(&said, NETWORK_WORDS) {
+        return (
+            Verdict::Inconclusive,
+            Some(Reason::NeedsNetwork),
+            with_exit(quoted(w)),
+        );
+    }
+    if let Some(w) = contains_any(&said, USAGE_WORDS) {
+        return (
+            Verdict::Inconclusive,
+            Some(Reason::NeedsArguments),
+            with_exit(quoted(w)),
+        );
+    }
+    if let Some(w) = contains_any(&said, ENVIRONMENT_WORDS) {
+        return (
+            Verdict::Inconclusive,
+            Some(Reason::NeedsEnvironment),
+            with_exit(quoted(w)),
+        );
+    }
+    let code = r.evidence.exit["code"].as_i64();
+    if matches!(code, Some(126 | 127))
+        || contains_any(&said, &["exec format error", "not found"]).is_some()
+    {
+        return (
+            Verdict::Inconclusive,
+            Some(Reason::LaunchError),
+            with_exit(last_lines(&r.evidence.stderr_tail, 2)),
+        );
+    }
+    // It died on its own, with nothing that names a need: the process
+    // dies, a real client fails.
+    if r.outcome == Outcome::Crash || r.evidence.exit["signal"].as_i64().is_some() {
+        evidence.extend(exit);
+        evidence.extend(last_lines(&r.evidence.stderr_tail, 2));
+        return (Verdict::NotFit, None, evidence);
+    }
+    evidence.push(format!(
+        "no handshake: {} {}",
+        r.failed_step.as_deref().unwrap_or("initialize"),
+        r.outcome.name()
+    ));
+    evidence.extend(exit);
+    evidence.extend(last_lines(&r.evidence.stderr_tail, 2));
+    (Verdict::Inconclusive, Some(Reason::NoHandshake), evidence)
+}
+
+/// Every server's verdict, in the audit's order.
+pub fn all(
+    meta: &super::meta::Meta,
+    records: &std::collections::BTreeMap<(String, String), Record>,
+) -> Vec<Compat> {
+    let first = meta
+        .profiles
+        .iter()
+        .find(|p| *p != super::SECURITY)
+        .cloned()
+        .unwrap_or_default();
+    meta.servers
+        .iter()
+        .map(|(s, m)| judge(s, m, records.get(&(s.clone(), first.clone()))))
+        .collect()
+}
+
+impl Verdict {
+    /// Its shade in the HTML report.
+    pub fn colour(self) -> &'static str {
+        match self {
+            Verdict::Fit => "#2e9d5b",
+            Verdict::NotFit => "#d2453b",
+            Verdict::Inconclusive => "#777777",
+        }
+    }
+}
+
+/// `Compatibility`, first in the reports: the counts, then a row per
+/// server with its verdict, reason and the evidence it rests on.
+pub fn section(verdicts: &[Compat]) -> Vec<Block> {
+    let count = |v: Verdict| verdicts.iter().filter(|c| c.verdict == v).count();
+    let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
+    for r in verdicts.iter().filter_map(|c| c.reason) {
+        *reasons.entry(r.name()).or_default() += 1;
+    }
+    let by_reason: Vec<String> = reasons.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    let mut summary = format!(
+        "{} of {} fit, {} not fit, {} inconclusive",
+        count(Verdict::Fit),
+        verdicts.len(),
+        count(Verdict::NotFit),
+        count(Verdict::Inconclusive)
+    );
+    if !by_reason.is_empty() {
+        summary += &format!(" ({})", by_reason.join(", "));
+    }
+    let rows = verdicts
+        .iter()
+        .map(|c| Row {
+            head: c.server.clone(),
+            cells: vec![
+                Cell::text(format!("{} {}", c.package, c.version)),
+                Cell {
+                    lines: vec![c.verdict.name().to_string()],
+                    shade: Some(c.verdict.colour()),
+                    title: c.judged_on.clone(),
+                },
+                Cell::text(c.reason.map_or("", Reason::name)),
+                Cell {
+                    lines: c.evidence.clone(),
+                    ..Cell::default()
+                },
+            ],
+        })
+        .collect();
+    vec![
+        Block::Heading(2, "Compatibility".into()),
+        Block::Para(Line::text(format!(
+            "Could a real client use each server? {summary}. Judged on the cell each ran with nothing withheld, from what it did (compat.json; docs/audit.md)."
+        ))),
+        Block::Table(Table {
+            head: ["server", "package", "verdict", "reason", "evidence"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+            grid: false,
+        }),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::record::{Evidence, Robustness, Timings};
+
+    fn meta() -> ServerMeta {
+        ServerMeta {
+            package: "pkg".into(),
+            version: "1.0.0".into(),
+            ..ServerMeta::default()
+        }
+    }
+
+    fn cell(
+        outcome: Outcome,
+        lifecycle: Option<&str>,
+        stderr: &str,
+        exit: serde_json::Value,
+    ) -> Record {
+        Record {
+            schema: 1,
+            server: "s".into(),
+            profile: "baseline".into(),
+            outcome,
+            failed_step: lifecycle.is_none().then(|| "initialize".to_string()),
+            lifecycle: lifecycle.map(String::from),
+            tools_ok: vec!["a".into()],
+            tools_failed: Vec::new(),
+            timings: Timings::default(),
+            evidence: Evidence {
+                stderr_tail: stderr.into(),
+                exit,
+                ..Evidence::default()
+            },
+            syscalls_used: None,
+            samples: Vec::new(),
+            security: None,
+            network: Vec::new(),
+            start_network: Vec::new(),
+            robustness: None,
+            jailed: None,
+            finished_at: 0,
+        }
+    }
+
+    fn judged(r: &Record) -> Compat {
+        judge("s", &meta(), Some(r))
+    }
+
+    fn code(c: i64) -> serde_json::Value {
+        serde_json::json!({"code": c, "signal": null})
+    }
+
+    /// The reason and the line that gave it, per reason, from stderr tails
+    /// real servers printed when started without what they need.
+    #[test]
+    fn each_reason_is_named_with_the_line_that_shows_it() {
+        let cases = [
+            // @supabase/mcp-server-supabase without a token.
+            ("Error: Please provide a personal access token (PAT) with the --access-token flag or set the SUPABASE_ACCESS_TOKEN environment variable", Reason::NeedsCredentials),
+            // @brave/brave-search-mcp-server.
+            ("Error: BRAVE_API_KEY environment variable is required", Reason::NeedsCredentials),
+            ("Usage: mcp-server-postgres <database-url>", Reason::NeedsArguments),
+            ("error: the following arguments are required: --repository", Reason::NeedsArguments),
+            ("Error: Could not find Chrome (ver. 131.0.6778.204). This can occur if either", Reason::NeedsEnvironment),
+            ("Error: connect ECONNREFUSED 127.0.0.1:5432", Reason::NeedsEnvironment),
+            ("TypeError: fetch failed\n  cause: Error: getaddrinfo ENOTFOUND api.example.com", Reason::NeedsNetwork),
+        ];
+        for (stderr, want) in cases {
+            let c = judged(&cell(Outcome::Broken, None, stderr, code(1)));
+            assert_eq!(
+                (c.verdict, c.reason),
+                (Verdict::Inconclusive, Some(want)),
+                "{stderr}"
+            );
+            assert!(
+                c.evidence.iter().any(|e| e.starts_with("stderr: ")),
+                "{stderr}: {:?}",
+                c.evidence
+            );
+            assert!(c
+                .evidence
+                .contains(&"the process exited with code 1".to_string()));
+        }
+    }
+
+    #[test]
+    fn refused_network_before_the_handshake_is_needs_network() {
+        let mut r = cell(Outcome::Timeout, None, "", serde_json::Value::Null);
+        r.start_network = vec!["dns api.apify.com denied (not allowed)".into()];
+        let c = judged(&r);
+        assert_eq!(c.reason, Some(Reason::NeedsNetwork));
+        assert_eq!(
+            c.evidence[0],
+            "network before the handshake: dns api.apify.com denied (not allowed)"
+        );
+    }
+
+    /// A server that answers the handshake but dies on an object-typed
+    /// request id is not fit, and says which probe did it.
+    #[test]
+    fn hostile_input_that_kills_a_server_makes_it_not_fit() {
+        let mut r = cell(
+            Outcome::Ok,
+            Some("initialize"),
+            "TypeError: id.toString is not a function",
+            code(0),
+        );
+        r.robustness = Some(Robustness {
+            sent: 9,
+            handled: 8,
+            valid_breakage: vec!["object_id".into()],
+            malformed_breakage: Vec::new(),
+        });
+        let c = judged(&r);
+        assert_eq!((c.verdict, c.reason), (Verdict::NotFit, None));
+        assert_eq!(
+            c.evidence[0],
+            "robustness: object_id crashed or hung the server"
+        );
+        assert!(c.evidence[1].contains("id.toString"), "{:?}", c.evidence);
+        r.robustness = Some(Robustness {
+            sent: 9,
+            handled: 9,
+            ..Robustness::default()
+        });
+        let c = judged(&r);
+        assert_eq!((c.verdict, c.reason), (Verdict::Fit, None));
+        assert!(c.evidence[1].contains("9 of 9"), "{:?}", c.evidence);
+    }
+
+    #[test]
+    fn a_crash_without_a_named_need_is_not_fit_and_a_silent_timeout_inconclusive() {
+        let c = judged(&cell(
+            Outcome::Crash,
+            None,
+            "Segmentation fault",
+            serde_json::json!({"code": null, "signal": 11}),
+        ));
+        assert_eq!(c.verdict, Verdict::NotFit);
+        assert_eq!(c.evidence[0], "the process was killed by signal 11");
+        let c = judged(&cell(
+            Outcome::Timeout,
+            None,
+            "Starting server...",
+            serde_json::Value::Null,
+        ));
+        assert_eq!(c.reason, Some(Reason::NoHandshake));
+        assert_eq!(c.evidence[0], "no handshake: initialize timeout");
+        assert_eq!(c.evidence[1], "stderr: Starting server...");
+    }
+
+    #[test]
+    fn install_failures_and_timeouts_are_rows_with_their_reason() {
+        let mut m = meta();
+        m.install_error = Some("npm ci: exited with 1: gyp ERR! find Python".into());
+        let c = judge("s", &m, None);
+        assert_eq!(c.reason, Some(Reason::InstallFailed));
+        assert!(
+            c.evidence[0].starts_with("install: npm ci"),
+            "{:?}",
+            c.evidence
+        );
+        m.install_error = Some("the install scripts timed out after 600 s".into());
+        assert_eq!(judge("s", &m, None).reason, Some(Reason::InstallTimeout));
+    }
+
+    #[test]
+    fn the_section_counts_verdicts_by_reason() {
+        let mut m = meta();
+        m.install_error = Some("npm ci failed".into());
+        let rows = vec![
+            judged(&cell(Outcome::Ok, Some("initialize"), "", code(0))),
+            judge("broken", &m, None),
+        ];
+        let d = crate::audit::document::Document {
+            title: "t".into(),
+            blocks: section(&rows),
+        };
+        let md = crate::audit::render::markdown(&d);
+        assert!(
+            md.contains("1 of 2 fit, 0 not fit, 1 inconclusive (install\\_failed 1)"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| broken | pkg 1.0.0 | inconclusive | install\\_failed | install: npm ci failed |"
+            ),
+            "{md}"
+        );
+    }
+
+    /// What a server prints is quoted, never trusted: one bounded,
+    /// printable line.
+    #[test]
+    fn evidence_is_bounded_and_printable() {
+        let long = format!("API key missing \u{1b}[2J{}", "x".repeat(5000));
+        let c = judged(&cell(Outcome::Broken, None, &long, code(1)));
+        assert!(c
+            .evidence
+            .iter()
+            .all(|e| e.chars().count() <= MAX_LINE + 10 && !e.contains('\u{1b}')));
+        let round: Compat = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(round, c);
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["verdict"], "inconclusive");
+        assert_eq!(v["reason"], "needs_credentials");
+    }
+}
