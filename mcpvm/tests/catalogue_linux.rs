@@ -412,6 +412,7 @@ mod audit {
                 "time",
                 "everything",
                 "filesystem-cve",
+                "brave-search",
             ]));
             files.extend(super::catalogues(&["catalogue", "cve"]));
             let scenario = super::common::workspace().join("mcpvm/tests/scenarios/audit.sh");
@@ -421,6 +422,57 @@ mod audit {
     }
 
     /// results.jsonl by (server, profile).
+    /// Each server of a slice gets its compatibility verdict from what it
+    /// did: time fit (hostile input handled), brave-search started
+    /// without its key needs credentials (quoting its message), an entry
+    /// that never built is `install_failed`, and the audit ran the rest.
+    #[test]
+    fn each_server_gets_a_compatibility_verdict_with_its_evidence() {
+        let c = results().case("compat");
+        assert_eq!(c.rc, 0, "{c:?}");
+        let verdicts: Vec<Value> =
+            serde_json::from_str(results().file("compat_compat.json")).unwrap();
+        let of = |s: &str| {
+            verdicts
+                .iter()
+                .find(|v| v["server"] == s)
+                .unwrap_or_else(|| panic!("{s}: {verdicts:?}"))
+                .clone()
+        };
+        let memory = of("memory");
+        assert_eq!(memory["verdict"], "fit", "{memory}");
+        assert!(memory["reason"].is_null());
+        assert!(
+            memory["evidence"]
+                .to_string()
+                .contains("hostile inputs handled"),
+            "{memory}"
+        );
+        let brave = of("brave-search");
+        assert_eq!(
+            (brave["verdict"].as_str(), brave["reason"].as_str()),
+            (Some("inconclusive"), Some("needs_credentials")),
+            "{brave}"
+        );
+        assert!(
+            brave["evidence"].to_string().contains("BRAVE_API_KEY"),
+            "{brave}"
+        );
+        let never = of("never-built");
+        assert_eq!(never["reason"], "install_failed", "{never}");
+        assert!(
+            c.stderr
+                .contains("never-built: not run, its layer did not build"),
+            "{c:?}"
+        );
+        let md = results().file("compat_report.md");
+        let compat = md
+            .find("## Compatibility")
+            .unwrap_or_else(|| panic!("{md}"));
+        assert!(compat < md.find("## Matrix").unwrap(), "{md}");
+        assert!(md.contains("1 of 3 fit, 0 not fit, 2 inconclusive"), "{md}");
+    }
+
     fn records() -> BTreeMap<(String, String), Value> {
         results()
             .file("results.jsonl")

@@ -207,7 +207,12 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         // build's own error where the store kept it), not a stop.
         let plan = match crate::server::plan(name, &o.catalogue, &o.images) {
             Ok(plan) => plan,
-            Err(e) => {
+            Err(
+                e @ crate::server::ServerError::Store(
+                    mcpvm_images::store::StoreError::Missing { .. }
+                    | mcpvm_images::store::StoreError::Stale { .. },
+                ),
+            ) => {
                 let why = index
                     .failed
                     .get(name.as_str())
@@ -225,6 +230,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
                 );
                 continue;
             }
+            Err(e) => return Err(e.into()),
         };
         runtime_image = file(&plan.runtime);
         servers.insert(

@@ -59,3 +59,16 @@ CASE_LIMIT=1500 CASE_TEE=1 case_ security_audit mcpvm audit --catalogue security
 for f in results.jsonl report.md report.html findings.sarif; do
   cp "s/$f" "$MCPVM_OUT/security_$f" 2>/dev/null
 done
+
+# Compatibility verdicts on a slice: time (it answers, and takes the
+# robustness probes), brave-search started without its key, and an entry
+# whose layer was never built (an install that failed): each a row with
+# its verdict, and the audit runs the rest.
+{ sed -n '/^\[servers.time\]/,/^$/p' catalogue.toml
+  printf '[servers.brave-search]\npackage = "@modelcontextprotocol/server-brave-search"\nversion = "0.6.2"\nruntime = "node"\ncommand = "mcp-server-brave-search"\n\n'
+  printf '[servers.never-built]\npackage = "@modelcontextprotocol/server-memory"\nversion = "0.0.1-mcpvm-never-built"\nruntime = "node"\ncommand = "mcp-server-memory"\n'
+} > compat.toml
+CASE_LIMIT=1200 CASE_TEE=1 case_ compat mcpvm audit --catalogue compat.toml --catalogue-only \
+  --images images --servers time,brave-search,never-built --profiles baseline --robustness \
+  --profiles-file testbed-profiles.toml --jobs 1 --init-timeout 400 --step-timeout 200 --out c
+for f in compat.json report.md; do cp "c/$f" "$MCPVM_OUT/compat_$f" 2>/dev/null; done
