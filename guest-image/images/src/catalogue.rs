@@ -503,6 +503,28 @@ impl Entry {
 
 #[cfg(test)]
 mod tests {
+
+    /// The popular-servers corpus: all 55 rows, exact versions, and no
+    /// credential that could be taken for a real one.
+    #[test]
+    fn the_corpus_catalogue_pins_every_server_and_its_keys_are_dummies() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpus/popular.toml");
+        let c = Catalogue::load(&path).unwrap();
+        assert_eq!(c.servers.len(), 55);
+        for (name, e) in &c.servers {
+            assert!(
+                e.version.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '.'),
+                "{name}: {} is not an exact version",
+                e.version
+            );
+            assert!(e.credentials.is_empty(), "{name}: the corpus runs without the user's keys");
+            for (k, v) in &e.env {
+                let secret = ["TOKEN", "KEY", "SECRET"].iter().any(|w| k.contains(w));
+                assert!(!secret || v.contains("mcpvm-dummy"), "{name}: {k}={v}");
+            }
+        }
+    }
+
     use super::*;
 
     const ONE: &str = r#"
