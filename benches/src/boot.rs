@@ -346,22 +346,18 @@ pub fn null_kernel() -> Vec<u8> {
 
 impl BootBench {
     fn mcpvm_cmd(&self, guest: &Guest) -> Command {
+        let boot = mcpvm::commands::boot::BootArgs {
+            kernel: Some(guest.kernel.to_path_buf()),
+            initrd: guest.initrd.map(|i| i.to_path_buf()),
+            cmdline: "quiet".into(),
+            mem: self.mem_mib,
+            vcpus: self.vcpus,
+            timeout: Some(self.timeout),
+            no_tsc_deadline: !self.tsc_deadline,
+            ..Default::default()
+        };
         let mut c = Command::new(&self.mcpvm);
-        c.args(["boot", "--json", "--cmdline", "quiet", "--kernel"])
-            .arg(guest.kernel);
-        if !self.tsc_deadline {
-            c.arg("--no-tsc-deadline");
-        }
-        if let Some(initrd) = guest.initrd {
-            c.arg("--initrd").arg(initrd);
-        }
-        c.args([
-            "--mem",
-            &self.mem_mib.to_string(),
-            "--vcpus",
-            &self.vcpus.to_string(),
-        ])
-        .args(["--timeout", &self.timeout.as_secs().to_string()]);
+        c.args(["boot", "--json"]).args(boot.to_args());
         c
     }
 

@@ -513,11 +513,16 @@ mod tests {
         assert_eq!(c.servers.len(), 55);
         for (name, e) in &c.servers {
             assert!(
-                e.version.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '.'),
+                e.version
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '.'),
                 "{name}: {} is not an exact version",
                 e.version
             );
-            assert!(e.credentials.is_empty(), "{name}: the corpus runs without the user's keys");
+            assert!(
+                e.credentials.is_empty(),
+                "{name}: the corpus runs without the user's keys"
+            );
             for (k, v) in &e.env {
                 let secret = ["TOKEN", "KEY", "SECRET"].iter().any(|w| k.contains(w));
                 assert!(!secret || v.contains("mcpvm-dummy"), "{name}: {k}={v}");

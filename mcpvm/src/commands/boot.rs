@@ -23,65 +23,123 @@ pub enum SerialMode {
     Off,
 }
 
-#[derive(Args)]
+#[derive(Args, Clone, Debug, PartialEq)]
 pub struct BootArgs {
     /// Kernel image: ELF vmlinux (PVH entry) or bzImage (64-bit entry).
     #[arg(long, required_unless_present = "restore")]
-    kernel: Option<PathBuf>,
+    pub kernel: Option<PathBuf>,
     /// Initial ramdisk (cpio, optionally compressed).
     #[arg(long)]
-    initrd: Option<PathBuf>,
+    pub initrd: Option<PathBuf>,
     /// Extra kernel command-line options.
     #[arg(long, default_value = "")]
-    cmdline: String,
+    pub cmdline: String,
     /// Guest memory in MiB.
     #[arg(long, default_value_t = 256)]
-    mem: u64,
+    pub mem: u64,
     /// Number of vCPUs.
     #[arg(long, default_value_t = 1)]
-    vcpus: u8,
+    pub vcpus: u8,
     /// Where the guest's serial console goes.
     #[arg(long, value_enum, default_value_t = SerialMode::Stdout)]
-    serial: SerialMode,
+    pub serial: SerialMode,
     /// File for --serial file (created or truncated).
     #[arg(long)]
-    serial_file: Option<PathBuf>,
+    pub serial_file: Option<PathBuf>,
     /// Stop the guest after this many seconds (exit code 124).
     #[arg(long, value_parser = parse_seconds)]
-    timeout: Option<Duration>,
+    pub timeout: Option<Duration>,
     /// Run even where /dev/kvm is kvm_pvm (Linux boots there take ~30 s).
     #[arg(long)]
-    allow_pvm: bool,
+    pub allow_pvm: bool,
     /// Host seccomp filters on the VMM's threads: off, log or on.
     #[arg(long, default_value = "on", value_name = "off|log|on")]
-    seccomp: vmm::SeccompMode,
+    pub seccomp: vmm::SeccompMode,
     /// Attach a virtio-vsock device (guest CID 3) bridged to this Unix
     /// socket path: host connects with `CONNECT <port>`, guest connects
     /// reach `<path>_<port>`.
     #[arg(long)]
-    vsock_uds: Option<PathBuf>,
+    pub vsock_uds: Option<PathBuf>,
     /// A disk image: PATH[,rw][,cache=page|direct][,id=NAME]; read-only
     /// unless rw. Repeatable: /dev/vda, /dev/vdb, … in order.
     #[arg(long = "disk", value_parser = parse_disk)]
-    disks: Vec<DiskArg>,
+    pub disks: Vec<DiskArg>,
     /// Attach a virtio-rng entropy device.
     #[arg(long)]
-    rng: bool,
+    pub rng: bool,
     /// On SIGUSR1, pause the VM, write it to this snapshot directory
     /// (docs/snapshots.md) and end with exit 0.
     #[arg(long, value_name = "DIR")]
-    snapshot_to: Option<PathBuf>,
+    pub snapshot_to: Option<PathBuf>,
     /// Do not offer the TSC-deadline timer in CPUID (offered by default
     /// where KVM emulates it, as Firecracker and QEMU do: the guest then
     /// skips calibrating its LAPIC timer against the PIT). A snapshot is
     /// restored with what its guest booted with.
     #[arg(long)]
-    no_tsc_deadline: bool,
+    pub no_tsc_deadline: bool,
     /// Start from this snapshot directory instead of booting: memory,
     /// vCPUs, command line, disks and rng come from it (a vsock device
     /// needs --vsock-uds, a new host socket).
     #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel", "initrd", "cmdline", "mem", "vcpus", "disks", "rng"])]
-    restore: Option<PathBuf>,
+    pub restore: Option<PathBuf>,
+}
+
+/// What clap gives when no option is set.
+impl Default for BootArgs {
+    fn default() -> Self {
+        BootArgs {
+            kernel: None,
+            initrd: None,
+            cmdline: String::new(),
+            mem: 256,
+            vcpus: 1,
+            serial: SerialMode::Stdout,
+            serial_file: None,
+            timeout: None,
+            allow_pvm: false,
+            seccomp: vmm::SeccompMode::On,
+            vsock_uds: None,
+            disks: Vec::new(),
+            rng: false,
+            snapshot_to: None,
+            no_tsc_deadline: false,
+            restore: None,
+        }
+    }
+}
+
+impl BootArgs {
+    /// These options as `mcpvm boot` arguments (after `boot`): parsing
+    /// them gives these options back (the benchmarks start boots so).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut a = crate::run::options::Args(Vec::new());
+        a.path("kernel", &self.kernel);
+        a.path("initrd", &self.initrd);
+        // What a snapshot fixes is written only where it differs from
+        // the default: `--restore` refuses it.
+        let d = BootArgs::default();
+        a.value("cmdline", &Some(&self.cmdline).filter(|c| **c != d.cmdline));
+        a.value("mem", &Some(self.mem).filter(|m| *m != d.mem));
+        a.value("vcpus", &Some(self.vcpus).filter(|v| *v != d.vcpus));
+        let serial = self
+            .serial
+            .to_possible_value()
+            .map(|v| v.get_name().to_string());
+        a.value("serial", &serial);
+        a.path("serial-file", &self.serial_file);
+        a.value("timeout", &self.timeout.map(|t| t.as_secs_f64()));
+        a.flag("allow-pvm", self.allow_pvm);
+        a.value("seccomp", &Some(self.seccomp.as_str()));
+        a.path("vsock-uds", &self.vsock_uds);
+        for d in &self.disks {
+            a.push(format!("--disk={}", d.text));
+        }
+        a.flag("rng", self.rng);
+        a.path("snapshot-to", &self.snapshot_to);
+        a.flag("no-tsc-deadline", self.no_tsc_deadline);
+        a.path("restore", &self.restore);
+        a.0
+    }
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -269,6 +327,46 @@ fn report(outcome: &RunOutcome, json: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        boot: BootArgs,
+    }
+
+    #[test]
+    fn options_written_back_as_arguments_parse_to_the_same_options() {
+        use clap::Parser;
+        let cases = [
+            BootArgs {
+                kernel: Some("vmlinux".into()),
+                initrd: Some("initrd.cpio".into()),
+                cmdline: "quiet".into(),
+                mem: 512,
+                vcpus: 2,
+                timeout: Some(Duration::from_millis(1500)),
+                no_tsc_deadline: true,
+                seccomp: vmm::SeccompMode::Log,
+                serial: SerialMode::File,
+                serial_file: Some("serial.log".into()),
+                disks: vec![parse_disk("root.erofs,id=r").unwrap()],
+                rng: true,
+                ..BootArgs::default()
+            },
+            BootArgs {
+                restore: Some("snap".into()),
+                vsock_uds: Some("v.sock".into()),
+                ..BootArgs::default()
+            },
+        ];
+        for args in cases {
+            let argv = std::iter::once("boot".to_string()).chain(args.to_args());
+            let back = Cli::try_parse_from(argv)
+                .unwrap_or_else(|e| panic!("{:?}: {e}", args.to_args()))
+                .boot;
+            assert_eq!(back, args);
+        }
+    }
 
     #[test]
     fn a_console_cut_mid_line_is_known_to_be_unfinished() {
