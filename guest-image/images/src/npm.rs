@@ -12,25 +12,77 @@ use crate::sandbox::ScriptJob;
 
 pub struct Npm;
 
+/// A package of the tree that has install scripts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scripted {
+    pub name: String,
+    /// Its directory in the tree (`node_modules/a/node_modules/b`).
+    pub path: String,
+    /// Only there as an optional dependency: npm drops it, and goes on,
+    /// when its script fails.
+    pub optional: bool,
+}
+
 /// The guest's command for a node tree installed with `--ignore-scripts`:
-/// npm's own rebuild runs every package's install scripts, in order, with
-/// the node the server will run on.
-fn npm_rebuild_line(own_node: bool) -> String {
-    let path = match own_node {
-        true => format!("PATH=/workspace/{}/bin:$PATH ", crate::catalogue::OWN_NODE),
-        false => String::new(),
+/// npm's own rebuild runs the packages' install scripts, in order, with
+/// the node the server will run on. As npm does, an optional
+/// dependency whose script fails is dropped and the rest goes on: those
+/// are rebuilt first, one at a time (they are the others' dependencies),
+/// then the rest together, which must succeed.
+fn npm_rebuild_line(own_node: bool, scripted: &[Scripted]) -> String {
+    let mut line = String::from("cd /workspace && ");
+    if own_node {
+        line += &format!(
+            "export PATH=/workspace/{}/bin:$PATH && ",
+            crate::catalogue::OWN_NODE
+        );
+    }
+    let rebuild = "npm rebuild --foreground-scripts --no-audit --no-fund";
+    // npm's package names and tree paths need no quoting; anything else
+    // is not taken apart, and the whole tree is rebuilt strictly.
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "@._~/-".contains(c))
     };
-    format!("cd /workspace && {path}exec npm rebuild --foreground-scripts --no-audit --no-fund")
+    let required: Vec<&str> = scripted
+        .iter()
+        .filter(|s| !s.optional)
+        .map(|s| s.name.as_str())
+        .collect();
+    let optional: Vec<&Scripted> = scripted
+        .iter()
+        .filter(|s| s.optional && !required.contains(&s.name.as_str()))
+        .collect();
+    let all_plain = scripted.iter().all(|s| plain(&s.name) && plain(&s.path));
+    if optional.is_empty() || !all_plain {
+        return line + "exec " + rebuild;
+    }
+    for o in &optional {
+        line += &format!(
+            "{{ {rebuild} {name} || {{ echo 'mcpvm: {name}, an optional dependency: its install script failed; dropped, as npm does' >&2; rm -rf -- {path}; }}; }} && ",
+            name = o.name,
+            path = o.path
+        );
+    }
+    match required.is_empty() {
+        true => line + "true",
+        false => line + "exec " + rebuild + " " + &required.join(" "),
+    }
 }
 
 /// The packages of an npm tree (its `node_modules/.package-lock.json`)
 /// that have install scripts.
-pub fn with_install_scripts(target: &Path) -> Vec<String> {
+pub fn with_install_scripts(target: &Path) -> Vec<Scripted> {
     let lock = target.join("node_modules/.package-lock.json");
     let Ok(text) = std::fs::read_to_string(lock) else {
         return Vec::new();
     };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+    scripted_in(&text)
+}
+
+fn scripted_in(lock: &str) -> Vec<Scripted> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(lock) else {
         return Vec::new();
     };
     let Some(packages) = v["packages"].as_object() else {
@@ -39,7 +91,11 @@ pub fn with_install_scripts(target: &Path) -> Vec<String> {
     packages
         .iter()
         .filter(|(_, p)| p["hasInstallScript"] == true)
-        .map(|(k, _)| k.rsplit("node_modules/").next().unwrap_or(k).to_string())
+        .map(|(k, p)| Scripted {
+            name: k.rsplit("node_modules/").next().unwrap_or(k).to_string(),
+            path: k.clone(),
+            optional: p["optional"] == true,
+        })
         .collect()
 }
 
@@ -107,7 +163,8 @@ impl Installer for Npm {
         }
         let scripted = with_install_scripts(target);
         if !scripted.is_empty() {
-            let list = scripted.join(", ");
+            let names: Vec<&str> = scripted.iter().map(|s| s.name.as_str()).collect();
+            let list = names.join(", ");
             if e.ignore_scripts {
                 progress(&format!(
                     "{name}: not running the install scripts of {list} (ignore_scripts)"
@@ -124,7 +181,7 @@ impl Installer for Npm {
                     layers: Vec::new(),
                     mem_mib: None,
                     env: &e.install_env,
-                    shell: npm_rebuild_line(e.runtime.own_node().is_some()),
+                    shell: npm_rebuild_line(e.runtime.own_node().is_some(), &scripted),
                 };
                 // The lock is the host's resolution: what comes back
                 // from the guest does not get to rewrite it.
@@ -148,5 +205,55 @@ impl Installer for Npm {
             what: spec,
             bin_dir: target.join("node_modules/.bin"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOCK: &str = r#"{"packages": {
+        "": {"name": "x"},
+        "node_modules/ssh2": {"version": "1.16.0", "hasInstallScript": true},
+        "node_modules/cpu-features": {"version": "0.0.10", "hasInstallScript": true, "optional": true},
+        "node_modules/a/node_modules/keytar": {"version": "7.9.0", "hasInstallScript": true},
+        "node_modules/plain": {"version": "1.0.0"}
+    }}"#;
+
+    #[test]
+    fn optional_dependencies_are_rebuilt_first_and_dropped_when_their_script_fails() {
+        let s = scripted_in(LOCK);
+        assert_eq!(s.len(), 3);
+        let line = npm_rebuild_line(false, &s);
+        assert_eq!(
+            line,
+            "cd /workspace && { npm rebuild --foreground-scripts --no-audit --no-fund cpu-features || { echo 'mcpvm: cpu-features, an optional dependency: its install script failed; dropped, as npm does' >&2; rm -rf -- node_modules/cpu-features; }; } && exec npm rebuild --foreground-scripts --no-audit --no-fund keytar ssh2"
+        );
+        // The shell runs it as meant.
+        let out = std::process::Command::new("sh")
+            .args(["-n", "-c", &line])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    #[test]
+    fn without_optional_dependencies_the_tree_is_rebuilt_as_one() {
+        let required: Vec<Scripted> = scripted_in(LOCK)
+            .into_iter()
+            .filter(|s| !s.optional)
+            .collect();
+        assert_eq!(
+            npm_rebuild_line(true, &required),
+            "cd /workspace && export PATH=/workspace/.mcpvm-node/bin:$PATH && exec npm rebuild --foreground-scripts --no-audit --no-fund"
+        );
+        // A name npm would not give is not handed to a shell.
+        let odd = vec![Scripted {
+            name: "x;reboot".into(),
+            path: "node_modules/x".into(),
+            optional: true,
+        }];
+        assert!(npm_rebuild_line(false, &odd)
+            .ends_with("exec npm rebuild --foreground-scripts --no-audit --no-fund"));
     }
 }
