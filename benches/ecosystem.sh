@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The ecosystem audit: the popular-servers corpus (guest-image/corpus/
+# popular.toml, docs/ecosystem.md) in microVMs on real KVM (the testbed
+# where /dev/kvm is kvm_pvm), one command from install to verdicts.
+#   benches/ecosystem.sh [SERVERS]    comma-separated; default: every one
+# 1. builds the corpus's layers into their own store (cached by key; a
+#    server that does not install is recorded there with why);
+# 2. audits every server of the corpus under `deny-net` (its egress rules
+#    dropped: every lookup and connection is refused and logged, so no
+#    traffic leaves this machine), with the robustness probes and the
+#    security column;
+# 3. copies compat.json, report.md, report.html and results.jsonl into
+#    MCPVM_BENCH_OUT (default: a temporary directory, named at the end)
+#    and prints the audit's throughput in servers per hour.
+# MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+servers=${1:-}
+"$top/scripts/build" >&2
+t=$top/target/mcpvm
+catalogue=$top/guest-image/corpus/popular.toml
+store=${MCPVM_CORPUS_IMAGES:-${MCPVM_CACHE:-$HOME/.cache/mcpvm}/corpus-images}
+build=(--catalogue "$catalogue" --catalogue-only --images "$store")
+[ -n "$servers" ] && build+=(--servers "$servers")
+echo "ecosystem: building the corpus's layers into $store" >&2
+start=$(date +%s)
+"$t/bin/mcpvm" image build "${build[@]}" >&2 || echo "ecosystem: some layers did not build; their rows say why" >&2
+echo "ecosystem: layers ready in $(( $(date +%s) - start )) s" >&2
+# Every server of the corpus (or those named): the ones that did not
+# install are rows of the audit too.
+[ -n "$servers" ] || servers=$(sed -n 's/^\[servers\.\(.*\)\]$/\1/p' "$catalogue" | paste -sd, -)
+scenario=$(mktemp)
+trap 'rm -f "$scenario"' EXIT
+files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux"
+       --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" --file "$catalogue:popular.toml")
+for f in "$store"/index.json "$store"/*.erofs; do files+=(--file "$f:images/$(basename "$f")"); done
+cat > "$scenario" <<SCEN
+# The nested testbed host has one CPU: guests get one vCPU there.
+extra=
+if [ "\$MCPVM_TESTBED" = nested ]; then printf '[defaults]\\nvcpus = 1\\n' > tb.toml; extra="--profiles-file tb.toml"; fi
+start=\$(date +%s)
+mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers $servers \
+  --profiles deny-net --robustness --security \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
+  --run-timeout 900 --out a > summary.json
+end=\$(date +%s)
+cp a/compat.json a/report.md a/report.html a/results.jsonl a/audit.json "\$MCPVM_OUT/"
+n=\$(grep -c '"server"' a/compat.json)
+echo "ecosystem: \$n servers audited in \$((end - start)) s"
+awk -v n=\$n -v s=\$((end - start)) 'BEGIN { printf "throughput: %.1f servers per hour\n", n * 3600 / s }'
+cat summary.json
+SCEN
+out=${MCPVM_BENCH_OUT:-$(mktemp -d)}
+# The layers travel in the testbed host's initramfs (2 GB for the whole
+# corpus): it gets the memory for them beside its guests.
+export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-12288}
+"$top/testbed/run" --timeout 14400 --out "$out" "${files[@]}" -- sh scenario.sh
+echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html" >&2
