@@ -913,3 +913,51 @@ fn the_two_binaries_hand_commands_to_each_other() {
         "{err}"
     );
 }
+
+/// `mcpvm image prune` takes what the catalogue no longer builds (here a
+/// layer of another key) and keeps the runtime image; `--dry-run` says the
+/// same and takes nothing; a directory that is no store is one error.
+#[test]
+fn image_prune_removes_stale_layers_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path();
+    let index = serde_json::json!({
+        "schema": 1,
+        "runtime": "runtime-aa.erofs",
+        "servers": {"memory": {"layer": "layer-memory-bb.erofs", "key": "stale", "package": "p",
+            "version": "1", "bytes": 5}}
+    });
+    std::fs::write(store.join("index.json"), index.to_string()).unwrap();
+    std::fs::write(store.join("runtime-aa.erofs"), "runtime").unwrap();
+    std::fs::write(store.join("layer-memory-bb.erofs"), "layer").unwrap();
+    let s = store.to_str().unwrap();
+    let (rc, out) = {
+        let o = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+            .args(["image", "prune", "--images", s, "--dry-run"])
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+        )
+    };
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.contains("would remove layer-memory-bb.erofs"), "{out}");
+    assert!(store.join("layer-memory-bb.erofs").exists());
+    let o = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .args(["--json", "image", "prune", "--images", s])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["removed"][0]["file"], "layer-memory-bb.erofs", "{v}");
+    assert!(!store.join("layer-memory-bb.erofs").exists());
+    assert!(store.join("runtime-aa.erofs").exists());
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(store.join("index.json")).unwrap()).unwrap();
+    assert!(index["servers"].as_object().unwrap().is_empty(), "{index}");
+    assert_error(
+        &["image", "prune", "--images", "/nonexistent/store"],
+        1,
+        "Cannot read the image index /nonexistent/store/index.json",
+    );
+}

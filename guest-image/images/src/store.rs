@@ -72,6 +72,29 @@ pub enum StoreError {
     Stale { name: String, dir: PathBuf },
 }
 
+/// `.stage-<server>-<pid>` left by a build whose process is gone (a
+/// running build's is its own).
+fn leftover_of_a_gone_build(name: &str) -> bool {
+    let pid = match name.strip_prefix(".stage-") {
+        Some(rest) => rest.rsplit('-').next().and_then(|p| p.parse::<i32>().ok()),
+        // `.layer-….erofs.tmp` names no builder: it may be a running
+        // build's, and is left.
+        _ => return false,
+    };
+    pid.is_some_and(|p| p > 0 && !Path::new("/proc").join(p.to_string()).exists())
+}
+
+/// Bytes under `path` (a file, or a directory's files).
+fn du(path: &Path) -> u64 {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::read_dir(path)
+            .map(|d| d.flatten().map(|e| du(&e.path())).sum())
+            .unwrap_or(0),
+        Ok(m) => m.len(),
+        Err(_) => 0,
+    }
+}
+
 /// The default store: ~/.cache/mcpvm/images (or $MCPVM_CACHE/images).
 pub fn default_dir() -> PathBuf {
     let cache = std::env::var_os("MCPVM_CACHE")
@@ -142,6 +165,57 @@ impl Index {
         crate::key::layer_key_built_with(name, entry, &self.runtime_key(), toolchain)
     }
 
+    /// Makes the store hold only what `keep` keeps: the records it
+    /// refuses go from the index, and every image file no kept record
+    /// names (old layers, other runtime images than the index's) is
+    /// removed, as are build leftovers of processes that are gone. Locks
+    /// stay (a rebuild installs the same tree). Returns each file removed
+    /// (or, with `dry_run`, that would be) and its bytes.
+    pub fn prune(
+        &mut self,
+        dir: &Path,
+        keep: impl Fn(&str, &LayerRecord) -> bool,
+        dry_run: bool,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        self.servers.retain(|name, r| keep(name, r));
+        let named: std::collections::BTreeSet<&str> = self
+            .servers
+            .values()
+            .map(|r| r.layer.as_str())
+            .chain(self.runtime.as_deref())
+            .collect();
+        let read = |source| StoreError::Read {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let mut removed = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(read)?.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let image = (name.starts_with("layer-") || name.starts_with("runtime-"))
+                && name.ends_with(".erofs");
+            let leftover = leftover_of_a_gone_build(&name);
+            if !(image && !named.contains(name.as_str())) && !leftover {
+                continue;
+            }
+            let bytes = du(&e.path());
+            if !dry_run {
+                let gone = match e.path().is_dir() {
+                    true => std::fs::remove_dir_all(e.path()),
+                    false => std::fs::remove_file(e.path()),
+                };
+                if gone.is_err() {
+                    continue;
+                }
+            }
+            removed.push((name, bytes));
+        }
+        if !dry_run {
+            self.save(dir)?;
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
     /// The runtime image and the layer of `name`, if the layer was built
     /// from `key`.
     pub fn resolve(
@@ -177,6 +251,81 @@ mod tests {
     /// A crate's layer is checked with the compiler it was built with, so
     /// a host with another compiler, or none, runs it; its key still
     /// moves with the compiler for the builds.
+    /// Prune keeps what it is told to and the index's runtime; it takes
+    /// every other image and the leftovers of dead builds, and a dry run
+    /// takes nothing.
+    #[test]
+    fn prune_removes_what_no_kept_record_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let rec = |layer: &str| LayerRecord {
+            layer: layer.into(),
+            key: "k".into(),
+            package: "p".into(),
+            version: "1".into(),
+            bytes: 3,
+            lock: None,
+            command: None,
+            toolchain: None,
+        };
+        let mut idx = Index {
+            schema: 1,
+            runtime: Some("runtime-b.erofs".into()),
+            ..Index::default()
+        };
+        idx.servers
+            .insert("kept".into(), rec("layer-kept-aa.erofs"));
+        idx.servers
+            .insert("gone".into(), rec("layer-gone-bb.erofs"));
+        for f in [
+            "runtime-a.erofs",
+            "runtime-b.erofs",
+            "layer-kept-aa.erofs",
+            "layer-kept-00.erofs",
+            "layer-gone-bb.erofs",
+            "notes.txt",
+        ] {
+            std::fs::write(d.join(f), "abc").unwrap();
+        }
+        // A dead build's stage (no process has that pid) and a running one's.
+        std::fs::create_dir(d.join(".stage-x-999999999")).unwrap();
+        std::fs::write(d.join(".stage-x-999999999/f"), "abcd").unwrap();
+        let mine = format!(".stage-y-{}", std::process::id());
+        std::fs::create_dir(d.join(&mine)).unwrap();
+        idx.save(d).unwrap();
+
+        let keep = |name: &str, _: &LayerRecord| name == "kept";
+        let dry = idx.clone().prune(d, keep, true).unwrap();
+        assert_eq!(dry.len(), 4, "{dry:?}");
+        assert!(
+            d.join("layer-gone-bb.erofs").exists(),
+            "a dry run removes nothing"
+        );
+        let removed = idx.prune(d, keep, false).unwrap();
+        assert_eq!(removed, dry);
+        let names: Vec<&str> = removed.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                ".stage-x-999999999",
+                "layer-gone-bb.erofs",
+                "layer-kept-00.erofs",
+                "runtime-a.erofs"
+            ]
+        );
+        assert_eq!(removed[0].1, 4, "a directory's bytes are its files'");
+        for kept in [
+            "runtime-b.erofs",
+            "layer-kept-aa.erofs",
+            "notes.txt",
+            mine.as_str(),
+        ] {
+            assert!(d.join(kept).exists(), "{kept}");
+        }
+        let back = Index::load(d).unwrap();
+        assert_eq!(back.servers.keys().collect::<Vec<_>>(), ["kept"]);
+    }
+
     #[test]
     fn a_crate_layer_is_checked_with_the_compiler_it_was_built_with() {
         let c = crate::catalogue::Catalogue::parse(

@@ -14,6 +14,64 @@ pub enum ImageCommand {
     Build(BuildArgs),
     /// The catalogue's servers and what of them is built in the store.
     List(ListArgs),
+    /// Remove from the store what the catalogue no longer builds: layers
+    /// of other versions or of servers it does not name, old runtime
+    /// images, dead builds' leftovers (layers built with `--package` and
+    /// every lock stay).
+    Prune(PruneArgs),
+}
+
+#[derive(Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    catalogue: crate::server::CatalogueArg,
+    /// The image store [default: ~/.cache/mcpvm/images].
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// Say what would be removed; remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+fn prune(a: PruneArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let catalogue = load_catalogue(&a.catalogue)?;
+    let dir = a.images.unwrap_or_else(store::default_dir);
+    let mut index = store::Index::load(&dir)?;
+    // Current layers of the catalogue's entries, and the layers of
+    // servers named by their package (no catalogue holds them).
+    let keep: std::collections::BTreeSet<String> = index
+        .servers
+        .iter()
+        .filter(|(name, r)| match catalogue.servers.get(name.as_str()) {
+            Some(e) => r.key == index.key_of(name, e),
+            None => r.command.is_some(),
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    let removed = index.prune(&dir, |name, _| keep.contains(name), a.dry_run)?;
+    let bytes: u64 = removed.iter().map(|(_, b)| b).sum();
+    if json {
+        let files: Vec<_> = removed
+            .iter()
+            .map(|(f, b)| serde_json::json!({"file": f, "bytes": b}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"store": dir, "dry_run": a.dry_run, "removed": files, "bytes": bytes})
+        );
+        return Ok(0);
+    }
+    let verb = if a.dry_run { "would remove" } else { "removed" };
+    for (f, b) in &removed {
+        println!("{verb} {f} ({:.1} MB)", *b as f64 / 1e6);
+    }
+    println!(
+        "{verb} {} files, {:.1} MB, from {}",
+        removed.len(),
+        bytes as f64 / 1e6,
+        dir.display()
+    );
+    Ok(0)
 }
 
 #[derive(Args)]
@@ -135,6 +193,7 @@ pub fn load_catalogue(
 pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     match cmd {
         ImageCommand::List(a) => list(a, json),
+        ImageCommand::Prune(a) => prune(a, json),
         ImageCommand::Build(a) => {
             let mut catalogue = load_catalogue(&a.catalogue)?;
             let mut servers = a.servers.clone();
