@@ -931,9 +931,20 @@ fn image_prune_removes_stale_layers_and_says_so() {
     std::fs::write(store.join("runtime-aa.erofs"), "runtime").unwrap();
     std::fs::write(store.join("layer-memory-bb.erofs"), "layer").unwrap();
     let s = store.to_str().unwrap();
+    // The warm cache is pruned too: this test's own, never the user's.
+    let snaps = store.join("snapshots");
+    let snaps = snaps.to_str().unwrap();
     let (rc, out) = {
         let o = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
-            .args(["image", "prune", "--images", s, "--dry-run"])
+            .args([
+                "image",
+                "prune",
+                "--images",
+                s,
+                "--snapshots",
+                snaps,
+                "--dry-run",
+            ])
             .output()
             .unwrap();
         (
@@ -945,7 +956,15 @@ fn image_prune_removes_stale_layers_and_says_so() {
     assert!(out.contains("would remove layer-memory-bb.erofs"), "{out}");
     assert!(store.join("layer-memory-bb.erofs").exists());
     let o = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
-        .args(["--json", "image", "prune", "--images", s])
+        .args([
+            "--json",
+            "image",
+            "prune",
+            "--images",
+            s,
+            "--snapshots",
+            snaps,
+        ])
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -956,7 +975,14 @@ fn image_prune_removes_stale_layers_and_says_so() {
         serde_json::from_str(&std::fs::read_to_string(store.join("index.json")).unwrap()).unwrap();
     assert!(index["servers"].as_object().unwrap().is_empty(), "{index}");
     assert_error(
-        &["image", "prune", "--images", "/nonexistent/store"],
+        &[
+            "image",
+            "prune",
+            "--images",
+            "/nonexistent/store",
+            "--snapshots",
+            snaps,
+        ],
         1,
         "Cannot read the image index /nonexistent/store/index.json",
     );

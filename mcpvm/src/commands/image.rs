@@ -17,7 +17,7 @@ pub enum ImageCommand {
     /// Remove from the store what the catalogue no longer builds: layers
     /// of other versions or of servers it does not name, old runtime
     /// images, dead builds' leftovers (layers built with `--package` and
-    /// every lock stay).
+    /// every lock stay); and the warm snapshots no run can find again.
     Prune(PruneArgs),
 }
 
@@ -28,6 +28,10 @@ pub struct PruneArgs {
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
+    /// The warm-start cache, pruned too: snapshots no run can find again
+    /// [default: ~/.cache/mcpvm/snapshots].
+    #[arg(long, value_name = "DIR")]
+    snapshots: Option<PathBuf>,
     /// Say what would be removed; remove nothing.
     #[arg(long)]
     dry_run: bool,
@@ -48,7 +52,16 @@ fn prune(a: PruneArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
         })
         .map(|(name, _)| name.clone())
         .collect();
-    let removed = index.prune(&dir, |name, _| keep.contains(name), a.dry_run)?;
+    let mut removed = index.prune(&dir, |name, _| keep.contains(name), a.dry_run)?;
+    // Then the warm snapshots: one of a pruned layer is unreachable too.
+    let cache = a.snapshots.unwrap_or_else(crate::run::warm::default_dir);
+    let snapshots = crate::run::warm::prune(&cache, a.dry_run)
+        .map_err(|e| format!("Cannot prune the warm-start cache {}: {e}", cache.display()))?;
+    removed.extend(
+        snapshots
+            .into_iter()
+            .map(|(k, b)| (format!("snapshot {k}"), b)),
+    );
     let bytes: u64 = removed.iter().map(|(_, b)| b).sum();
     if json {
         let files: Vec<_> = removed
@@ -66,10 +79,11 @@ fn prune(a: PruneArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
         println!("{verb} {f} ({:.1} MB)", *b as f64 / 1e6);
     }
     println!(
-        "{verb} {} files, {:.1} MB, from {}",
+        "{verb} {} files, {:.1} MB, from {} and {}",
         removed.len(),
         bytes as f64 / 1e6,
-        dir.display()
+        dir.display(),
+        cache.display()
     );
     Ok(0)
 }

@@ -207,6 +207,75 @@ pub fn default_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("snapshots"))
 }
 
+/// Removes the snapshots no run can find again: taken by another mcpvm or
+/// snapshot format, or of a VM one of whose files (kernel, initramfs,
+/// images, layer, disks) has since been rebuilt, moved or removed (its
+/// key is gone with it). An entry without its `inputs.json` may be one
+/// being taken: it stays. Returns each entry removed (or, with `dry_run`,
+/// that would be) and its bytes.
+pub fn prune(cache: &Path, dry_run: bool) -> std::io::Result<Vec<(String, u64)>> {
+    let entries = match std::fs::read_dir(cache) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        // Only entries of the cache's own shape: a key, as a directory.
+        let key = name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit());
+        if !key || !e.path().is_dir() {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path().join("inputs.json")) else {
+            continue;
+        };
+        if !unreachable(&text) {
+            continue;
+        }
+        let bytes = du(&e.path());
+        if !dry_run && std::fs::remove_dir_all(e.path()).is_err() {
+            continue;
+        }
+        removed.push((name, bytes));
+    }
+    removed.sort();
+    Ok(removed)
+}
+
+/// A snapshot described by `inputs` (its `inputs.json`) that no run of
+/// this mcpvm can key to again.
+fn unreachable(inputs: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(inputs) else {
+        return true;
+    };
+    let same_file = |f: &serde_json::Value| {
+        let Some(path) = f["path"].as_str() else {
+            return false;
+        };
+        FileId::of(Path::new(path))
+            .ok()
+            .and_then(|now| serde_json::to_value(now).ok())
+            .is_some_and(|now| now == *f)
+    };
+    v["mcpvm"] != env!("CARGO_PKG_VERSION")
+        || v["snapshot_format"] != vmm::snapshot::VERSION
+        || !v["files"]
+            .as_array()
+            .is_some_and(|files| files.iter().all(same_file))
+}
+
+/// Bytes of the files under `path`.
+fn du(path: &Path) -> u64 {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::read_dir(path)
+            .map(|d| d.flatten().map(|e| du(&e.path())).sum())
+            .unwrap_or(0),
+        Ok(m) => m.len(),
+        Err(_) => 0,
+    }
+}
+
 /// The snapshot for `key` in `dir`, if one was taken and is complete
 /// (a snapshot appears only whole: `vmm::snapshot::write` renames it
 /// into place).
@@ -233,6 +302,48 @@ mod tests {
             cmdline: "quiet".into(),
             spec: serde_json::json!({"argv": ["/bin/server"], "env": [["TOKEN", "secret"]]}),
         }
+    }
+
+    /// A snapshot whose files are as they were stays; one whose layer was
+    /// rebuilt, or that another mcpvm took, goes; what is not the cache's
+    /// (other names, an entry still being taken) is left alone.
+    #[test]
+    fn prune_takes_the_snapshots_no_run_can_find_again() {
+        let d = tempfile::tempdir().unwrap();
+        let layer = d.path().join("layer.erofs");
+        std::fs::write(&layer, "v1").unwrap();
+        let cache = d.path().join("snapshots");
+        let entry = |key: char, inputs: &Inputs| {
+            let dir = cache.join(key.to_string().repeat(64));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut v = inputs.described();
+            v["mcpvm"] = env!("CARGO_PKG_VERSION").into();
+            v["snapshot_format"] = vmm::snapshot::VERSION.into();
+            std::fs::write(dir.join("inputs.json"), v.to_string()).unwrap();
+            std::fs::write(dir.join("memory"), "0123456789").unwrap();
+            (dir, v)
+        };
+        let (current, _) = entry('a', &inputs(&layer));
+        let (other_version, mut v) = entry('b', &inputs(&layer));
+        v["mcpvm"] = "0.0.1".into();
+        std::fs::write(other_version.join("inputs.json"), v.to_string()).unwrap();
+        let being_taken = cache.join("c".repeat(64));
+        std::fs::create_dir_all(&being_taken).unwrap();
+        std::fs::create_dir_all(cache.join("not-a-key")).unwrap();
+
+        let gone = prune(&cache, false).unwrap();
+        let names: Vec<&str> = gone.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["b".repeat(64)]);
+        assert!(gone[0].1 >= 10, "its files' bytes: {gone:?}");
+        assert!(current.exists() && being_taken.exists() && cache.join("not-a-key").exists());
+        // The layer rebuilt: the snapshot of the old one is unreachable.
+        std::fs::remove_file(&layer).unwrap();
+        std::fs::write(&layer, "v2, longer").unwrap();
+        assert_eq!(prune(&cache, true).unwrap().len(), 1, "a dry run names it");
+        assert!(current.exists());
+        assert_eq!(prune(&cache, false).unwrap()[0].0, "a".repeat(64));
+        assert!(!current.exists());
+        assert_eq!(prune(&d.path().join("none"), false).unwrap(), vec![]);
     }
 
     #[test]
