@@ -251,22 +251,23 @@ fn install(
 }
 
 /// Builds the runtime image and the layers of `names` (all when empty)
-/// into `store`, reusing every cached one; saves the index after each
-/// layer so an interrupted build keeps what it finished. A layer that
-/// fails is reported in `failed` and the others are still built; only
+/// into `store`, reusing every cached one, `jobs` layers at a time;
+/// saves the index after each layer so an interrupted build keeps what
+/// it finished. A layer that fails is reported in `failed` (and kept in
+/// the index's `failed` with why) and the others are still built; only
 /// the runtime image or the store itself failing ends the build.
 pub fn build(
     catalogue: &Catalogue,
     names: &[String],
     update: &[String],
     store: &Path,
-    sandbox: &dyn ScriptSandbox,
-    progress: &mut dyn FnMut(&str),
+    jobs: usize,
+    sandbox: &(dyn ScriptSandbox + Sync),
+    progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Report, BuildError> {
     let t0 = Instant::now();
     std::fs::create_dir_all(store).map_err(io_err(store))?;
     let mut index = Index::load_or_new(store)?;
-    let locks = Locks::in_store(store);
     let selected: Vec<String> = if names.is_empty() {
         catalogue.servers.keys().cloned().collect()
     } else {
@@ -283,7 +284,6 @@ pub fn build(
 
     let t = Instant::now();
     let scripts = Scripts(scripts()?);
-    let scripts_dir = scripts.0.clone();
     let node = pinned_node(&scripts.0, None)?;
     let rt_cache = build_runtime(&scripts.0, progress)?;
     let rt_key = runtime_key(&rt_cache);
@@ -303,32 +303,159 @@ pub fn build(
         seconds: t.elapsed().as_secs_f64(),
     };
 
-    let mut servers = Vec::new();
-    let mut failed = Vec::new();
-    for (i, name) in selected.iter().enumerate() {
-        let e = catalogue.get(name).expect("checked above");
+    // The nodes the layers run on, each fetched once before the layers
+    // are built side by side.
+    let mut nodes = std::collections::BTreeMap::new();
+    for name in &selected {
+        if let Some(major) = catalogue.get(name).ok().and_then(|e| e.runtime.own_node()) {
+            if !nodes.contains_key(major) {
+                let fetched = pinned_node(&scripts.0, Some(major)).map_err(|e| e.to_string());
+                nodes.insert(major, fetched);
+            }
+        }
+    }
+    let cx = LayerCx {
+        catalogue,
+        count: selected.len(),
+        update,
+        store,
+        rt_key: &rt_key,
+        rt_path: &rt_path,
+        fetchers: &scripts.0,
+        node: &node,
+        nodes: &nodes,
+        sandbox,
+        locks: Locks::in_store(store),
+        before: index.clone(),
+        apt: std::sync::Mutex::new(()),
+    };
+    let done = std::sync::Mutex::new(Done {
+        index,
+        servers: Vec::new(),
+        failed: Vec::new(),
+        error: None,
+    });
+    let say = std::sync::Mutex::new(progress);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.clamp(1, selected.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(name) = selected.get(i) else { return };
+                let mut progress = |m: &str| {
+                    let mut p = say.lock().unwrap_or_else(|e| e.into_inner());
+                    (*p)(m)
+                };
+                let outcome = cx.layer(i, name, &mut progress);
+                let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+                if d.error.is_some() {
+                    return;
+                }
+                let saved = match outcome {
+                    Ok((record, built)) => {
+                        d.index.servers.insert(name.clone(), record);
+                        d.index.failed.remove(name);
+                        d.servers.push((i, built));
+                        d.index.save(store)
+                    }
+                    Err((failure, key)) => {
+                        let error = failure.error.clone();
+                        d.index
+                            .failed
+                            .insert(name.clone(), crate::store::FailedBuild { key, error });
+                        d.failed.push((i, failure));
+                        d.index.save(store)
+                    }
+                };
+                if let Err(e) = saved {
+                    d.error = Some(e.into());
+                }
+            });
+        }
+    });
+    let Done {
+        index,
+        mut servers,
+        mut failed,
+        error,
+    } = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let progress = say.into_inner().unwrap_or_else(|e| e.into_inner());
+    prune(store, &index, &selected, progress);
+    let _ = std::io::stderr().flush();
+    servers.sort_by_key(|(i, _)| *i);
+    failed.sort_by_key(|(i, _)| *i);
+    Ok(Report {
+        store: store.to_path_buf(),
+        runtime,
+        servers: servers.into_iter().map(|(_, b)| b).collect(),
+        failed: failed.into_iter().map(|(_, f)| f).collect(),
+        seconds: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// What the layer builds share.
+struct LayerCx<'a> {
+    catalogue: &'a Catalogue,
+    count: usize,
+    update: &'a [String],
+    store: &'a Path,
+    rt_key: &'a str,
+    rt_path: &'a Path,
+    fetchers: &'a Path,
+    node: &'a Path,
+    nodes: &'a std::collections::BTreeMap<&'a str, Result<PathBuf, String>>,
+    sandbox: &'a (dyn ScriptSandbox + Sync),
+    locks: Locks,
+    /// The index as the build found it (each layer's own record).
+    before: Index,
+    /// Debian packages are fetched through one cache, one layer at a time.
+    apt: std::sync::Mutex<()>,
+}
+
+/// The layers built so far, in the order they finished.
+struct Done {
+    index: Index,
+    servers: Vec<(usize, Built)>,
+    failed: Vec<(usize, Failure)>,
+    /// The store could not be written: the build ends.
+    error: Option<BuildError>,
+}
+
+impl LayerCx<'_> {
+    /// Builds (or finds cached) the layer of the `i`th server; its record
+    /// and report, or its failure and the key it was for.
+    fn layer(
+        &self,
+        i: usize,
+        name: &str,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(LayerRecord, Built), (Failure, String)> {
+        let e = self.catalogue.get(name).expect("checked above");
         let toolchain = toolchain_for(e);
-        let key = layer_key_built_with(name, e, &rt_key, &toolchain);
+        let key = layer_key_built_with(name, e, self.rt_key, &toolchain);
         let file = format!("layer-{name}-{key}.erofs");
-        let path = store.join(&file);
+        let path = self.store.join(&file);
         let t = Instant::now();
         let step = format!(
             "[{}/{}] {name} ({} {})",
             i + 1,
-            selected.len(),
+            self.count,
             e.package,
             e.version
         );
         // --update: resolve again, even over a layer that is current.
-        let renew = update.contains(name);
+        let renew = self.update.iter().any(|u| u == name);
         let cached = path.exists() && !renew;
-        let current = index.servers.get(name).filter(|r| r.key == key);
+        let current = self.before.servers.get(name).filter(|r| r.key == key);
         let mut lock = current.and_then(|r| r.lock.clone());
         let mut command = current.and_then(|r| r.command.clone());
         if cached {
             progress(&format!("{step}: cached"));
         } else {
-            let locked = locks.get(name, e).filter(|_| !renew);
+            let locked = self.locks.get(name, e).filter(|_| !renew);
             progress(&format!(
                 "{step}: installing {}",
                 match (&locked, renew) {
@@ -340,60 +467,61 @@ pub fn build(
                     (None, false) => "(resolving its dependencies)".into(),
                 }
             ));
-            let stage = store.join(format!(".stage-{name}-{}", std::process::id()));
+            let stage = self
+                .store
+                .join(format!(".stage-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&stage);
-            let tmp = store.join(format!(".{file}.tmp"));
-            let r = match e.runtime.own_node() {
-                Some(major) => pinned_node(&scripts.0, Some(major)),
-                None => Ok(node.clone()),
-            }
-            .and_then(|node| {
-                let scripts = (rt_path.as_path(), sandbox);
-                let fetchers = scripts_dir.as_path();
-                install(
-                    name,
-                    e,
-                    &stage,
-                    &node,
-                    fetchers,
-                    scripts,
-                    locked.as_deref(),
-                    progress,
-                )
-            })
-            .and_then(|found| {
-                command = Some(found);
-                if !e.apt.is_empty() {
+            let tmp = self.store.join(format!(".{file}.tmp"));
+            let node = match e.runtime.own_node() {
+                Some(major) => match self.nodes.get(major) {
+                    Some(Ok(n)) => Ok(n.clone()),
+                    Some(Err(why)) => Err(BuildError::Failed {
+                        what: format!("fetching node {major}"),
+                        tail: why.clone(),
+                    }),
+                    None => pinned_node(self.fetchers, Some(major)),
+                },
+                None => Ok(self.node.to_path_buf()),
+            };
+            let r = node
+                .and_then(|node| {
+                    let scripts = (self.rt_path, self.sandbox as &dyn ScriptSandbox);
+                    install(
+                        name,
+                        e,
+                        &stage,
+                        &node,
+                        self.fetchers,
+                        scripts,
+                        locked.as_deref(),
+                        progress,
+                    )
+                })
+                .and_then(|found| {
+                    command = Some(found);
                     let dir = stage.join(Entry::dir(name).trim_start_matches('/'));
-                    let cache = store.join(".apt");
-                    crate::apt::unpack(&e.apt, &rt_path, &cache, &stage, &dir, progress)?;
-                }
-                // The tree's lock: kept for the next build, and its digest
-                // in the index.
-                let dir = stage.join(Entry::dir(name).trim_start_matches('/'));
-                locks.put(name, e, &dir).map_err(io_err(&dir))?;
-                lock = crate::lock::digest(&dir, e.runtime);
-                erofs(&stage, &tmp)
-            });
+                    if !e.apt.is_empty() {
+                        let _one = self.apt.lock().unwrap_or_else(|e| e.into_inner());
+                        let cache = self.store.join(".apt");
+                        crate::apt::unpack(&e.apt, self.rt_path, &cache, &stage, &dir, progress)?;
+                    }
+                    // The tree's lock: kept for the next build, and its
+                    // digest in the index.
+                    self.locks.put(name, e, &dir).map_err(io_err(&dir))?;
+                    lock = crate::lock::digest(&dir, e.runtime);
+                    erofs(&stage, &tmp)
+                })
+                .and_then(|()| std::fs::rename(&tmp, &path).map_err(io_err(&path)));
             let _ = std::fs::remove_dir_all(&stage);
             if let Err(err) = r {
                 let _ = std::fs::remove_file(&tmp);
                 progress(&format!("{step}: FAILED: {err}"));
-                failed.push(Failure {
-                    name: name.clone(),
+                let failure = Failure {
+                    name: name.to_string(),
                     error: err.to_string(),
-                });
-                index.failed.insert(
-                    name.clone(),
-                    crate::store::FailedBuild {
-                        key: key.clone(),
-                        error: err.to_string(),
-                    },
-                );
-                index.save(store)?;
-                continue;
+                };
+                return Err((failure, key));
             }
-            std::fs::rename(&tmp, &path).map_err(io_err(&path))?;
         }
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         progress(&format!(
@@ -402,38 +530,25 @@ pub fn build(
             bytes as f64 / 1e6,
             t.elapsed().as_secs_f64()
         ));
-        index.servers.insert(
-            name.clone(),
-            LayerRecord {
-                layer: file.clone(),
-                key,
-                package: e.package.clone(),
-                version: e.version.clone(),
-                bytes,
-                lock,
-                command,
-                toolchain: (!toolchain.is_empty()).then_some(toolchain),
-            },
-        );
-        index.failed.remove(name);
-        index.save(store)?;
-        servers.push(Built {
-            name: name.clone(),
+        let record = LayerRecord {
+            layer: file.clone(),
+            key,
+            package: e.package.clone(),
+            version: e.version.clone(),
+            bytes,
+            lock,
+            command,
+            toolchain: (!toolchain.is_empty()).then_some(toolchain),
+        };
+        let built = Built {
+            name: name.to_string(),
             file,
             bytes,
             cached,
             seconds: t.elapsed().as_secs_f64(),
-        });
+        };
+        Ok((record, built))
     }
-    prune(store, &index, &selected, progress);
-    let _ = std::io::stderr().flush();
-    Ok(Report {
-        store: store.to_path_buf(),
-        runtime,
-        servers,
-        failed,
-        seconds: t0.elapsed().as_secs_f64(),
-    })
 }
 
 /// Removes what this build superseded: other runtime images, and older

@@ -191,6 +191,10 @@ pub struct BuildArgs {
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
+    /// Layers built at a time (each its own npm or pip, and its own
+    /// install microVM) [default: the machine's cores].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    jobs: Option<u64>,
     /// Seconds a layer's install scripts or a crate's build may run in
     /// their microVM before the build of that layer fails.
     #[arg(long, value_name = "SECS", default_value_t = crate::image::install_scripts::DEFAULT_TIMEOUT_S,
@@ -220,11 +224,16 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             let sandbox = crate::image::install_scripts::MicroVm {
                 timeout_s: a.sandbox_timeout,
             };
+            let jobs = a
+                .jobs
+                .map(|j| j as usize)
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
             let report = build(
                 &catalogue,
                 &servers,
                 &a.update,
                 &dir,
+                jobs,
                 &sandbox,
                 &mut |msg| eprintln!("image: {msg}"),
             )?;
