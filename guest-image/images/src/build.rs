@@ -337,6 +337,7 @@ pub fn build(
     });
     let say = std::sync::Mutex::new(progress);
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let t_layers = Instant::now();
     std::thread::scope(|scope| {
         for _ in 0..jobs.clamp(1, selected.len().max(1)) {
             scope.spawn(|| loop {
@@ -369,6 +370,18 @@ pub fn build(
                 };
                 if let Err(e) = saved {
                     d.error = Some(e.into());
+                }
+                // How far the build is, and when it will end at this pace.
+                let finished = d.servers.len() + d.failed.len();
+                drop(d);
+                let left = selected.len() - finished;
+                if left > 0 {
+                    let per = t_layers.elapsed().as_secs_f64() / finished as f64;
+                    progress(&format!(
+                        "{finished} of {} layers done; about {:.0} s to go",
+                        selected.len(),
+                        per * left as f64
+                    ));
                 }
             });
         }
