@@ -85,7 +85,7 @@ fn leftover_of_a_gone_build(name: &str) -> bool {
 }
 
 /// Bytes under `path` (a file, or a directory's files).
-fn du(path: &Path) -> u64 {
+pub fn du(path: &Path) -> u64 {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => std::fs::read_dir(path)
             .map(|d| d.flatten().map(|e| du(&e.path())).sum())
@@ -194,7 +194,8 @@ impl Index {
             let image = (name.starts_with("layer-") || name.starts_with("runtime-"))
                 && name.ends_with(".erofs");
             let leftover = leftover_of_a_gone_build(&name);
-            if !(image && !named.contains(name.as_str())) && !leftover {
+            let unnamed_image = image && !named.contains(name.as_str());
+            if !unnamed_image && !leftover {
                 continue;
             }
             let bytes = du(&e.path());

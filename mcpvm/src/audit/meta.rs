@@ -67,6 +67,19 @@ pub struct ServerMeta {
     pub install_error: Option<String>,
 }
 
+impl ServerMeta {
+    /// What the catalogue entry says of a server; the store and the run
+    /// add the rest.
+    pub fn of(entry: &mcpvm_images::catalogue::Entry) -> Self {
+        ServerMeta {
+            package: entry.package.clone(),
+            version: entry.version.clone(),
+            runtime: format!("{:?}", entry.runtime).to_lowercase(),
+            ..ServerMeta::default()
+        }
+    }
+}
+
 impl Meta {
     /// What must match for two audits (or shards) to be one: everything
     /// but when it started and which shard ran.

@@ -221,11 +221,8 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
                 servers.insert(
                     name.clone(),
                     ServerMeta {
-                        package: entry.package.clone(),
-                        version: entry.version.clone(),
-                        runtime: format!("{:?}", entry.runtime).to_lowercase(),
                         install_error: Some(why),
-                        ..ServerMeta::default()
+                        ..ServerMeta::of(entry)
                     },
                 );
                 continue;
@@ -236,9 +233,6 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         servers.insert(
             name.clone(),
             ServerMeta {
-                package: entry.package.clone(),
-                version: entry.version.clone(),
-                runtime: format!("{:?}", entry.runtime).to_lowercase(),
                 layer: file(&plan.layer),
                 lock: index
                     .servers
@@ -248,7 +242,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
                     true => entry.roots(name, mcpvm_protocol::ports::WORKSPACE_DIR),
                     false => Vec::new(),
                 },
-                install_error: None,
+                ..ServerMeta::of(entry)
             },
         );
     }

@@ -233,7 +233,7 @@ pub fn prune(cache: &Path, dry_run: bool) -> std::io::Result<Vec<(String, u64)>>
         if !unreachable(&text) {
             continue;
         }
-        let bytes = du(&e.path());
+        let bytes = mcpvm_images::store::du(&e.path());
         if !dry_run && std::fs::remove_dir_all(e.path()).is_err() {
             continue;
         }
@@ -263,17 +263,6 @@ fn unreachable(inputs: &str) -> bool {
         || !v["files"]
             .as_array()
             .is_some_and(|files| files.iter().all(same_file))
-}
-
-/// Bytes of the files under `path`.
-fn du(path: &Path) -> u64 {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::read_dir(path)
-            .map(|d| d.flatten().map(|e| du(&e.path())).sum())
-            .unwrap_or(0),
-        Ok(m) => m.len(),
-        Err(_) => 0,
-    }
 }
 
 /// The snapshot for `key` in `dir`, if one was taken and is complete
