@@ -136,10 +136,10 @@ fn the_fixture_handles_or_ignores_every_robustness_probe() {
         assert_eq!(robust(&r, p)["input"], "valid");
     }
     let huge = robust(&r, "huge_argument");
-    assert_eq!(huge["detail"]["bytes"], 10 << 20);
-    // The 10 MiB line is in the exchange as a fact, not as 10 MiB.
+    assert_eq!(huge["detail"]["bytes"], 8 << 20);
+    // The 8 MiB line is in the exchange as a fact, not as 8 MiB.
     let sent = &huge["exchange"][0];
-    assert!(sent["bytes"].as_u64().unwrap() > 10 << 20);
+    assert!(sent["bytes"].as_u64().unwrap() > 8 << 20);
     assert!(sent["text"].as_str().unwrap().len() <= 4096);
     assert_eq!(robust(&r, "concurrent_requests")["detail"]["answered"], 32);
 }

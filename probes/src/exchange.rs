@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-/// Lines longer than this are kept as a prefix and their length: a 10 MiB
-/// argument belongs in the exchange as a fact, not as 10 MiB of report.
+/// Lines longer than this are kept as a prefix and their length: a 8 MiB
+/// argument belongs in the exchange as a fact, not as 8 MiB of report.
 pub const KEEP_BYTES: usize = 64 << 10;
 /// The prefix kept of a line too long or not JSON.
 pub const PREFIX_BYTES: usize = 4096;
