@@ -114,6 +114,9 @@ fn another_name_gets_nxdomain_and_a_denied_event() {
         ev.iter().all(|e| e["kind"] == "dns"),
         "nothing to connect to: {ev:?}"
     );
+    // The second run with the same --events file appended its own.
+    assert_eq!(case("other_name_again").rc, 0);
+    denied_because(event(&ev, "dns", "again.test"), "again.test is not allowed");
 }
 
 #[test]

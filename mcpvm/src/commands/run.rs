@@ -55,7 +55,9 @@ pub fn run(
         Some(path) => Box::new(create(path)?),
         None => Box::new(io::sink()),
     };
-    let events_file = args.events.as_deref().map(create).transpose()?;
+    // Appended to: a server the probe restarts (robustness) runs again
+    // with the same argv, and its first life's events must stay.
+    let events_file = args.events.as_deref().map(append).transpose()?;
     // (A jailed run could not name the timings file when it ends: it is
     // made now and filled then.)
     let timings_file = args.timings.as_deref().map(create).transpose()?;
@@ -193,6 +195,17 @@ fn create(path: &Path) -> Result<File, RunError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+fn append(path: &Path) -> Result<File, RunError> {
+    File::options()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|source| RunError::File {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// After a snapshot run: the server's answer to the template

@@ -150,7 +150,7 @@ pub struct RunArgs {
     /// Write the run's phase times (ms since start) to this JSON file.
     #[arg(long)]
     pub timings: Option<PathBuf>,
-    /// Write the guest agent's events (JSON lines, each with `at_ms`):
+    /// Append the guest agent's events (JSON lines, each with `at_ms`):
     /// spawn, first output, OOM, denied and used system calls, exit.
     #[arg(long)]
     pub events: Option<PathBuf>,

@@ -40,6 +40,9 @@ get() { echo "wget -qO- http://$1/; echo \"rc=\$?\""; }
 
 case_ allowed $R --allow-net allowed.test:8080 $(ev allowed) -- /bin/sh -c "$(get allowed.test:8080)"
 case_ other_name $R --allow-net allowed.test:8080 $(ev other_name) -- /bin/sh -c "$(get other.test:8080)"
+# A second run with the same events file (as a server the probe restarts
+# gets) appends: the first run's events stay.
+case_ other_name_again $R --allow-net allowed.test:8080 $(ev other_name) -- /bin/sh -c "$(get again.test:8080)"
 case_ other_port $R --allow-net allowed.test:80 $(ev other_port) -- /bin/sh -c "$(get allowed.test:8080)"
 case_ direct_ip $R --allow-net allowed.test:8080 $(ev direct_ip) -- /bin/sh -c "$(get 198.51.100.7:8080)"
 # Any name on 8080: the names that lead to the host's loopback, link-local
