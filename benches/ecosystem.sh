@@ -10,8 +10,10 @@
 #    traffic leaves this machine), with the robustness probes and the
 #    security column;
 # 3. copies compat.json, report.md, report.html and results.jsonl into
-#    MCPVM_BENCH_OUT (default: a temporary directory, named at the end)
-#    and prints the audit's throughput in servers per hour.
+#    MCPVM_BENCH_OUT (default: a temporary directory, named at the end),
+#    prints the audit's throughput in servers per hour and renders
+#    docs/ecosystem.md's table there as table.md (benches/lib/
+#    ecosystem-table.py, with the build's sizes and times, build.json).
 # MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,9 +24,10 @@ catalogue=$top/guest-image/corpus/popular.toml
 store=${MCPVM_CORPUS_IMAGES:-${MCPVM_CACHE:-$HOME/.cache/mcpvm}/corpus-images}
 build=(--catalogue "$catalogue" --catalogue-only --images "$store")
 [ -n "$servers" ] && build+=(--servers "$servers")
+out=${MCPVM_BENCH_OUT:-$(mktemp -d)}
 echo "ecosystem: building the corpus's layers into $store" >&2
 start=$(date +%s)
-"$t/bin/mcpvm" image build "${build[@]}" >&2 || echo "ecosystem: some layers did not build; their rows say why" >&2
+"$t/bin/mcpvm" --json image build "${build[@]}" > "$out/build.json" || echo "ecosystem: some layers did not build; their rows say why" >&2
 echo "ecosystem: layers ready in $(( $(date +%s) - start )) s" >&2
 # Every server of the corpus (or those named): the ones that did not
 # install are rows of the audit too.
@@ -49,9 +52,11 @@ echo "ecosystem: \$n servers audited in \$((end - start)) s"
 awk -v n=\$n -v s=\$((end - start)) 'BEGIN { printf "throughput: %.1f servers per hour\n", n * 3600 / s }'
 cat summary.json
 SCEN
-out=${MCPVM_BENCH_OUT:-$(mktemp -d)}
 # The layers travel in the testbed host's initramfs (2 GB for the whole
 # corpus): it gets the memory for them beside its guests.
 export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-12288}
 "$top/testbed/run" --timeout 14400 --out "$out" "${files[@]}" -- sh scenario.sh
-echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html" >&2
+corpus_csv=$top/../shared/corpus/popular-servers.csv
+python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --results "$out/results.jsonl" \
+  --index "$store/index.json" --build "$out/build.json" $([ -f "$corpus_csv" ] && echo --csv "$corpus_csv") > "$out/table.md"
+echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html, table in $out/table.md" >&2

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The ecosystem audit's table for docs/ecosystem.md, from what the run wrote.
+
+    ecosystem-table.py --compat compat.json --results results.jsonl \
+        --index STORE/index.json [--build build.json] [--csv popular-servers.csv]
+
+One row a server: version, install (layer size, build time), cold first
+response, tools answered, verdict with reason and its first evidence,
+robustness, security findings by rule, network tries, and the 922-server
+run's status for the same package. Then the summary counts. Every value a
+server chose (names, messages, stderr) is clipped and escaped for Markdown:
+a server's text is data here, never markup.
+"""
+import argparse
+import collections
+import csv
+import json
+import re
+import sys
+
+BASELINE = "deny-net"
+CLIP = 140
+
+
+def md(text, clip=CLIP):
+    """One table cell of untrusted text: one line, bounded, no markup."""
+    text = re.sub(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]", " ", str(text))
+    text = " ".join(text.split())
+    if len(text) > clip:
+        text = text[: clip - 1] + "…"
+    for ch in "\\`*_[]<>|#":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def records(path):
+    by = collections.defaultdict(dict)
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            by[r["server"]][r["profile"]] = r
+    return by
+
+
+def install_cell(name, index, build):
+    b = build.get(name)
+    if b is not None:
+        mb = b["bytes"] / 1e6
+        if b.get("cached"):
+            return f"{mb:.1f} MB, cached"
+        return f"{mb:.1f} MB, {b['seconds']:.1f} s"
+    e = index.get("servers", {}).get(name)
+    if e is not None:
+        return f"{e['bytes'] / 1e6:.1f} MB"
+    return "–"
+
+
+def robustness_cell(r):
+    rb = (r or {}).get("robustness")
+    if not rb:
+        return "–"
+    broke = rb.get("valid_breakage", []) + rb.get("malformed_breakage", [])
+    cell = f"{rb['handled']}/{rb['sent']}"
+    if broke:
+        cell += " (broke: " + ", ".join(md(b, 40) for b in broke) + ")"
+    return cell
+
+
+def security_cell(r):
+    s = (r or {}).get("security")
+    if not s:
+        return "–"
+    if s.get("not_judged"):
+        return "not judged: " + md(s["not_judged"], 60)
+    rules = collections.Counter(f"{f['class']}/{f['rule']}" for f in s.get("findings", []))
+    if not rules:
+        return f"none ({s['attacks']} attacks)"
+    return ", ".join(f"**{md(k, 50)}** ×{n}" for k, n in sorted(rules.items()))
+
+
+def network_cell(cells):
+    tries = []
+    for r in cells.values():
+        for t in r.get("network", []):
+            name = t.split(" ")[1] if " " in t else t
+            if name not in tries:
+                tries.append(name)
+    if not tries:
+        return "none"
+    shown = ", ".join(md(t, 40) for t in tries[:3])
+    return shown + (f" (+{len(tries) - 3})" if len(tries) > 3 else "")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--compat", required=True)
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--build", help="`mcpvm --json image build` output: install times")
+    ap.add_argument("--csv", help="the corpus CSV: the 922-server run's status")
+    a = ap.parse_args()
+
+    compat = json.load(open(a.compat))
+    recs = records(a.results)
+    index = json.load(open(a.index))
+    build = {}
+    if a.build:
+        for s in json.load(open(a.build)).get("servers", []):
+            if "bytes" in s and "seconds" in s:
+                build[s["name"]] = s
+    prior = {}
+    if a.csv:
+        for row in csv.DictReader(open(a.csv)):
+            # By package: the corpus's names and the catalogue's differ
+            # ("github (legacy npm)" is github-legacy).
+            prior[row["package"]] = row.get("automatelab_2026_05_status") or ""
+
+    out = sys.stdout
+    out.write("| server | version | install | first response | tools | verdict | evidence | robustness | security | network tries | 922-server run |\n")
+    out.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
+    counts = collections.Counter()
+    for v in sorted(compat, key=lambda v: v["server"]):
+        name = v["server"]
+        cells = recs.get(name, {})
+        base = cells.get(BASELINE) or next(iter(cells.values()), None)
+        verdict = v["verdict"] + (f": {v['reason']}" if v.get("reason") else "")
+        counts[verdict] += 1
+        first = "–"
+        tools = "–"
+        if base:
+            hs = base.get("timings", {}).get("handshake_ms")
+            first = f"{hs / 1000:.1f} s" if hs is not None else "none"
+            ok, failed = len(base.get("tools_ok", [])), len(base.get("tools_failed", []))
+            tools = f"{ok}/{ok + failed}"
+        evidence = "; ".join(v.get("evidence", [])[:2])
+        sec = security_cell(cells.get("security"))
+        out.write(
+            f"| {md(name, 40)} | {md(v.get('version') or '–', 30)} | {install_cell(name, index, build)} | {first} | {tools} "
+            f"| **{md(verdict, 40)}** | {md(evidence)} | {robustness_cell(base)} | {sec} | {network_cell(cells)} "
+            f"| {md(prior.get(v.get('package')) or '–', 40)} |\n"
+        )
+    total = sum(counts.values())
+    fit = counts.get("fit", 0)
+    not_fit = counts.get("not_fit", 0)
+    inconclusive = sorted((k.split(": ", 1)[1], n) for k, n in counts.items() if k.startswith("inconclusive"))
+    out.write(
+        f"\n**{fit} of {total} fit, {not_fit} not fit, {total - fit - not_fit} inconclusive**"
+        + (" (" + ", ".join(f"{k} {n}" for k, n in inconclusive) + ")" if inconclusive else "")
+        + ".\n"
+    )
+
+
+if __name__ == "__main__":
+    main()
