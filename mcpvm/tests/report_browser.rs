@@ -1,0 +1,113 @@
+//! The ecosystem audit's report.html is what most people look at: it is
+//! rendered again from the corpus run's records (docs/ecosystem/, by
+//! `mcpvm audit merge`) and opened in a real browser, Debian's Chromium
+//! headless (`scripts/setup --tests` installs it). It must load with no
+//! script error and show every server's verdict; its screenshot is kept
+//! for docs/ecosystem.md (`target/screenshots/ecosystem-report.png`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn chromium() -> PathBuf {
+    for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser"] {
+        if Path::new(p).exists() {
+            return p.into();
+        }
+    }
+    panic!("Chromium is not installed: this test opens report.html in it. Run scripts/setup --tests (apt-get install chromium)");
+}
+
+/// Chromium headless on a file, as root in a container: no sandbox, no
+/// GPU, its console on stderr; bounded by `timeout`.
+fn browse(page: &Path, extra: &[&str]) -> (String, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_corpus_report_loads_in_chromium_and_shows_every_server() {
+    let data = repo().join("docs/ecosystem");
+    let out = tempfile::tempdir().unwrap();
+    let merged = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .args(["audit", "merge", "--out"])
+        .arg(out.path())
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let page = out.path().join("report.html");
+    let verdicts: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(out.path().join("compat.json")).unwrap()).unwrap();
+    let recorded: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(data.join("compat.json")).unwrap()).unwrap();
+    assert_eq!(verdicts, recorded, "the report renders the run's verdicts");
+
+    let (dom, console) = browse(&page, &["--dump-dom"]);
+    for line in console.lines() {
+        assert!(
+            !line.contains("Uncaught") && !(line.contains("CONSOLE") && line.contains("ERROR")),
+            "a script error in report.html: {line}"
+        );
+    }
+    assert!(dom.contains("Compatibility"), "{dom}");
+    for v in &verdicts {
+        let server = v["server"].as_str().unwrap();
+        let verdict = v["verdict"].as_str().unwrap();
+        let row = dom
+            .split("<tr>")
+            .find(|r| r.contains(&format!(">{server}<")))
+            .unwrap_or_else(|| panic!("no row for {server} in the page"));
+        assert!(row.contains(verdict), "{server}: {verdict} not in {row}");
+    }
+
+    let shots = repo().join("target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("ecosystem-report.png");
+    let _ = std::fs::remove_file(&shot);
+    browse(
+        &page,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1400,2400",
+            "--hide-scrollbars",
+        ],
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "a screenshot with something on it: {} bytes",
+        png.len()
+    );
+}
