@@ -107,10 +107,6 @@ impl Session {
         })
     }
 
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.to
-    }
-
     /// The session has an id (the server keeps one): a GET stream and a
     /// DELETE have something to name.
     pub fn id(&self) -> Option<&str> {

@@ -134,6 +134,26 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// The `event` tag it is written with, without writing it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::AgentStart { .. } => "agent_start",
+            Event::Spawned { .. } => "spawned",
+            Event::FirstStdoutByte => "first_stdout_byte",
+            Event::SpawnFailed { .. } => "spawn_failed",
+            Event::OomKilled => "oom_killed",
+            Event::Syscalls { .. } => "syscalls",
+            Event::Exited { .. } => "exited",
+            Event::SnapshotReady => "snapshot_ready",
+            Event::Resumed { .. } => "resumed",
+            Event::Canaries { .. } => "canaries",
+            Event::Effect(_) => "effect",
+            Event::Effects { .. } => "effects",
+        }
+    }
+}
+
 /// What the host adds to a run's events beside the agent's (one JSON
 /// object per line in `--events`, the same `event` tag).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -344,6 +364,49 @@ impl RunSpec {
 
 #[cfg(test)]
 mod tests {
+
+    /// `Event::kind` names each event as serde writes its tag.
+    #[test]
+    fn an_events_kind_is_its_written_tag() {
+        let effect = Effect {
+            uptime_ms: 1,
+            pid: 2,
+            exe: "/bin/sh".into(),
+            call: "openat".into(),
+            paths: vec![],
+            resolved: None,
+            access: None,
+            argv: vec![],
+            address: None,
+            denied: None,
+            during: During::StartUp,
+        };
+        let events = [
+            Event::AgentStart { uptime_ms: 1 },
+            Event::Spawned { pid: 1 },
+            Event::FirstStdoutByte,
+            Event::SpawnFailed { error: "e".into() },
+            Event::OomKilled,
+            Event::Syscalls { denied: vec![], used: vec![], counted_by: Counter::default() },
+            Event::Exited { code: Some(0), signal: None, status: 0 },
+            Event::SnapshotReady,
+            Event::Resumed { uptime_ms: 1 },
+            Event::Canaries {
+                files: vec![],
+                tokens: Default::default(),
+                env: "E".into(),
+                env_token: String::new(),
+                sibling: "/s".into(),
+                link: None,
+            },
+            Event::Effect(Box::new(effect)),
+            Event::Effects { counts: vec![], dropped: 0 },
+        ];
+        for e in events {
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["event"], e.kind(), "{v}");
+        }
+    }
 
     /// The host's events keep the `event` tag the agent's have, their
     /// fields beside it, and read back as written.

@@ -86,14 +86,11 @@ impl EventSink {
 
     fn take(&mut self, e: Event, t: f64) {
         log::debug!("agent event at {t:.3} ms: {e:?}");
-        let v = serde_json::to_value(&e).unwrap_or_default();
-        if let Some(kind) = v["event"].as_str() {
-            self.first_seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(kind.to_string())
-                .or_insert(t);
-        }
+        self.first_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(e.kind().to_string())
+            .or_insert(t);
         let snapshot = matches!(e, Event::SnapshotReady);
         match &e {
             Event::Syscalls { denied, .. } => {
