@@ -387,8 +387,16 @@ mod tests {
             Event::FirstStdoutByte,
             Event::SpawnFailed { error: "e".into() },
             Event::OomKilled,
-            Event::Syscalls { denied: vec![], used: vec![], counted_by: Counter::default() },
-            Event::Exited { code: Some(0), signal: None, status: 0 },
+            Event::Syscalls {
+                denied: vec![],
+                used: vec![],
+                counted_by: Counter::default(),
+            },
+            Event::Exited {
+                code: Some(0),
+                signal: None,
+                status: 0,
+            },
             Event::SnapshotReady,
             Event::Resumed { uptime_ms: 1 },
             Event::Canaries {
@@ -400,7 +408,10 @@ mod tests {
                 link: None,
             },
             Event::Effect(Box::new(effect)),
-            Event::Effects { counts: vec![], dropped: 0 },
+            Event::Effects {
+                counts: vec![],
+                dropped: 0,
+            },
         ];
         for e in events {
             let v = serde_json::to_value(&e).unwrap();

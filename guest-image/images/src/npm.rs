@@ -54,7 +54,15 @@ fn npm_rebuild_line(own_node: bool, scripted: &[Scripted]) -> String {
         .iter()
         .filter(|s| s.optional && !required.contains(&s.name.as_str()))
         .collect();
-    let all_plain = scripted.iter().all(|s| plain(&s.name) && plain(&s.path));
+    // A tree path is removed on failure: it must name a directory inside
+    // node_modules, never climb out of it (the lock is the package's word).
+    let inside = |p: &str| {
+        p.starts_with("node_modules/")
+            && p.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+    };
+    let all_plain = scripted
+        .iter()
+        .all(|s| plain(&s.name) && plain(&s.path) && inside(&s.path));
     if optional.is_empty() || !all_plain {
         return line + "exec " + rebuild;
     }
@@ -255,5 +263,20 @@ mod tests {
         }];
         assert!(npm_rebuild_line(false, &odd)
             .ends_with("exec npm rebuild --foreground-scripts --no-audit --no-fund"));
+        // Nor a path that would remove something outside node_modules.
+        for path in [
+            "node_modules/../../etc",
+            "lib/x",
+            "/node_modules/x",
+            "node_modules//x",
+        ] {
+            let climbing = vec![Scripted {
+                name: "x".into(),
+                path: path.into(),
+                optional: true,
+            }];
+            let line = npm_rebuild_line(false, &climbing);
+            assert!(!line.contains("rm -rf"), "{path}: {line}");
+        }
     }
 }
