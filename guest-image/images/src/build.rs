@@ -268,19 +268,7 @@ pub fn build(
     let t0 = Instant::now();
     std::fs::create_dir_all(store).map_err(io_err(store))?;
     let mut index = Index::load_or_new(store)?;
-    let selected: Vec<String> = if names.is_empty() {
-        catalogue.servers.keys().cloned().collect()
-    } else {
-        let mut chosen = names.to_vec();
-        chosen.extend(update.iter().filter(|u| !names.contains(u)).cloned());
-        chosen
-    };
-    for n in selected.iter().chain(update) {
-        catalogue.get(n).map_err(|e| BuildError::Failed {
-            what: "choosing servers".into(),
-            tail: e.to_string(),
-        })?;
-    }
+    let selected = select(catalogue, names, update)?;
 
     let t = Instant::now();
     let scripts = Scripts(scripts()?);
@@ -303,17 +291,7 @@ pub fn build(
         seconds: t.elapsed().as_secs_f64(),
     };
 
-    // The nodes the layers run on, each fetched once before the layers
-    // are built side by side.
-    let mut nodes = std::collections::BTreeMap::new();
-    for name in &selected {
-        if let Some(major) = catalogue.get(name).ok().and_then(|e| e.runtime.own_node()) {
-            if !nodes.contains_key(major) {
-                let fetched = pinned_node(&scripts.0, Some(major)).map_err(|e| e.to_string());
-                nodes.insert(major, fetched);
-            }
-        }
-    }
+    let nodes = own_nodes(catalogue, &selected, &scripts.0);
     let cx = LayerCx {
         catalogue,
         count: selected.len(),
@@ -329,73 +307,16 @@ pub fn build(
         before: index.clone(),
         apt: std::sync::Mutex::new(()),
     };
-    let done = std::sync::Mutex::new(Done {
-        index,
-        servers: Vec::new(),
-        failed: Vec::new(),
-        error: None,
-    });
-    let say = std::sync::Mutex::new(progress);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let t_layers = Instant::now();
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, selected.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(name) = selected.get(i) else { return };
-                let mut progress = |m: &str| {
-                    let mut p = say.lock().unwrap_or_else(|e| e.into_inner());
-                    (*p)(m)
-                };
-                let outcome = cx.layer(i, name, &mut progress);
-                let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
-                if d.error.is_some() {
-                    return;
-                }
-                let saved = match outcome {
-                    Ok((record, built)) => {
-                        d.index.servers.insert(name.clone(), record);
-                        d.index.failed.remove(name);
-                        d.servers.push((i, built));
-                        d.index.save(store)
-                    }
-                    Err((failure, key)) => {
-                        let error = failure.error.clone();
-                        d.index
-                            .failed
-                            .insert(name.clone(), crate::store::FailedBuild { key, error });
-                        d.failed.push((i, failure));
-                        d.index.save(store)
-                    }
-                };
-                if let Err(e) = saved {
-                    d.error = Some(e.into());
-                }
-                // How far the build is, and when it will end at this pace.
-                let finished = d.servers.len() + d.failed.len();
-                drop(d);
-                let left = selected.len() - finished;
-                if left > 0 {
-                    let per = t_layers.elapsed().as_secs_f64() / finished as f64;
-                    progress(&format!(
-                        "{finished} of {} layers done; about {:.0} s to go",
-                        selected.len(),
-                        per * left as f64
-                    ));
-                }
-            });
-        }
-    });
+    let (done, progress) = cx.build_all(&selected, jobs, index, progress);
     let Done {
         index,
         mut servers,
         mut failed,
         error,
-    } = done.into_inner().unwrap_or_else(|e| e.into_inner());
+    } = done;
     if let Some(e) = error {
         return Err(e);
     }
-    let progress = say.into_inner().unwrap_or_else(|e| e.into_inner());
     prune(store, &index, &selected, progress);
     let _ = std::io::stderr().flush();
     servers.sort_by_key(|(i, _)| *i);
@@ -407,6 +328,48 @@ pub fn build(
         failed: failed.into_iter().map(|(_, f)| f).collect(),
         seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// The servers a build is for: `names` and `update` (all when `names` is
+/// empty), each one the catalogue has.
+fn select(
+    catalogue: &Catalogue,
+    names: &[String],
+    update: &[String],
+) -> Result<Vec<String>, BuildError> {
+    let selected: Vec<String> = if names.is_empty() {
+        catalogue.servers.keys().cloned().collect()
+    } else {
+        let mut chosen = names.to_vec();
+        chosen.extend(update.iter().filter(|u| !names.contains(u)).cloned());
+        chosen
+    };
+    for n in selected.iter().chain(update) {
+        catalogue.get(n).map_err(|e| BuildError::Failed {
+            what: "choosing servers".into(),
+            tail: e.to_string(),
+        })?;
+    }
+    Ok(selected)
+}
+
+/// The nodes the layers run on (by major version), each fetched once
+/// before the layers are built side by side.
+fn own_nodes<'c>(
+    catalogue: &'c Catalogue,
+    selected: &[String],
+    fetchers: &Path,
+) -> std::collections::BTreeMap<&'c str, Result<PathBuf, String>> {
+    let mut nodes = std::collections::BTreeMap::new();
+    for name in selected {
+        if let Some(major) = catalogue.get(name).ok().and_then(|e| e.runtime.own_node()) {
+            if !nodes.contains_key(major) {
+                let fetched = pinned_node(fetchers, Some(major)).map_err(|e| e.to_string());
+                nodes.insert(major, fetched);
+            }
+        }
+    }
+    nodes
 }
 
 /// What the layer builds share.
@@ -437,7 +400,97 @@ struct Done {
     error: Option<BuildError>,
 }
 
+impl Done {
+    /// Keeps one layer's outcome, in the index (saved at once, so that an
+    /// interrupted build keeps it) and in the report.
+    fn record(
+        &mut self,
+        i: usize,
+        name: &str,
+        outcome: Result<(LayerRecord, Built), (Failure, String)>,
+        store: &Path,
+    ) {
+        let saved = match outcome {
+            Ok((record, built)) => {
+                self.index.servers.insert(name.to_string(), record);
+                self.index.failed.remove(name);
+                self.servers.push((i, built));
+                self.index.save(store)
+            }
+            Err((failure, key)) => {
+                let error = failure.error.clone();
+                self.index
+                    .failed
+                    .insert(name.to_string(), crate::store::FailedBuild { key, error });
+                self.failed.push((i, failure));
+                self.index.save(store)
+            }
+        };
+        if let Err(e) = saved {
+            self.error = Some(e.into());
+        }
+    }
+
+    fn finished(&self) -> usize {
+        self.servers.len() + self.failed.len()
+    }
+}
+
 impl LayerCx<'_> {
+    /// Builds the layers of `selected`, `jobs` at a time, each worker
+    /// taking the next server when it is done with one; a progress line
+    /// with the time left after each.
+    fn build_all<'p>(
+        &self,
+        selected: &[String],
+        jobs: usize,
+        index: Index,
+        progress: &'p mut (dyn FnMut(&str) + Send),
+    ) -> (Done, &'p mut (dyn FnMut(&str) + Send)) {
+        let done = std::sync::Mutex::new(Done {
+            index,
+            servers: Vec::new(),
+            failed: Vec::new(),
+            error: None,
+        });
+        let say = std::sync::Mutex::new(progress);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let t_layers = Instant::now();
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.clamp(1, selected.len().max(1)) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(name) = selected.get(i) else { return };
+                    let mut progress = |m: &str| {
+                        let mut p = say.lock().unwrap_or_else(|e| e.into_inner());
+                        (*p)(m)
+                    };
+                    let outcome = self.layer(i, name, &mut progress);
+                    let mut d = done.lock().unwrap_or_else(|e| e.into_inner());
+                    if d.error.is_some() {
+                        return;
+                    }
+                    d.record(i, name, outcome, self.store);
+                    let finished = d.finished();
+                    drop(d);
+                    let left = selected.len() - finished;
+                    if left > 0 {
+                        let per = t_layers.elapsed().as_secs_f64() / finished as f64;
+                        progress(&format!(
+                            "{finished} of {} layers done; about {:.0} s to go",
+                            selected.len(),
+                            per * left as f64
+                        ));
+                    }
+                });
+            }
+        });
+        (
+            done.into_inner().unwrap_or_else(|e| e.into_inner()),
+            say.into_inner().unwrap_or_else(|e| e.into_inner()),
+        )
+    }
+
     /// Builds (or finds cached) the layer of the `i`th server; its record
     /// and report, or its failure and the key it was for.
     fn layer(
