@@ -211,69 +211,7 @@ pub fn run(
                 start,
             )?)
         }
-        BenchCommand::Relay(a) => {
-            let dir = tempfile::tempdir()?;
-            let timings = dir.path().join("timings.json");
-            let guest = RunArgs {
-                command: vec![a.guest_cat.clone()],
-                ..RunArgs::default()
-            };
-            let vm = relay::Peer {
-                cmd: vm_run(&RunArgs {
-                    timings: Some(timings.clone()),
-                    ..guest.clone()
-                })?,
-                timings: Some(timings),
-            };
-            let firecracker = match peer_binary("relay", a.firecracker) {
-                Some(fc) => Some(relay::Peer {
-                    cmd: peer_run(&fc, &guest)?,
-                    timings: None,
-                }),
-                None => None,
-            };
-            let bare = relay::Peer {
-                cmd: vec!["cat".into()],
-                timings: None,
-            };
-            // One warm-up round, not reported (page cache, first runs of
-            // code), then each round starts with the next peer in turn.
-            let mut peers: Vec<(&str, &relay::Peer, Vec<relay::RelayRun>)> =
-                vec![("VM", &vm, Vec::new())];
-            if let Some(fc) = &firecracker {
-                peers.push(("Firecracker", fc, Vec::new()));
-            }
-            peers.push(("bare process", &bare, Vec::new()));
-            let n = peers.len();
-            for round in 0..=a.rounds as usize {
-                for i in 0..n {
-                    let (name, peer, runs) = &mut peers[(round + i) % n];
-                    match round {
-                        0 => eprintln!("bench relay: warm-up round: {name}"),
-                        r => eprintln!("bench relay: round {r} of {}: {name}", a.rounds),
-                    }
-                    let run = relay::measure(peer, a.round_trips, a.bulk_mib)?;
-                    if round > 0 {
-                        runs.push(run);
-                    }
-                }
-            }
-            let mut results = peers
-                .into_iter()
-                .map(|(_, _, runs)| relay::RelayResult::of(&runs));
-            let ours = results.next().expect("the VM is measured");
-            let theirs = firecracker.as_ref().and_then(|_| results.next());
-            let cats = results.next().expect("bare cat is measured");
-            let report = relay::RelayReport::new(
-                a.round_trips,
-                a.bulk_mib,
-                a.rounds as usize,
-                ours,
-                theirs,
-                cats,
-            );
-            emit(&report, report.markdown(), json)
-        }
+        BenchCommand::Relay(a) => relay_bench(a, json),
         BenchCommand::Probe(a) => {
             let report = probe_bench(&a)?.run(|msg| eprintln!("bench probe: {msg}"))?;
             emit(&report, report.markdown(), json)
@@ -291,33 +229,7 @@ pub fn run(
             let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
             emit(&report, report.markdown(), json)
         }
-        BenchCommand::Density(a) => {
-            let mut counts = a.counts.clone();
-            counts.sort_unstable();
-            counts.dedup();
-            if counts.first() == Some(&0) || counts.is_empty() {
-                return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
-            }
-            let vm = run_args(a.vm, None);
-            let mcpvm = exe::vm()?;
-            let dir = tempfile::Builder::new()
-                .prefix("mcpvm-bench-density-")
-                .tempdir()?;
-            let snapshot = dir.path().join("snapshot");
-            eprintln!("bench density: taking the snapshot");
-            crate::take_snapshot(&mcpvm, &vm, &snapshot)
-                .map_err(|e| format!("Cannot take the snapshot the VMs restore from ({e})"))?;
-            let bench = DensityBench {
-                mcpvm,
-                snapshot,
-                counts,
-                reserve_mib: a.reserve_mib,
-                answer_timeout: Duration::from_secs(a.answer_timeout),
-                saturated_after: Duration::from_secs(a.saturated_after),
-            };
-            let report = bench.run(|msg| eprintln!("bench density: {msg}"))?;
-            emit(&report, report.markdown(), json)
-        }
+        BenchCommand::Density(a) => density_bench(a, json),
         BenchCommand::Boot(a) => {
             let firecracker = peer_binary("boot", a.firecracker);
             let bench = BootBench {
@@ -336,6 +248,100 @@ pub fn run(
             emit(&report, report.markdown(), json)
         }
     }
+}
+
+/// `mcpvm bench relay`: the VM, the Firecracker peer (when there is one)
+/// and bare `cat`, round after round.
+fn relay_bench(a: RelayArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let timings = dir.path().join("timings.json");
+    let guest = RunArgs {
+        command: vec![a.guest_cat.clone()],
+        ..RunArgs::default()
+    };
+    let vm = relay::Peer {
+        cmd: vm_run(&RunArgs {
+            timings: Some(timings.clone()),
+            ..guest.clone()
+        })?,
+        timings: Some(timings),
+    };
+    let firecracker = match peer_binary("relay", a.firecracker) {
+        Some(fc) => Some(relay::Peer {
+            cmd: peer_run(&fc, &guest)?,
+            timings: None,
+        }),
+        None => None,
+    };
+    let bare = relay::Peer {
+        cmd: vec!["cat".into()],
+        timings: None,
+    };
+    // One warm-up round, not reported (page cache, first runs of
+    // code), then each round starts with the next peer in turn.
+    let mut peers: Vec<(&str, &relay::Peer, Vec<relay::RelayRun>)> = vec![("VM", &vm, Vec::new())];
+    if let Some(fc) = &firecracker {
+        peers.push(("Firecracker", fc, Vec::new()));
+    }
+    peers.push(("bare process", &bare, Vec::new()));
+    let n = peers.len();
+    for round in 0..=a.rounds as usize {
+        for i in 0..n {
+            let (name, peer, runs) = &mut peers[(round + i) % n];
+            match round {
+                0 => eprintln!("bench relay: warm-up round: {name}"),
+                r => eprintln!("bench relay: round {r} of {}: {name}", a.rounds),
+            }
+            let run = relay::measure(peer, a.round_trips, a.bulk_mib)?;
+            if round > 0 {
+                runs.push(run);
+            }
+        }
+    }
+    let mut results = peers
+        .into_iter()
+        .map(|(_, _, runs)| relay::RelayResult::of(&runs));
+    let ours = results.next().expect("the VM is measured");
+    let theirs = firecracker.as_ref().and_then(|_| results.next());
+    let cats = results.next().expect("bare cat is measured");
+    let report = relay::RelayReport::new(
+        a.round_trips,
+        a.bulk_mib,
+        a.rounds as usize,
+        ours,
+        theirs,
+        cats,
+    );
+    emit(&report, report.markdown(), json)
+}
+
+/// `mcpvm bench density`: how many VMs restored from one snapshot answer.
+fn density_bench(a: DensityArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    let mut counts = a.counts.clone();
+    counts.sort_unstable();
+    counts.dedup();
+    if counts.first() == Some(&0) || counts.is_empty() {
+        return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
+    }
+    let vm = run_args(a.vm, None);
+    let mcpvm = exe::vm()?;
+    let dir = tempfile::Builder::new()
+        .prefix("mcpvm-bench-density-")
+        .tempdir()?;
+    let snapshot = dir.path().join("snapshot");
+    eprintln!("bench density: taking the snapshot");
+    crate::take_snapshot(&mcpvm, &vm, &snapshot)
+        .map_err(|e| format!("Cannot take the snapshot the VMs restore from ({e})"))?;
+    let bench = DensityBench {
+        mcpvm,
+        snapshot,
+        counts,
+        reserve_mib: a.reserve_mib,
+        answer_timeout: Duration::from_secs(a.answer_timeout),
+        saturated_after: Duration::from_secs(a.saturated_after),
+    };
+    let report = bench.run(|msg| eprintln!("bench density: {msg}"))?;
+    emit(&report, report.markdown(), json)
 }
 
 /// A peer's binary as an absolute path (a bare name would be looked up on
