@@ -284,11 +284,8 @@ fn install(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<String, BuildErr
         stage,
         target,
         scripts,
-        locked,
         ..
     } = *job;
-    let fetch_crate = job.fetchers.join("runtimes/fetch-crate");
-    let fetch_crate = fetch_crate.as_path();
     let (runtime, sandbox) = scripts;
     let store = stage.parent().unwrap_or(stage);
     let spec = format!("{} {}", e.package, e.version);
@@ -305,43 +302,8 @@ fn install(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<String, BuildErr
         // the user's own ~/.cargo (and its configuration).
         let home = store.join(".cargo");
         let env = [("CARGO_HOME", home.as_path())];
-        let krate = match &e.source {
-            Some(src) => src.clone(),
-            None => {
-                let file = work.join(format!("{}-{}.crate", e.package, e.version));
-                run(
-                    &format!("fetching {spec} from crates.io"),
-                    crate::host_env::command("python3")
-                        .arg(fetch_crate)
-                        .args([&e.package, &e.version])
-                        .arg(&file),
-                )?;
-                file
-            }
-        };
-        let unpacked = unpack(&krate, &work, e)?;
-        let src = work.join("src");
-        std::fs::rename(&unpacked, &src).map_err(io_err(&src))?;
+        let src = source_with_lock(job, &cargo, &env, &work, progress)?;
         let lock = src.join("Cargo.lock");
-        match locked {
-            Some(kept) => {
-                std::fs::copy(kept.join("Cargo.lock"), &lock).map_err(io_err(&lock))?;
-            }
-            None if lock.is_file() => progress(&format!(
-                "{name}: using the Cargo.lock {spec} was published with"
-            )),
-            None => {
-                progress(&format!("{name}: {spec} has no Cargo.lock: resolving one"));
-                run(
-                    &format!("cargo generate-lockfile ({spec})"),
-                    crate::host_env::command(&cargo)
-                        .arg("generate-lockfile")
-                        .arg("--manifest-path")
-                        .arg(src.join("Cargo.toml"))
-                        .envs(env),
-                )?;
-            }
-        }
         let bins = binaries(&cargo, &src, &env)?;
         if bins.is_empty() {
             return Err(failed(
@@ -349,29 +311,8 @@ fn install(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<String, BuildErr
                 "it has no binary target to run as a server (a library crate?)",
             ));
         }
-        // Every dependency's source, checked against the lock; `vendor`
-        // downloads and unpacks, it builds nothing.
         progress(&format!("{name}: vendoring the dependencies of {spec}"));
-        run(
-            &format!("cargo vendor ({spec})"),
-            crate::host_env::command(&cargo)
-                .args(["vendor", "--locked", "--versioned-dirs", "--quiet"])
-                .arg("--manifest-path")
-                .arg(src.join("Cargo.toml"))
-                .arg(work.join("vendor"))
-                .envs(env),
-        )?;
-        // A crate with no dependencies has nothing vendored.
-        std::fs::create_dir_all(work.join("vendor")).map_err(io_err(&work))?;
-        let guest_home = work.join("cargo-home");
-        std::fs::create_dir_all(&guest_home).map_err(io_err(&guest_home))?;
-        std::fs::write(
-            guest_home.join("config.toml"),
-            "[source.crates-io]\nreplace-with = \"vendored\"\n\n\
-             [source.vendored]\ndirectory = \"/workspace/vendor\"\n\n\
-             [net]\noffline = true\n",
-        )
-        .map_err(io_err(&guest_home))?;
+        vendor(&cargo, &env, &src, &work, &spec)?;
         let kept_lock = std::fs::read(&lock).map_err(io_err(&lock))?;
         let tools = tools_layer(store, runtime, progress)?;
         progress(&format!(
@@ -390,22 +331,7 @@ fn install(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<String, BuildErr
         sandbox
             .run(&job, progress)
             .map_err(|tail| failed(format!("building {spec} (in a microVM)"), tail))?;
-        let bin = target.join("bin");
-        std::fs::create_dir_all(&bin).map_err(io_err(&bin))?;
-        for b in &bins {
-            let built = work.join("out").join(b);
-            if !built.is_file() {
-                return Err(failed(
-                    format!("building {spec} (in a microVM)"),
-                    format!("the build left no binary '{b}'"),
-                ));
-            }
-            let to = bin.join(b);
-            std::fs::copy(&built, &to).map_err(io_err(&to))?;
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755))
-                .map_err(io_err(&to))?;
-        }
+        take_binaries(&work, target, &bins, &spec)?;
         // The host's resolution, not whatever the guest left.
         let lock_to = target.join("Cargo.lock");
         std::fs::write(&lock_to, kept_lock).map_err(io_err(&lock_to))?;
@@ -413,6 +339,116 @@ fn install(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<String, BuildErr
     })();
     let _ = std::fs::remove_dir_all(&work);
     r
+}
+
+/// The crate's source unpacked in `work/src` (from the catalogue's
+/// `source`, or fetched from crates.io), with the Cargo.lock it is built
+/// from: the kept one, the one it was published with, or one resolved now.
+fn source_with_lock(
+    job: &Job,
+    cargo: &Path,
+    env: &[(&str, &Path); 1],
+    work: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PathBuf, BuildError> {
+    let (name, e, locked) = (job.name, job.entry, job.locked);
+    let spec = format!("{} {}", e.package, e.version);
+    let krate = match &e.source {
+        Some(src) => src.clone(),
+        None => {
+            let file = work.join(format!("{}-{}.crate", e.package, e.version));
+            run(
+                &format!("fetching {spec} from crates.io"),
+                crate::host_env::command("python3")
+                    .arg(job.fetchers.join("runtimes/fetch-crate"))
+                    .args([&e.package, &e.version])
+                    .arg(&file),
+            )?;
+            file
+        }
+    };
+    let unpacked = unpack(&krate, work, e)?;
+    let src = work.join("src");
+    std::fs::rename(&unpacked, &src).map_err(io_err(&src))?;
+    let lock = src.join("Cargo.lock");
+    match locked {
+        Some(kept) => {
+            std::fs::copy(kept.join("Cargo.lock"), &lock).map_err(io_err(&lock))?;
+        }
+        None if lock.is_file() => progress(&format!(
+            "{name}: using the Cargo.lock {spec} was published with"
+        )),
+        None => {
+            progress(&format!("{name}: {spec} has no Cargo.lock: resolving one"));
+            run(
+                &format!("cargo generate-lockfile ({spec})"),
+                crate::host_env::command(cargo)
+                    .arg("generate-lockfile")
+                    .arg("--manifest-path")
+                    .arg(src.join("Cargo.toml"))
+                    .envs(env.iter().copied()),
+            )?;
+        }
+    }
+    Ok(src)
+}
+
+/// Every dependency's source in `work/vendor`, checked against the lock
+/// (`vendor` downloads and unpacks, it builds nothing), and the guest's
+/// cargo home that builds from it offline.
+fn vendor(
+    cargo: &Path,
+    env: &[(&str, &Path); 1],
+    src: &Path,
+    work: &Path,
+    spec: &str,
+) -> Result<(), BuildError> {
+    run(
+        &format!("cargo vendor ({spec})"),
+        crate::host_env::command(cargo)
+            .args(["vendor", "--locked", "--versioned-dirs", "--quiet"])
+            .arg("--manifest-path")
+            .arg(src.join("Cargo.toml"))
+            .arg(work.join("vendor"))
+            .envs(env.iter().copied()),
+    )?;
+    // A crate with no dependencies has nothing vendored.
+    std::fs::create_dir_all(work.join("vendor")).map_err(io_err(work))?;
+    let guest_home = work.join("cargo-home");
+    std::fs::create_dir_all(&guest_home).map_err(io_err(&guest_home))?;
+    std::fs::write(
+        guest_home.join("config.toml"),
+        "[source.crates-io]\nreplace-with = \"vendored\"\n\n\
+         [source.vendored]\ndirectory = \"/workspace/vendor\"\n\n\
+         [net]\noffline = true\n",
+    )
+    .map_err(io_err(&guest_home))
+}
+
+/// The binaries the microVM built, into the layer's `bin`.
+fn take_binaries(
+    work: &Path,
+    target: &Path,
+    bins: &[String],
+    spec: &str,
+) -> Result<(), BuildError> {
+    let bin = target.join("bin");
+    std::fs::create_dir_all(&bin).map_err(io_err(&bin))?;
+    for b in bins {
+        let built = work.join("out").join(b);
+        if !built.is_file() {
+            return Err(failed(
+                format!("building {spec} (in a microVM)"),
+                format!("the build left no binary '{b}'"),
+            ));
+        }
+        let to = bin.join(b);
+        std::fs::copy(&built, &to).map_err(io_err(&to))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err(&to))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
