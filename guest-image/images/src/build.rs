@@ -672,6 +672,22 @@ mod tests {
     }
 
     #[test]
+    fn a_usage_error_is_told_by_its_message_not_the_usage_text() {
+        let npm = "npm error code EUSAGE\nnpm error\n\
+            npm error `npm ci` can only install packages when your package.json and package-lock.json or npm-shrinkwrap.json are in sync.\n\
+            npm error\nnpm error Missing: @mobilenext/mobilecli-darwin-amd64@ from lock file\n\
+            npm error\nnpm error Clean install a project\nnpm error\nnpm error Usage:\nnpm error npm ci\n\
+            npm error\nnpm error Options:\nnpm error [--install-strategy <hoisted|nested|shallow|linked>]\n\
+            npm error aliases: clean-install, ic, install-clean, isntall-clean\n\
+            npm error Run \"npm help ci\" for more info\n";
+        let c = cause(npm);
+        assert_eq!(
+            c,
+            "code EUSAGE | `npm ci` can only install packages when your package.json and package-lock.json or npm-shrinkwrap.json are in sync. | Missing: @mobilenext/mobilecli-darwin-amd64@ from lock file"
+        );
+    }
+
+    #[test]
     fn a_report_reads_back_as_written() {
         let built = |name: &str| Built {
             name: name.into(),

@@ -79,6 +79,11 @@ fn npm_rebuild_line(own_node: bool, scripted: &[Scripted]) -> String {
     }
 }
 
+/// `npm ci`'s refusal of a lock that does not match package.json.
+fn lock_out_of_sync(tail: &str) -> bool {
+    tail.contains("code EUSAGE") && tail.contains("are in sync")
+}
+
 /// The packages of an npm tree (its `node_modules/.package-lock.json`)
 /// that have install scripts.
 pub fn with_install_scripts(target: &Path) -> Vec<Scripted> {
@@ -160,10 +165,25 @@ impl Installer for Npm {
             )
             .map(drop)?,
         }
-        run(
+        match run(
             &format!("npm ci {spec}"),
             npm().args(["ci", "--engine-strict"]),
-        )?;
+        ) {
+            // npm's own resolution can leave optional packages out of the
+            // lock (platform packages listed with an empty version), and
+            // `npm ci` then refuses it; `npm install`, as npx runs it,
+            // installs from that lock and goes on, under the same rules.
+            Err(BuildError::Failed { tail, .. }) if lock_out_of_sync(&tail) => {
+                progress(&format!(
+                    "{name}: npm ci finds the lock out of sync with what {spec} lists; installing from it as npm install does"
+                ));
+                run(
+                    &format!("npm install {spec} (from its lock)"),
+                    npm().args(["install", "--engine-strict"]),
+                )?;
+            }
+            other => drop(other?),
+        }
         if e.runtime.own_node().is_some() {
             let bin = target.join(crate::catalogue::OWN_NODE).join("bin");
             std::fs::create_dir_all(&bin).map_err(io_err(&bin))?;

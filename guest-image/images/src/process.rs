@@ -42,12 +42,25 @@ pub(crate) fn io_err(path: &Path) -> impl Fn(std::io::Error) -> BuildError + '_ 
 }
 
 /// The last lines of an installer's output that say something: not its
-/// stack frames, lone braces, the fields of an error object or where its
-/// own log went.
+/// stack frames, lone braces, the fields of an error object, where its
+/// own log went, or the usage text npm prints after a usage error (and
+/// the command's one-line description before it).
 pub fn cause(text: &str) -> String {
-    let said: Vec<&str> = text
+    let lines: Vec<&str> = text
         .lines()
         .map(|l| l.trim_start_matches("npm error").trim())
+        .collect();
+    let lines = match lines.iter().position(|l| *l == "Usage:") {
+        Some(usage) => {
+            let before = &lines[..usage];
+            let description = before.iter().rposition(|l| !l.is_empty());
+            &before[..description.unwrap_or(0)]
+        }
+        None => &lines[..],
+    };
+    let said: Vec<&str> = lines
+        .iter()
+        .copied()
         .filter(|l| {
             !l.is_empty()
                 && !l.starts_with("at ")
