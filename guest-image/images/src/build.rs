@@ -159,9 +159,33 @@ fn build_runtime(scripts: &Path, progress: &mut dyn FnMut(&str)) -> Result<PathB
 }
 
 fn tempfile_dir() -> Result<PathBuf, BuildError> {
+    sweep_stale(&std::env::temp_dir());
     let d = std::env::temp_dir().join(format!("mcpvm-image-{}", std::process::id()));
     std::fs::create_dir_all(&d).map_err(io_err(&d))?;
     Ok(d)
+}
+
+/// Removes the working directories (`mcpvm-image-PID`,
+/// `mcpvm-scripts-PID-…`) that builds killed before they could clean up
+/// left in `base`: those whose process is gone.
+pub fn sweep_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let pid = name
+            .strip_prefix("mcpvm-image-")
+            .or_else(|| name.strip_prefix("mcpvm-scripts-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(pid) = pid {
+            if pid > 0 && !Path::new("/proc").join(pid.to_string()).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
 }
 
 /// Puts `src` in the store as `name`: a hard link when on the same
@@ -685,6 +709,28 @@ mod tests {
             c,
             "code EUSAGE | `npm ci` can only install packages when your package.json and package-lock.json or npm-shrinkwrap.json are in sync. | Missing: @mobilenext/mobilecli-darwin-amd64@ from lock file"
         );
+    }
+
+    #[test]
+    fn the_working_directories_of_dead_builds_are_swept() {
+        let base = tempfile::tempdir().unwrap();
+        // A pid no process has (past the kernel's pid_max).
+        let dead = 1 << 23;
+        let live = std::process::id();
+        let names = [
+            format!("mcpvm-image-{dead}"),
+            format!("mcpvm-scripts-{dead}-Ab3x"),
+            format!("mcpvm-image-{live}"),
+            format!("mcpvm-scripts-{live}-Zz9q"),
+            "mcpvm-scripts-Ab3xyz".to_string(),
+            "unrelated-123".to_string(),
+        ];
+        for n in &names {
+            std::fs::create_dir_all(base.path().join(n).join("inner")).unwrap();
+        }
+        sweep_stale(base.path());
+        let left: Vec<bool> = names.iter().map(|n| base.path().join(n).exists()).collect();
+        assert_eq!(left, [false, false, true, true, true, true]);
     }
 
     #[test]

@@ -161,7 +161,9 @@ impl ScriptSandbox for MicroVm {
     fn run(&self, job: &ScriptJob<'_>, progress: &mut dyn FnMut(&str)) -> Result<(), String> {
         let vm = artifacts()?;
         let work = tempfile::Builder::new()
-            .prefix("mcpvm-scripts-")
+            // The pid: a build killed before it could clean up has this
+            // swept by the next (`mcpvm_images::build::sweep_stale`).
+            .prefix(&format!("mcpvm-scripts-{}-", std::process::id()))
             .tempdir()
             .map_err(|e| format!("cannot make a scratch directory: {e}"))?;
         let w = work.path();
@@ -207,7 +209,15 @@ impl ScriptSandbox for MicroVm {
             .enumerate()
             .map(|(i, l)| file(l, &format!("layer-{i}.erofs")))
             .collect();
-        let mut child = Command::new("bash")
+        let mut cmd = Command::new("bash");
+        // A build that is killed takes its install microVM with it:
+        // testbed/run gets SIGTERM and stops its QEMU (seen orphaned).
+        // SAFETY: the hook makes only async-signal-safe calls.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(probes::wire::die_with_parent(std::process::id()));
+        }
+        let mut child = cmd
             .arg(w.join("testbed/run"))
             .args(["--timeout", &(self.timeout_s + 120).to_string()])
             .arg("--out")
