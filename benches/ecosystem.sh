@@ -44,12 +44,20 @@ cat > "$scenario" <<SCEN
 # The nested testbed host has one CPU: guests get one vCPU there.
 extra=
 if [ "\$MCPVM_TESTBED" = nested ]; then printf '[defaults]\\nvcpus = 1\\n' > tb.toml; extra="--profiles-file tb.toml"; fi
+# As a case (testbed/case.sh): the audit's progress lines (servers done,
+# the current one, the ETA) reach the serial log, and testbed/run's
+# output, as they come.
+. ./case.sh
 start=\$(date +%s)
-mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers $servers \
+CASE_LIMIT=14000 CASE_TEE=1 case_ audit \
+  mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers $servers \
   --profiles deny-net --robustness --security \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
-  --run-timeout 900 --out a > summary.json
+  --run-timeout 900 --out a
 end=\$(date +%s)
-cp a/compat.json a/report.md a/report.html a/results.jsonl a/audit.json "\$MCPVM_OUT/"
+# What the audit recorded, also when it was cut short (it resumes from
+# results.jsonl given the same --out).
+cp a/compat.json a/report.md a/report.html a/results.jsonl a/audit.json "\$MCPVM_OUT/" 2>/dev/null
+mv "\$MCPVM_OUT/audit.out" summary.json
 n=\$(grep -c '"server"' a/compat.json)
 echo "ecosystem: \$n servers audited in \$((end - start)) s"
 awk -v n=\$n -v s=\$((end - start)) 'BEGIN { printf "throughput: %.1f servers per hour\n", n * 3600 / s }'
