@@ -61,6 +61,16 @@ pub fn roots(name: &str, catalogue: &CatalogueArg) -> Result<Vec<String>, Server
         .roots(name, mcpvm_protocol::ports::WORKSPACE_DIR))
 }
 
+/// Where the server's catalogue entry is written, and the catalogue's
+/// name for when it is not known.
+pub fn origin(
+    name: &str,
+    catalogue: &CatalogueArg,
+) -> Result<(Option<mcpvm_images::catalogue::Origin>, String), ServerError> {
+    let catalogue = load(catalogue)?;
+    Ok((catalogue.origins.get(name).cloned(), catalogue.source))
+}
+
 pub fn plan(
     name: &str,
     catalogue: &CatalogueArg,

@@ -506,8 +506,10 @@ mod audit {
         // canary variable included: no finding); the vulnerable
         // filesystem release beside them has its CVEs in the column, the
         // findings section and the SARIF log.
+        // --fail-on high: the gate closes on the CVEs' findings.
         let c = results().case("security_audit");
-        assert_eq!(c.rc, 0, "{c:?}");
+        assert_eq!(c.rc, 5, "{c:?}");
+        assert!(c.stderr.contains("(--fail-on high): exit 5"), "{c:?}");
         let lines = results().file("security_results.jsonl");
         let cell = |server: &str| -> serde_json::Value {
             lines
@@ -553,11 +555,30 @@ mod audit {
             .iter()
             .find(|r| r["properties"]["server"] == "filesystem-cve")
             .unwrap();
-        assert!(fs_run["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["ruleId"] == "path-traversal"));
+        let fs_results = fs_run["results"].as_array().unwrap();
+        assert!(fs_results.iter().any(|r| r["ruleId"] == "path-traversal"));
+        // Located at the entry's line in the catalogue the audit read, and
+        // fingerprinted; the log is valid SARIF 2.1.0.
+        let catalogue = results().file("security_catalogue.toml");
+        for r in fs_results {
+            let at = &r["locations"][0]["physicalLocation"];
+            assert_eq!(at["artifactLocation"]["uri"], "security.toml", "{r}");
+            let line = at["region"]["startLine"].as_u64().unwrap() as usize;
+            assert_eq!(
+                catalogue.lines().nth(line - 1),
+                Some("[servers.filesystem-cve]"),
+                "{r}"
+            );
+            assert_eq!(
+                r["partialFingerprints"]["mcpvmFinding/v1"]
+                    .as_str()
+                    .unwrap()
+                    .len(),
+                32
+            );
+        }
+        let text = results().file("security_findings.sarif");
+        assert_eq!(crate::common::sarif_errors(text), None);
     }
 
     #[test]

@@ -317,6 +317,18 @@ fn an_observed_call_is_shown_with_what_it_did() {
 #[test]
 fn a_vulnerable_server_is_found_out_by_what_it_does_and_a_sound_tool_is_not() {
     let c = case("vulnerable");
+    // --fail-on high: the gate's own exit status, and why.
+    assert_eq!(c.rc, 5, "{c:?}");
+    assert!(c.stderr.contains("(--fail-on high): exit 5"), "{c:?}");
+    // Its SARIF: valid 2.1.0, each result located at the program probed.
+    let sarif = results().file("vulnerable.sarif");
+    assert_eq!(common::sarif_errors(sarif), None);
+    let log: serde_json::Value = serde_json::from_str(sarif).unwrap();
+    let located = &log["runs"][0]["results"][0]["locations"][0]["physicalLocation"];
+    assert_eq!(
+        located["artifactLocation"]["uri"], "file:///bin/mcp-broken",
+        "{log}"
+    );
     let r = c.json();
     let findings = r["findings"]
         .as_array()

@@ -21,6 +21,7 @@ pub mod conformance;
 pub mod effects;
 pub mod exchange;
 pub mod findings;
+pub mod gate;
 pub mod http;
 pub mod options;
 pub mod probe;

@@ -1,10 +1,14 @@
 //! Findings as SARIF 2.1.0 (OASIS), the format code-scanning dashboards
 //! and security tools read: one run, mcpvm as the tool with one rule per
-//! finding class, one result per finding. A finding has no source file;
-//! it is located logically, at the server's tool (`server/tool`), and its
-//! evidence and reproducing call go in the result's properties.
+//! finding class (help text, severity), one result per finding. A finding
+//! has no source line of its own: it is located at what names the server
+//! (its catalogue entry's line, or the program probed) and logically at
+//! its tool (`server/tool`), carries a fingerprint that stays the same
+//! from run to run (so a dashboard sees the same finding, not a new one),
+//! and its evidence and reproducing call go in its properties.
 
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
 use crate::findings::Finding;
 use crate::result::ProbeResult;
@@ -40,14 +44,85 @@ const RULES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// The SARIF log of `result`'s findings; `server` names what was probed.
-pub fn log(result: &ProbeResult, server: &str) -> Value {
+/// The file that names a server: a catalogue and its entry's line, or
+/// the program probed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// A path, relative (to where mcpvm ran) or absolute.
+    pub path: String,
+    pub line: Option<usize>,
+}
+
+impl Artifact {
+    fn location(&self) -> Value {
+        // An absolute path as a file URI; a relative one as a relative
+        // reference, which dashboards resolve against the checkout.
+        let uri = match self.path.strip_prefix('/') {
+            Some(rest) => format!("file:///{}", percent(rest)),
+            None => percent(&self.path),
+        };
+        let mut loc = json!({"artifactLocation": {"uri": uri}});
+        if let Some(line) = self.line {
+            loc["region"] = json!({"startLine": line});
+        }
+        loc
+    }
+}
+
+/// A path as a URI reference: unreserved characters and `/` kept, every
+/// other byte escaped.
+fn percent(path: &str) -> String {
+    path.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The SARIF log of `result`'s findings; `server` names what was probed,
+/// `artifact` where it is named.
+pub fn log(result: &ProbeResult, server: &str, artifact: &Artifact) -> Value {
     log_of(vec![run(
         &result.findings,
         server,
         result.server_name.as_deref(),
         result.server_version.as_deref(),
+        artifact,
     )])
+}
+
+/// The finding's identity across runs: its server, tool, class, rule
+/// and argument (not its payload or wording, which may change).
+fn fingerprint(server: &str, tool: &str, f: &Finding) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        server,
+        tool,
+        &f.class,
+        &f.rule,
+        f.argument.as_deref().unwrap_or(""),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// SARIF's level and the 0–10 score code-scanning services rank by.
+fn level_and_score(severity: &str) -> (&'static str, &'static str) {
+    match severity {
+        "critical" => ("error", "9.5"),
+        "high" => ("error", "8.0"),
+        "medium" => ("warning", "5.5"),
+        "low" => ("note", "2.0"),
+        _ => ("error", "8.0"),
+    }
 }
 
 /// A log of runs (one per server probed).
@@ -61,12 +136,18 @@ pub fn run(
     server: &str,
     server_name: Option<&str>,
     server_version: Option<&str>,
+    artifact: &Artifact,
 ) -> Value {
+    // Every rule the probe judges is of high severity (findings.rs).
+    let (level, score) = level_and_score("high");
     let rules: Vec<Value> = RULES
         .iter()
         .map(|(id, short, help)| {
             json!({"id": id, "name": id, "shortDescription": {"text": short},
-                "help": {"text": help}, "defaultConfiguration": {"level": "error"}})
+                "fullDescription": {"text": format!("{short}: judged by what the server did in its microVM, not by its code or description.")},
+                "help": {"text": help, "markdown": help},
+                "defaultConfiguration": {"level": level},
+                "properties": {"tags": ["security", id], "precision": "high", "security-severity": score}})
         })
         .collect();
     let results: Vec<Value> = findings
@@ -84,14 +165,19 @@ pub fn run(
             }
             json!({
                 "ruleId": f.class,
-                "ruleIndex": rule_index,
-                "level": "error",
+                // -1: "not given", where an unknown class has no rule.
+                "ruleIndex": rule_index.map_or(-1, |i| i as i64),
+                "level": level_and_score(&f.severity).0,
                 "message": {"text": text},
-                "locations": [{"logicalLocations": [{
-                    "name": tool,
-                    "fullyQualifiedName": format!("{server}/{tool}"),
-                    "kind": "function",
-                }]}],
+                "locations": [{
+                    "physicalLocation": artifact.location(),
+                    "logicalLocations": [{
+                        "name": tool,
+                        "fullyQualifiedName": format!("{server}/{tool}"),
+                        "kind": "function",
+                    }],
+                }],
+                "partialFingerprints": {"mcpvmFinding/v1": fingerprint(server, tool, f)},
                 "properties": {
                     "severity": f.severity,
                     "rule": f.rule,
@@ -140,7 +226,11 @@ mod tests {
             why: "it tried to reach inet 169.254.169.254:80".into(),
             evidence: vec![crate::result::Evidence::Excerpt("connect".into())],
         });
-        let log = log(&r, "filesystem");
+        let at = Artifact {
+            path: "guest-image/catalogue.toml".into(),
+            line: Some(12),
+        };
+        let log = log(&r, "filesystem", &at);
         assert_eq!(log["version"], "2.1.0");
         let run = &log["runs"][0];
         let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
@@ -160,8 +250,38 @@ mod tests {
             .unwrap()
             .contains("in /url"));
         assert_eq!(result["properties"]["attempts"], 3);
+        let physical = &result["locations"][0]["physicalLocation"];
+        assert_eq!(
+            physical["artifactLocation"]["uri"],
+            "guest-image/catalogue.toml"
+        );
+        assert_eq!(physical["region"]["startLine"], 12);
+        assert_eq!(rules[4]["properties"]["security-severity"], "8.0");
+        // The same finding in another run (another payload, other
+        // wording) has the same fingerprint; another argument has not.
+        let print = |r: &ProbeResult| {
+            super::log(r, "filesystem", &at)["runs"][0]["results"][0]["partialFingerprints"]
+                ["mcpvmFinding/v1"]
+                .clone()
+        };
+        let first = print(&r);
+        assert_eq!(first.as_str().unwrap().len(), 32);
+        r.findings[0].payload = Some("http://[::1]/".into());
+        r.findings[0].why = "other words".into();
+        assert_eq!(print(&r), first);
+        r.findings[0].argument = Some("/proxy".into());
+        assert_ne!(print(&r), first);
+        // A program's path is a file URI, escaped.
+        let program = Artifact {
+            path: "/opt/my server/run".into(),
+            line: None,
+        };
+        assert_eq!(
+            program.location(),
+            json!({"artifactLocation": {"uri": "file:///opt/my%20server/run"}})
+        );
         // No findings is a valid log with no results.
-        let clean = super::log(&ProbeResult::new(&[], "vm"), "x");
+        let clean = super::log(&ProbeResult::new(&[], "vm"), "x", &program);
         assert_eq!(clean["runs"][0]["results"], json!([]));
     }
 }

@@ -145,6 +145,40 @@ pub struct Catalogue {
     /// Where it came from, for messages.
     pub source: String,
     pub servers: BTreeMap<String, Entry>,
+    /// Where each entry is written: the file and the line of its
+    /// `[servers.NAME]` table (a finding's location in SARIF).
+    pub origins: BTreeMap<String, Origin>,
+}
+
+/// A catalogue entry's place in its file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The file as given, or the built-in catalogue's path in the
+    /// repository.
+    pub file: String,
+    /// 1-based.
+    pub line: usize,
+}
+
+/// The built-in catalogue's path in the repository.
+pub const BUILT_IN_PATH: &str = "guest-image/catalogue.toml";
+
+/// The line (1-based) of each `[servers.NAME]` table in `text`.
+fn origins(text: &str, file: &str) -> BTreeMap<String, Origin> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let name = l.trim().strip_prefix("[servers.")?.strip_suffix(']')?;
+            let name = name.trim_matches('"');
+            Some((
+                name.to_string(),
+                Origin {
+                    file: file.to_string(),
+                    line: i + 1,
+                },
+            ))
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -210,7 +244,9 @@ fn placeholders(value: &str) -> Vec<&str> {
 
 impl Catalogue {
     pub fn built_in() -> Self {
-        Self::parse(BUILT_IN, "(built in)").expect("the built-in catalogue is valid")
+        let mut c = Self::parse(BUILT_IN, "(built in)").expect("the built-in catalogue is valid");
+        c.origins = origins(BUILT_IN, BUILT_IN_PATH);
+        c
     }
 
     /// The catalogue a command uses: the built-in one; with `user`, the
@@ -228,6 +264,7 @@ impl Catalogue {
         let mut all = Self::built_in();
         all.source = format!("(built in) + {}", theirs.source);
         all.servers.extend(theirs.servers);
+        all.origins.extend(theirs.origins);
         Ok(all)
     }
 
@@ -254,6 +291,7 @@ impl Catalogue {
         let cat = Catalogue {
             source: source_name.to_string(),
             servers: file.servers,
+            origins: origins(text, source_name),
         };
         cat.validate()?;
         Ok(cat)
@@ -503,6 +541,36 @@ impl Entry {
 
 #[cfg(test)]
 mod tests {
+
+    /// Each entry knows the line of its table, in the built-in catalogue
+    /// (by its repository path) and in a user's, which wins on a name
+    /// both have.
+    #[test]
+    fn every_entry_knows_where_it_is_written() {
+        let built_in = Catalogue::built_in();
+        for name in built_in.servers.keys() {
+            let o = &built_in.origins[name];
+            assert_eq!(o.file, BUILT_IN_PATH);
+            let line = BUILT_IN.lines().nth(o.line - 1).unwrap();
+            assert_eq!(line.trim(), format!("[servers.{name}]"));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mine.toml");
+        std::fs::write(
+            &path,
+            "# mine\n\n[servers.memory]\npackage = \"@modelcontextprotocol/server-memory\"\nversion = \"2026.8.31\"\nruntime = \"node\"\ncommand = \"mcp-server-memory\"\n",
+        )
+        .unwrap();
+        let both = Catalogue::choose(Some(&path), false).unwrap();
+        assert_eq!(
+            both.origins["memory"],
+            Origin {
+                file: path.display().to_string(),
+                line: 3
+            }
+        );
+        assert_eq!(both.origins["time"].file, BUILT_IN_PATH);
+    }
 
     /// The popular-servers corpus: all 55 rows, exact versions, and no
     /// credential that could be taken for a real one.

@@ -38,6 +38,11 @@ pub struct Meta {
     /// Runs per cell (`--repeat`), in a row; older audits ran one.
     #[serde(default = "one_run")]
     pub repeat: usize,
+    /// Where each server's catalogue entry is written (findings are
+    /// located there in SARIF). Not an input: a catalogue edited around
+    /// an entry is the same audit.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub origins: BTreeMap<String, mcpvm_images::catalogue::Origin>,
 }
 
 fn one_run() -> usize {

@@ -251,6 +251,12 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         std::env::var_os("MCPVM_KERNEL").map(PathBuf::from),
         "kernel/vmlinux",
     )?;
+    let origins = catalogue
+        .origins
+        .iter()
+        .filter(|(name, _)| servers.contains_key(*name))
+        .map(|(n, o)| (n.clone(), o.clone()))
+        .collect();
     let meta = Meta {
         schema: 1,
         mcpvm_version: env!("CARGO_PKG_VERSION").into(),
@@ -266,6 +272,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         warm: o.warm.is_some(),
         order: matrix::ORDER.into(),
         repeat: o.repeat.max(1),
+        origins,
     };
     Ok((meta, catalogue))
 }

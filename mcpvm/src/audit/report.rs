@@ -591,6 +591,7 @@ mod tests {
             warm: false,
             order: super::super::matrix::ORDER.into(),
             repeat: 1,
+            origins: BTreeMap::new(),
         }
     }
 

@@ -164,11 +164,23 @@ pub fn sarif(meta: &Meta, records: &Records) -> Value {
         .iter()
         .filter_map(|(s, sm)| {
             let sec: &Security = record_of(records, s)?.security.as_ref()?;
+            // Located at the server's catalogue entry.
+            let artifact = match meta.origins.get(s) {
+                Some(o) => probes::sarif::Artifact {
+                    path: o.file.clone(),
+                    line: Some(o.line),
+                },
+                None => probes::sarif::Artifact {
+                    path: meta.catalogue.clone(),
+                    line: None,
+                },
+            };
             Some(probes::sarif::run(
                 &sec.findings,
                 s,
                 Some(&sm.package),
                 Some(&sm.version),
+                &artifact,
             ))
         })
         .collect();

@@ -1,7 +1,7 @@
 //! `mcpvm audit`: run catalogued servers × withholding profiles and
 //! report what breaks (the runner is in `crate::audit`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
@@ -91,6 +91,11 @@ struct RunAudit {
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     snapshots: Option<PathBuf>,
+    /// Exit with status 5 when the audit's findings (every server's)
+    /// include one at or above this severity (low, medium, high,
+    /// critical): a CI pipeline's gate [default: none].
+    #[arg(long, value_name = "SEVERITY")]
+    fail_on: Option<probes::gate::Severity>,
 }
 
 pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
@@ -113,7 +118,9 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
     let out = a
         .out
         .ok_or("mcpvm audit needs --out DIR: where results and reports go")?;
-    audit::run(
+    let fail_on = a.fail_on;
+    let out_dir = out.clone();
+    let code = audit::run(
         AuditOptions {
             catalogue: a.catalogue,
             images: a.images,
@@ -136,5 +143,34 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
             robustness: a.robustness,
         },
         json,
-    )
+    )?;
+    match fail_on {
+        Some(at) => gate(&out_dir, at, code),
+        None => Ok(code),
+    }
+}
+
+/// `--fail-on`: the findings of every cell the audit recorded, against
+/// the severity; the audit's own status when none reaches it.
+fn gate(
+    out: &Path,
+    at: probes::gate::Severity,
+    code: u8,
+) -> Result<u8, Box<dyn std::error::Error>> {
+    let journal = audit::journal::Journal::open(&out.join("results.jsonl"))?;
+    let findings = journal
+        .records
+        .values()
+        .filter_map(|r| r.security.as_ref())
+        .flat_map(|s| &s.findings);
+    match probes::gate::reaching(findings, at) {
+        0 => Ok(code),
+        n => {
+            eprintln!(
+                "mcpvm audit: {n} finding(s) at or above {at} (--fail-on {at}): exit {}",
+                probes::gate::FINDINGS_EXIT
+            );
+            Ok(probes::gate::FINDINGS_EXIT)
+        }
+    }
 }

@@ -68,6 +68,11 @@ pub struct ProbeArgs {
     /// dashboards (written whole, or not at all).
     #[arg(long, value_name = "FILE")]
     pub sarif: Option<PathBuf>,
+    /// Exit with status 5 when a finding at or above this severity
+    /// (low, medium, high, critical) exists: a CI pipeline's gate
+    /// [default: none, findings alone do not change the exit status].
+    #[arg(long, value_name = "SEVERITY")]
+    pub fail_on: Option<probes::gate::Severity>,
     #[arg(long, value_enum, default_value = "auto")]
     pub lifecycle: Lifecycle,
     /// Seconds allowed for the server to start and answer the handshake.
@@ -121,6 +126,7 @@ impl Default for ProbeArgs {
             payloads: None,
             roots: Vec::new(),
             sarif: None,
+            fail_on: None,
             lifecycle: Lifecycle::Auto,
             init_timeout: INIT_TIMEOUT,
             step_timeout: STEP_TIMEOUT,
@@ -163,6 +169,7 @@ impl ProbeArgs {
             a.push(format!("--root={r}"));
         }
         a.path("sarif", &self.sarif);
+        a.value("fail-on", &self.fail_on);
         a.value(
             "lifecycle",
             &self
@@ -314,6 +321,10 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         .map(str::to_string)
         .unwrap_or_else(|| args.command.join(" "));
     let sarif = args.sarif.clone();
+    let artifact = match sarif {
+        Some(_) => Some(sarif_artifact(&args, &server)?),
+        None => None,
+    };
     if let Some(dir) = sarif
         .as_deref()
         .and_then(Path::parent)
@@ -452,7 +463,8 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     let result = probe_process(&command, &opts)?;
     drop(rundir);
     if let Some(path) = &sarif {
-        let log = probes::sarif::log(&result, &server);
+        let artifact = artifact.as_ref().expect("made with --sarif");
+        let log = probes::sarif::log(&result, &server, artifact);
         write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(|source| {
             ProbeCliError::WriteSarif {
                 path: path.clone(),
@@ -465,12 +477,49 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     } else {
         print!("{}", result.summary());
     }
-    Ok(if !result.ok() {
+    let gate = args
+        .fail_on
+        .map(|at| (at, probes::gate::reaching(&result.findings, at)));
+    Ok(if let Some((at, n @ 1..)) = gate {
+        eprintln!(
+            "mcpvm probe: {n} finding(s) at or above {at} (--fail-on {at}): exit {}",
+            probes::gate::FINDINGS_EXIT
+        );
+        probes::gate::FINDINGS_EXIT
+    } else if !result.ok() {
         3
     } else if result.broken_by_hostile_input() {
         4
     } else {
         0
+    })
+}
+
+/// Where SARIF locates the findings: the catalogue entry of a named
+/// server, else the program probed.
+fn sarif_artifact(
+    args: &ProbeArgs,
+    server: &str,
+) -> Result<probes::sarif::Artifact, crate::server::ServerError> {
+    Ok(match args.vm_options.server() {
+        Some(name) => match crate::server::origin(name, &args.vm_options.catalogue)? {
+            (Some(o), _) => probes::sarif::Artifact {
+                path: o.file,
+                line: Some(o.line),
+            },
+            (None, source) => probes::sarif::Artifact {
+                path: source,
+                line: None,
+            },
+        },
+        None => probes::sarif::Artifact {
+            path: args
+                .command
+                .first()
+                .cloned()
+                .unwrap_or_else(|| server.to_string()),
+            line: None,
+        },
     })
 }
 
@@ -501,6 +550,7 @@ pub(crate) mod tests {
             payloads: Some("mine.toml".into()),
             roots: vec!["/workspace/repo".into(), "/data".into()],
             sarif: Some("findings.sarif".into()),
+            fail_on: Some(probes::gate::Severity::Medium),
             lifecycle: Lifecycle::Stateless,
             init_timeout: 300,
             step_timeout: 120,

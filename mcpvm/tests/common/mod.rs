@@ -5,6 +5,27 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Validates SARIF text against the OASIS SARIF 2.1.0 schema with a real
+/// validator (tests/fixtures/sarif-validate installs it): the validator's
+/// errors when it is not valid.
+#[allow(dead_code)]
+pub fn sarif_errors(text: &str) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("log.sarif");
+    std::fs::write(&file, text).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(workspace().join("mcpvm/tests/fixtures/sarif-validate"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    match out.status.code() {
+        Some(0) => None,
+        Some(1) if said.contains("log.sarif: ") => Some(said),
+        _ => panic!("the SARIF validator did not run: {said}"),
+    }
+}
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

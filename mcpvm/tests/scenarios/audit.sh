@@ -55,10 +55,11 @@ ls r/runs/memory > "$MCPVM_OUT/repeat_runs.txt"
 } > security.toml
 CASE_LIMIT=1500 CASE_TEE=1 case_ security_audit mcpvm audit --catalogue security.toml \
   --images images --servers memory,time,everything,filesystem-cve --profiles baseline --security \
-  --profiles-file testbed-profiles.toml --jobs 1 --init-timeout 400 --step-timeout 200 --out s
+  --profiles-file testbed-profiles.toml --jobs 1 --init-timeout 400 --step-timeout 200 --fail-on high --out s
 for f in results.jsonl report.md report.html findings.sarif; do
   cp "s/$f" "$MCPVM_OUT/security_$f" 2>/dev/null
 done
+cp security.toml "$MCPVM_OUT/security_catalogue.toml"
 
 # Compatibility verdicts on a slice: time (it answers, and takes the
 # robustness probes), brave-search started without its key, and an entry

@@ -93,7 +93,7 @@ case_ observed mcpvm probe --json --vm --profile observe --only-given --call 'wh
 # anywhere; echo is sound.
 mkdir -p vws && echo 'notes' > vws/notes.txt
 case_ vulnerable mcpvm probe --json --vm --security --workspace vws --only-given \
-  --sarif "$MCPVM_OUT/vulnerable.sarif" \
+  --sarif "$MCPVM_OUT/vulnerable.sarif" --fail-on high \
   --call 'read_file={"path":"/workspace_secret/secret.txt"}' --call 'echo={"text":"hi"}' \
   --call 'run={"text":"hi"}' --call 'fetch={"url":"http://example.invalid/"}' \
   -- /bin/mcp-broken vulnerable
