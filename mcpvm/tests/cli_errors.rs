@@ -987,3 +987,111 @@ fn image_prune_removes_stale_layers_and_says_so() {
         "Cannot read the image index /nonexistent/store/index.json",
     );
 }
+
+/// `mcpvm client add` writes a working entry into a client's own file
+/// (this mcpvm's real path, `run` and the options given), keeps what the
+/// file held, and refuses bad run options, a different entry of the same
+/// name and a file that is not a configuration, each with one line and
+/// the file untouched.
+#[test]
+fn client_add_writes_the_entry_and_refuses_without_touching_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let add = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+            .current_dir(dir.path())
+            .arg("client")
+            .arg("add")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let file = dir.path().join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &file,
+        "{\"theme\": \"dark\", \"mcpServers\": {\"x\": {\"command\": \"npx\"}}}",
+    )
+    .unwrap();
+    let (rc, said) = add(&[
+        "cursor",
+        "memory",
+        "--",
+        "--server",
+        "memory",
+        "--profile",
+        "no-rng",
+    ]);
+    assert_eq!(rc, 0, "{said}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(v["theme"], "dark");
+    assert_eq!(v["mcpServers"]["x"]["command"], "npx");
+    let entry = &v["mcpServers"]["memory"];
+    let mcpvm = std::path::Path::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .canonicalize()
+        .unwrap();
+    assert_eq!(entry["command"], mcpvm.display().to_string());
+    assert_eq!(
+        entry["args"],
+        serde_json::json!(["run", "--server", "memory", "--profile", "no-rng"])
+    );
+    let written = std::fs::read(&file).unwrap();
+    for (args, needle) in [
+        (
+            &["cursor", "memory", "--", "--server", "time"][..],
+            "already has a server named 'memory'",
+        ),
+        (
+            &["cursor", "other", "--", "--no-such-option"][..],
+            "not `mcpvm run` options",
+        ),
+        (
+            &[
+                "claude-desktop",
+                "m",
+                "--scope",
+                "project",
+                "--",
+                "--server",
+                "time",
+            ][..],
+            "no project configuration",
+        ),
+    ] {
+        let (rc, said) = add(args);
+        assert_eq!(rc, 1, "{args:?}: {said}");
+        assert!(
+            said.contains(needle) && said.lines().count() == 1,
+            "{args:?}: {said}"
+        );
+        assert_eq!(std::fs::read(&file).unwrap(), written, "{args:?}");
+    }
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"mcpServers\": ").unwrap();
+    let (rc, said) = add(&[
+        "cursor",
+        "m",
+        "--config",
+        broken.to_str().unwrap(),
+        "--",
+        "--server",
+        "time",
+    ]);
+    assert_eq!(rc, 1, "{said}");
+    assert!(said.contains("is not a JSON object"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(&broken).unwrap(),
+        "{\"mcpServers\": "
+    );
+    // --force replaces it.
+    let (rc, said) = add(&["cursor", "memory", "--force", "--", "--server", "time"]);
+    assert_eq!(rc, 0, "{said}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(
+        v["mcpServers"]["memory"]["args"],
+        serde_json::json!(["run", "--server", "time"])
+    );
+}

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use mcpvm::cli::{self, EgressArgs, Globals, BOOT_ABOUT, RUN_ABOUT};
-use mcpvm::commands::{audit, boot, image, probe, run};
+use mcpvm::commands::{audit, boot, client, image, probe, run};
 use mcpvm::{commands, exe, logger};
 use mcpvm_benches::command as bench;
 
@@ -43,6 +43,9 @@ pub enum Command {
     /// Guest images: the runtime image and catalogued servers' layers.
     #[command(subcommand)]
     Image(image::ImageCommand),
+    /// MCP clients' configurations: add a sandboxed server to one.
+    #[command(subcommand)]
+    Client(client::ClientCommand),
     /// Benchmarks, side by side with a peer measured in the same run.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Audit(a) => commands::audit::run(a, globals.json),
         Command::Bench(c) => bench::run(c, start, globals.json),
         Command::Image(c) => commands::image::run(c, globals.json),
+        Command::Client(c) => commands::client::run(c, globals.json),
     })
 }
 

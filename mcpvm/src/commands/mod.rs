@@ -1,5 +1,6 @@
 pub mod audit;
 pub mod boot;
+pub mod client;
 pub mod image;
 pub mod probe;
 pub mod run;
