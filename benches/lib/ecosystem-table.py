@@ -148,6 +148,39 @@ def main():
         + (" (" + ", ".join(f"{k} {n}" for k, n in inconclusive) + ")" if inconclusive else "")
         + ".\n"
     )
+    costs(recs, out)
+
+
+def costs(recs, out):
+    """Where the audit's time went, summed over every cell: the VM's boot
+    (to the guest agent), the server's own start (to its handshake
+    answer), its listings, the calls and hostile input of the baseline
+    cell, and the security cell's attacks (its whole cell)."""
+    parts = collections.Counter()
+    cells = 0
+    for cells_of in recs.values():
+        for profile, r in cells_of.items():
+            t = r.get("timings", {})
+            wall = t.get("wall_ms") or 0
+            cells += 1
+            if profile == "security":
+                parts["security cell (start, listings, attacks)"] += wall
+                continue
+            boot = t.get("boot_ms") or 0
+            hs = t.get("handshake_ms")
+            tl = t.get("tools_list_ms")
+            if hs is None:
+                parts["baseline cell that never answered (boot, start, waiting)"] += wall
+                continue
+            parts["boot (to the guest agent)"] += boot
+            parts["server start (to its handshake answer)"] += max(hs - boot, 0)
+            parts["listings (tools/list and the rest)"] += max((tl or hs) - hs, 0)
+            parts["calls and hostile input"] += max(wall - (tl or hs), 0)
+    total = sum(parts.values())
+    out.write(f"\n| where the time went ({cells} cells) | seconds | share |\n|---|---:|---:|\n")
+    for k, v in parts.most_common():
+        out.write(f"| {k} | {v / 1000:.0f} | {100 * v / total:.0f} % |\n")
+    out.write(f"| all cells | {total / 1000:.0f} | |\n")
 
 
 if __name__ == "__main__":
