@@ -197,6 +197,41 @@ fn a_server_that_never_answers_times_out_and_its_whole_group_is_killed() {
     assert!(left.stdout.is_empty(), "grandchild left running");
 }
 
+/// A server that answers its handshake but no tool call: two calls wait
+/// out the step timeout, the rest are not called (said so), and the
+/// probe ends in the time of two timeouts, not four.
+#[test]
+fn a_server_that_answers_no_call_is_taken_as_hung_after_two() {
+    let t = Instant::now();
+    let (rc, r, err) = probe(&["--step-timeout", "2", "--", &broken(), "hang-on-call"]);
+    assert_eq!(rc, 3, "{r} {err}");
+    let outcomes: Vec<(String, String)> = ["open", "click", "type", "close"]
+        .iter()
+        .map(|t| {
+            let s = step(&r, &format!("tools/call:{t}"));
+            (
+                s["outcome"].as_str().unwrap().to_string(),
+                s["detail"].to_string(),
+            )
+        })
+        .collect();
+    let timed_out = outcomes.iter().filter(|(o, _)| o == "timeout").count();
+    assert_eq!(timed_out, 2, "{outcomes:?}");
+    let skipped: Vec<&(String, String)> = outcomes.iter().filter(|(o, _)| o == "skipped").collect();
+    assert_eq!(skipped.len(), 2, "{outcomes:?}");
+    assert!(
+        skipped
+            .iter()
+            .all(|(_, d)| d.contains("answered none of the last 2 calls")),
+        "{outcomes:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
 #[test]
 fn a_silent_server_is_reported_per_handshake_step() {
     let (rc, r, _) = probe(&[

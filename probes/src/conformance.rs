@@ -263,8 +263,21 @@ async fn call_tools(
         workspace: opts.workspace.clone(),
         ..arguments::Hints::default()
     };
+    // Calls in a row that got no answer within the step timeout.
+    let mut unanswered = 0;
     for call in plan_calls(tools, opts) {
         let s = begin(wire, &format!("tools/call:{}", call.name));
+        if unanswered >= HUNG_AFTER {
+            // A server that answers no call waits on something that will
+            // not come: each further call would cost the whole step
+            // timeout to learn the same (an audit of many servers pays it
+            // per tool). Recorded as not called, with why.
+            let why = format!(
+                "not called: the server answered none of the last {HUNG_AFTER} calls within the step timeout"
+            );
+            result.steps.push(s.end(wire, Outcome::Skipped, json!(why)));
+            continue;
+        }
         let (args, why) = match call.args {
             Planned::Skip(why) => {
                 result.steps.push(s.end(wire, Outcome::Skipped, json!(why)));
@@ -308,6 +321,10 @@ async fn call_tools(
             slowest = Some((step.took_ms, call.name.clone(), args));
         }
         let closed = step.outcome == Outcome::Closed;
+        match step.outcome {
+            Outcome::Timeout => unanswered += 1,
+            _ => unanswered = 0,
+        }
         result.steps.push(step);
         if closed {
             return None;
@@ -315,6 +332,10 @@ async fn call_tools(
     }
     Some(slowest)
 }
+
+/// Calls in a row left unanswered after which a server is taken as hung
+/// and its remaining tools are not called.
+pub const HUNG_AFTER: usize = 2;
 
 fn ping() -> ClientRequest {
     ClientRequest::PingRequest(PingRequest::default())
