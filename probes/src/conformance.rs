@@ -127,11 +127,13 @@ pub async fn exercise(
         return tools;
     };
     if opts.security {
-        // Each tool called, attacked from the arguments it was called with.
+        // Each tool called, attacked from the arguments it was called
+        // with; not one that left a valid call unanswered (every payload
+        // would wait out the step timeout to learn nothing).
         let targets: Vec<(String, serde_json::Map<String, Value>)> = result
             .steps
             .iter()
-            .filter(|s| s.outcome != Outcome::Skipped)
+            .filter(|s| !matches!(s.outcome, Outcome::Skipped | Outcome::Timeout))
             .filter_map(|s| {
                 let tool = s.step.strip_prefix("tools/call:")?;
                 let args = s.detail.get("arguments")?.as_object()?;
