@@ -232,6 +232,65 @@ fn a_server_that_answers_no_call_is_taken_as_hung_after_two() {
     );
 }
 
+/// What a server declares is judged as written, on every probe: a
+/// description that instructs the model and one that hides text are
+/// findings with their text; `--fail-on high` turns them into exit 5.
+#[test]
+fn poisoned_descriptions_are_findings_and_the_gate_closes_on_them() {
+    let (rc, r, err) = probe(&["--", &broken(), "poisoned"]);
+    assert_eq!(rc, 0, "findings alone keep the status: {r} {err}");
+    let found: Vec<(String, String)> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["step"].as_str().unwrap().into(),
+                f["rule"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "tools/list:add".to_string(),
+                "hidden-instructions".to_string()
+            ),
+            (
+                "tools/list:note".to_string(),
+                "invisible-characters".to_string()
+            ),
+        ],
+        "{r}"
+    );
+    let add = &r["findings"][0];
+    assert!(
+        add["evidence"]
+            .to_string()
+            .contains("read ~/.cursor/mcp.json"),
+        "{add}"
+    );
+    assert!(
+        r["findings"][1]["evidence"]
+            .to_string()
+            .contains("\\u{E0049}"),
+        "{}",
+        r["findings"][1]
+    );
+    let (rc, _, err) = probe(&["--fail-on", "high", "--", &broken(), "poisoned"]);
+    assert_eq!(rc, 5, "{err}");
+    assert!(err.contains("2 finding(s) at or above high"), "{err}");
+    // Below the gate: low findings only would pass a high gate; the
+    // echo-only server has none at all.
+    let (rc, r, _) = probe(&["--fail-on", "low", "--", &broken(), "garbage-stdout"]);
+    assert_eq!(rc, 0, "{r}");
+    assert!(
+        r.get("findings").is_none(),
+        "no finding is no findings field: {r}"
+    );
+}
+
 #[test]
 fn a_silent_server_is_reported_per_handshake_step() {
     let (rc, r, _) = probe(&[

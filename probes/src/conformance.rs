@@ -121,7 +121,11 @@ pub async fn exercise(
     let t = opts.step_timeout;
 
     let tools = list_tools(client, wire, t, result).await;
-    list_the_rest(client, wire, t, result).await;
+    let (prompts, resources) = list_the_rest(client, wire, t, result).await;
+    // What it declares, judged as it is written (no call needed).
+    result.findings.extend(crate::definitions::of_listings(
+        &tools, &prompts, &resources,
+    ));
     let Some(slowest) = call_tools(client, wire, opts, &tools, result).await else {
         // The server went away during a call.
         return tools;
@@ -191,8 +195,14 @@ async fn list_tools(
 }
 
 /// Prompts, resources and resource templates, each where the server
-/// declares the capability.
-async fn list_the_rest(client: &Client, wire: &Wire, t: Duration, result: &mut ProbeResult) {
+/// declares the capability; the prompts and resources listed.
+async fn list_the_rest(
+    client: &Client,
+    wire: &Wire,
+    t: Duration,
+    result: &mut ProbeResult,
+) -> (Vec<rmcp::model::Prompt>, Vec<rmcp::model::Resource>) {
+    let mut listed = (Vec::new(), Vec::new());
     let caps = result.capabilities.clone();
     let declared = |cap: &str| !caps[cap].is_null();
     let s = begin(wire, "prompts/list");
@@ -200,6 +210,7 @@ async fn list_the_rest(client: &Client, wire: &Wire, t: Duration, result: &mut P
         match tokio::time::timeout(t, client.list_all_prompts()).await {
             Ok(Ok(p)) => {
                 result.prompts = p.iter().map(|p| p.name.clone()).collect();
+                listed.0 = p;
                 s.end(wire, Outcome::Ok, json!(result.prompts))
             }
             Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
@@ -238,6 +249,7 @@ async fn list_the_rest(client: &Client, wire: &Wire, t: Duration, result: &mut P
             match tokio::time::timeout(t, client.list_all_resources()).await {
                 Ok(Ok(r)) => {
                     result.resources = r.iter().map(|r| r.uri.clone()).collect();
+                    listed.1 = r;
                     s.end(wire, Outcome::Ok, json!(result.resources))
                 }
                 Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
@@ -246,6 +258,7 @@ async fn list_the_rest(client: &Client, wire: &Wire, t: Duration, result: &mut P
         };
         result.steps.push(step);
     }
+    listed
 }
 
 /// The slowest successful call: the one the cancellation probe cancels.

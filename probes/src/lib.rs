@@ -18,6 +18,7 @@ pub mod arguments;
 pub mod attacks;
 pub mod client;
 pub mod conformance;
+pub mod definitions;
 pub mod effects;
 pub mod exchange;
 pub mod findings;

@@ -108,7 +108,8 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
             result.recording = Some(recording);
         }
         match crate::findings::judge(&result.steps, events, &opts.roots) {
-            Ok(f) => result.findings = f,
+            // Beside what the listings showed (definitions.rs).
+            Ok(f) => result.findings.extend(f),
             Err(why) if opts.security => result.not_judged = Some(why),
             Err(_) => {}
         }

@@ -15,32 +15,49 @@ use crate::result::ProbeResult;
 
 pub const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
-/// The classes, each a rule: (id, short description, help).
-const RULES: &[(&str, &str, &str)] = &[
+/// The classes, each a rule: (id, short description, help, severity).
+const RULES: &[(&str, &str, &str, &str)] = &[
     (
         "command-injection",
         "A tool argument ran as a shell command",
         "Pass arguments to programs as a list (no shell), or quote them for the shell that reads them.",
+        "high",
     ),
     (
         "argument-injection",
         "A tool argument became an option of a program it runs",
         "End the program's options with `--` before user input, or refuse input that starts with `-`.",
+        "high",
     ),
     (
         "path-traversal",
         "A tool reached a path outside the directories it serves",
         "Resolve the path (symlinks included) and compare whole path components with each allowed root.",
+        "high",
     ),
     (
         "secret-exposure",
         "A tool read a secret or returned it",
         "Serve only the declared roots; never echo credentials or environment secrets in results.",
+        "high",
     ),
     (
         "ssrf",
         "A tool connected to an address its caller chose",
         "Allow-list the hosts a tool may reach, and refuse link-local, loopback and private addresses.",
+        "high",
+    ),
+    (
+        "tool-poisoning",
+        "A description speaks to the model, or hides what a reader does not see",
+        "Describe what the tool does for the user, nothing else: no instructions to the assistant, no references to other tools' secrets, no invisible or control characters.",
+        "high",
+    ),
+    (
+        "name-confusion",
+        "A name can pass for another",
+        "Name tools, prompts and resources in plain ASCII, so that a user and a client see what they get.",
+        "medium",
     ),
 ];
 
@@ -138,11 +155,10 @@ pub fn run(
     server_version: Option<&str>,
     artifact: &Artifact,
 ) -> Value {
-    // Every rule the probe judges is of high severity (findings.rs).
-    let (level, score) = level_and_score("high");
     let rules: Vec<Value> = RULES
         .iter()
-        .map(|(id, short, help)| {
+        .map(|(id, short, help, severity)| {
+            let (level, score) = level_and_score(severity);
             json!({"id": id, "name": id, "shortDescription": {"text": short},
                 "fullDescription": {"text": format!("{short}: judged by what the server did in its microVM, not by its code or description.")},
                 "help": {"text": help, "markdown": help},
@@ -154,7 +170,7 @@ pub fn run(
         .iter()
         .map(|f| {
             let tool = f.step.split_once(':').map_or(f.step.as_str(), |(_, t)| t);
-            let rule_index = RULES.iter().position(|(id, _, _)| *id == f.class);
+            let rule_index = RULES.iter().position(|(id, ..)| *id == f.class);
             let mut text = format!("{} in {tool}: {}", f.class, f.why);
             if let Some(p) = &f.payload {
                 text += &format!(" (payload {p:?}");
@@ -234,7 +250,7 @@ mod tests {
         assert_eq!(log["version"], "2.1.0");
         let run = &log["runs"][0];
         let rules = run["tool"]["driver"]["rules"].as_array().unwrap();
-        assert_eq!(rules.len(), 5);
+        assert_eq!(rules.len(), RULES.len());
         let result = &run["results"][0];
         assert_eq!(result["ruleId"], "ssrf");
         assert_eq!(

@@ -490,6 +490,7 @@ mod tests {
             security: None,
             network: Vec::new(),
             start_network: Vec::new(),
+            declared: Vec::new(),
             robustness: None,
             jailed: None,
             finished_at: 0,

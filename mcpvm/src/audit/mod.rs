@@ -530,7 +530,11 @@ pub fn write_reports(
     write_atomic(&out.join("compat.json"), &text)?;
     write_atomic(&out.join("report.md"), &report::markdown(meta, records))?;
     write_atomic(&out.join("report.html"), &report::html(meta, records))?;
-    if meta.profiles.iter().any(|p| p == SECURITY) {
+    // With --security, or when a listing was flagged (those need no
+    // attack).
+    if meta.profiles.iter().any(|p| p == SECURITY)
+        || records.values().any(|r| !r.declared.is_empty())
+    {
         let log = security::sarif(meta, records);
         let text = serde_json::to_string_pretty(&log).unwrap_or_default();
         write_atomic(&out.join("findings.sarif"), &text)?;

@@ -155,6 +155,11 @@ pub struct Record {
     /// answers the handshake.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub start_network: Vec<String>,
+    /// What the server declares that the definitions checks flag (tool
+    /// poisoning, hidden characters, confusable names:
+    /// `probes::definitions`), judged on this cell's listings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<Finding>,
     /// With `mcpvm audit --robustness`, in the first profile's cell: how
     /// the server took hostile input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -224,7 +229,13 @@ impl Security {
             .iter()
             .filter_map(|s| s.step.strip_prefix("attack:"))
             .collect();
-        if attacks.is_empty() && probe.findings.is_empty() && probe.not_judged.is_none() {
+        let findings: Vec<Finding> = probe
+            .findings
+            .iter()
+            .filter(|f| !probes::definitions::is_declared(f))
+            .cloned()
+            .collect();
+        if attacks.is_empty() && findings.is_empty() && probe.not_judged.is_none() {
             return None;
         }
         let mut tools: Vec<String> = attacks.iter().map(|t| t.to_string()).collect();
@@ -233,7 +244,7 @@ impl Security {
             attacks: attacks.len(),
             tools,
             roots: probe.roots.clone(),
-            findings: probe.findings.clone(),
+            findings,
             not_judged: probe.not_judged.clone(),
         })
     }
@@ -273,6 +284,7 @@ impl Record {
             security: None,
             network: Vec::new(),
             start_network: Vec::new(),
+            declared: Vec::new(),
             robustness: None,
             jailed: None,
             finished_at: now(),
@@ -347,6 +359,12 @@ impl Record {
             security: Security::of(probe),
             network: events.network(),
             start_network: events.start_network(),
+            declared: probe
+                .findings
+                .iter()
+                .filter(|f| probes::definitions::is_declared(f))
+                .cloned()
+                .collect(),
             robustness: Robustness::of(probe),
             jailed: events.0.iter().find_map(|e| match e.event {
                 AnyEvent::Host(HostEvent::Jail { jailed, .. }) => Some(jailed),

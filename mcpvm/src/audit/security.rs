@@ -156,14 +156,64 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
     ]
 }
 
+/// What each server declares, as the definitions checks judged it (the
+/// first cell that listed it): nothing when no server declared anything
+/// they flag.
+fn declared_of<'a>(meta: &Meta, records: &'a Records, server: &str) -> &'a [Finding] {
+    meta.profiles
+        .iter()
+        .filter_map(|p| records.get(&(server.to_string(), p.clone())))
+        .find(|r| !r.declared.is_empty())
+        .map_or(&[], |r| r.declared.as_slice())
+}
+
+/// `What the servers declare`: per server, the tool-poisoning and naming
+/// findings of its listings; nothing when there are none.
+pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
+    let items: Vec<Item> = meta
+        .servers
+        .keys()
+        .filter_map(|s| {
+            let found = declared_of(meta, records, s);
+            (!found.is_empty()).then(|| Item {
+                line: Line::default()
+                    .strong(s.as_str())
+                    .and(format!(": {} finding(s) in what it lists", found.len())),
+                sub: found.iter().map(|f| finding(s, f)).collect(),
+            })
+        })
+        .collect();
+    if items.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        Block::Heading(2, "What the servers declare".into()),
+        Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others. No call was needed; every cell lists, so these are shown whatever the profiles.")),
+        Block::List {
+            ordered: false,
+            items,
+        },
+    ]
+}
+
 /// One SARIF 2.1.0 log of every server's findings, a run per server
-/// attacked.
+/// attacked or with findings in what it declares.
 pub fn sarif(meta: &Meta, records: &Records) -> Value {
     let runs = meta
         .servers
         .iter()
         .filter_map(|(s, sm)| {
-            let sec: &Security = record_of(records, s)?.security.as_ref()?;
+            let declared = declared_of(meta, records, s);
+            let attacked = record_of(records, s).and_then(|r| r.security.as_ref());
+            if attacked.is_none() && declared.is_empty() {
+                return None;
+            }
+            let mut findings: Vec<Finding> = declared.to_vec();
+            findings.extend(
+                attacked
+                    .iter()
+                    .flat_map(|sec: &&Security| sec.findings.iter().cloned()),
+            );
             // Located at the server's catalogue entry.
             let artifact = match meta.origins.get(s) {
                 Some(o) => probes::sarif::Artifact {
@@ -176,7 +226,7 @@ pub fn sarif(meta: &Meta, records: &Records) -> Value {
                 },
             };
             Some(probes::sarif::run(
-                &sec.findings,
+                &findings,
                 s,
                 Some(&sm.package),
                 Some(&sm.version),
