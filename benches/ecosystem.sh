@@ -15,6 +15,11 @@
 #    docs/ecosystem.md's table there as table.md (benches/lib/
 #    ecosystem-table.py, with the build's sizes and times, build.json).
 # MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
+# MCPVM_ECOSYSTEM_DEADLINE=SECONDS stops the audit after that long (what
+#   it recorded comes back, its reports rendered over it);
+# MCPVM_ECOSYSTEM_RESUME=DIR resumes the audit an earlier run left in DIR
+#   (its audit.json and results.jsonl): the cells recorded are not run
+#   again.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 servers=${1:-}
@@ -40,6 +45,14 @@ files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tool
 # The store (2 GB for the whole corpus) is past what an initramfs can
 # carry into the testbed host: it travels on a disk.
 for f in "$store"/index.json "$store"/*.erofs; do files+=(--disk-file "$f:images/$(basename "$f")"); done
+resume=${MCPVM_ECOSYSTEM_RESUME:-}
+if [ -n "$resume" ]; then
+  for f in audit.json results.jsonl; do
+    [ -f "$resume/$f" ] || { echo "ecosystem: $resume/$f is missing: not an earlier run's output" >&2; exit 1; }
+    files+=(--file "$resume/$f:resume/$f")
+  done
+fi
+limit=${MCPVM_ECOSYSTEM_DEADLINE:-14000}
 cat > "$scenario" <<SCEN
 # The nested testbed host has one CPU: guests get one vCPU there.
 extra=
@@ -48,19 +61,23 @@ if [ "\$MCPVM_TESTBED" = nested ]; then printf '[defaults]\\nvcpus = 1\\n' > tb.
 # the current one, the ETA) reach the serial log, and testbed/run's
 # output, as they come.
 . ./case.sh
+mkdir -p a
+[ -d resume ] && cp resume/audit.json resume/results.jsonl a/
 start=\$(date +%s)
-CASE_LIMIT=14000 CASE_TEE=1 case_ audit \
+CASE_LIMIT=$limit CASE_TEE=1 case_ audit \
   mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers $servers \
   --profiles deny-net --robustness --security \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
   --run-timeout 900 --out a
 end=\$(date +%s)
-# What the audit recorded, also when it was cut short (it resumes from
-# results.jsonl given the same --out).
-cp a/compat.json a/report.md a/report.html a/results.jsonl a/audit.json "\$MCPVM_OUT/" 2>/dev/null
+# What the audit recorded, also when it was cut short: its reports
+# rendered over the cells it finished (audit merge), and the journal a
+# later run resumes from (MCPVM_ECOSYSTEM_RESUME).
+mcpvm audit merge --out b a
+cp b/compat.json b/report.md b/report.html b/results.jsonl b/audit.json "\$MCPVM_OUT/" 2>/dev/null
+cp b/findings.sarif "\$MCPVM_OUT/" 2>/dev/null
 mv "\$MCPVM_OUT/audit.out" summary.json
-n=\$(grep -c '"server"' a/compat.json)
-echo "ecosystem: \$n servers audited in \$((end - start)) s"
-awk -v n=\$n -v s=\$((end - start)) 'BEGIN { printf "throughput: %.1f servers per hour\n", n * 3600 / s }'
+cells=\$(grep -c '"server"' a/results.jsonl)
+echo "ecosystem: \$cells cells recorded, the audit ran \$((end - start)) s (exit \$(cat "\$MCPVM_OUT/audit.rc"))"
 cat summary.json
 SCEN
 # The testbed host unpacks the layers into its memory (2 GB for the whole
