@@ -545,3 +545,43 @@ fn a_secret_is_redacted_from_what_the_server_prints() {
         "{summary}"
     );
 }
+
+/// A tool that refuses every payload exactly as it refused its valid
+/// call (a missing key) is left after four: the payloads never reach
+/// its code, which a step says; one whose refusal names its argument (its
+/// code read it) gets every payload. Attacks run here on a host process
+/// (the library, not the CLI, which asks for a VM to judge effects).
+#[test]
+fn a_tool_that_refuses_payloads_as_it_refused_its_valid_call_is_left_after_four() {
+    let payloads = probes::attacks::parse(probes::attacks::BUILT_IN, "built in").unwrap();
+    let opts = probes::ProbeOptions {
+        security: true,
+        payloads: payloads.clone(),
+        step_timeout: Duration::from_secs(20),
+        ..probes::ProbeOptions::default()
+    };
+    let r = probes::probe_process(&[broken(), "keyless".into()], &opts).unwrap();
+    let attacks = |tool: &str| {
+        r.steps
+            .iter()
+            .filter(|s| s.step == format!("attack:{tool}"))
+            .count()
+    };
+    assert_eq!(attacks("search"), probes::attacks::UNREACHED_AFTER);
+    let left = r
+        .steps
+        .iter()
+        .find(|s| s.step == "unreached:search")
+        .expect("a step says why search was left");
+    assert!(
+        left.detail.to_string().contains("BRAVE_API_KEY is not set"),
+        "{}",
+        left.detail
+    );
+    assert!(
+        attacks("lookup") > probes::attacks::UNREACHED_AFTER,
+        "lookup read its argument: {}",
+        attacks("lookup")
+    );
+    assert!(r.steps.iter().all(|s| s.step != "unreached:lookup"));
+}

@@ -104,24 +104,57 @@ pub fn marker(n: usize) -> String {
     format!("mcpvm-attack-{n}")
 }
 
-/// Attacks each of `targets` (tool name, valid arguments) with every
-/// payload; pushes a step per attempt. False when the server went away.
+/// A tool to attack: its name, the arguments of its valid call, and what
+/// that call was refused with when it did not succeed (its error text).
+pub struct Target {
+    pub tool: String,
+    pub valid: Map<String, Value>,
+    pub refused: Option<String>,
+}
+
+/// Payloads after which a tool that answers each of them exactly as it
+/// refused its valid call is left: they do not get past whatever stops
+/// it (a missing key, an unreachable upstream), and a finding there would
+/// not be a verdict on the tool's code.
+pub const UNREACHED_AFTER: usize = 4;
+
+/// Attacks each of `targets` with every payload; pushes a step per
+/// attempt. False when the server went away.
 pub async fn run(
     client: &Client,
     wire: &Wire,
     t: Duration,
-    targets: &[(String, Map<String, Value>)],
+    targets: &[Target],
     payloads: &[Payload],
     limits: &Limits,
     result: &mut ProbeResult,
 ) -> bool {
     let mut n = 0;
-    for (tool, valid) in targets {
+    for Target {
+        tool,
+        valid,
+        refused,
+    } in targets
+    {
         let started = Instant::now();
         let mut sent = 0;
+        // Attacks answered exactly as the valid call was refused.
+        let mut as_refused = 0;
         'tool: for at in strings(&Value::Object(valid.clone())) {
             for p in payloads {
                 if sent >= limits.per_tool || started.elapsed() > limits.tool_time {
+                    break 'tool;
+                }
+                if refused.is_some() && sent >= UNREACHED_AFTER && as_refused == sent {
+                    let s = begin(wire, &format!("unreached:{tool}"));
+                    let why = format!(
+                        "not attacked further: its valid call was refused, and each of the first {sent} payloads was refused the same way; they do not reach its code"
+                    );
+                    result.steps.push(s.end(
+                        wire,
+                        Outcome::Skipped,
+                        json!({"why": why, "refused": refused}),
+                    ));
                     break 'tool;
                 }
                 n += 1;
@@ -140,6 +173,9 @@ pub async fn run(
                 let step = match tokio::time::timeout(t, client.call_tool(params)).await {
                     Ok(Ok(r)) => {
                         let (outcome, text) = answered(&r);
+                        if outcome != Outcome::Ok && refused.as_deref() == Some(text.as_str()) {
+                            as_refused += 1;
+                        }
                         s.end(wire, outcome, json!({"attack": attack, "text": text}))
                     }
                     Ok(Err(e)) if client.is_closed() => s.end(
@@ -147,11 +183,17 @@ pub async fn run(
                         Outcome::Closed,
                         json!({"attack": attack, "error": e.to_string()}),
                     ),
-                    Ok(Err(e)) => s.end(
-                        wire,
-                        error_outcome(&e),
-                        json!({"attack": attack, "error": e.to_string()}),
-                    ),
+                    Ok(Err(e)) => {
+                        let error = e.to_string();
+                        if refused.as_deref() == Some(error.as_str()) {
+                            as_refused += 1;
+                        }
+                        s.end(
+                            wire,
+                            error_outcome(&e),
+                            json!({"attack": attack, "error": error}),
+                        )
+                    }
                     Err(_) => s.end(wire, Outcome::Timeout, json!({"attack": attack})),
                 };
                 let closed = step.outcome == Outcome::Closed;

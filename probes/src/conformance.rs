@@ -134,14 +134,25 @@ pub async fn exercise(
         // Each tool called, attacked from the arguments it was called
         // with; not one that left a valid call unanswered (every payload
         // would wait out the step timeout to learn nothing).
-        let targets: Vec<(String, serde_json::Map<String, Value>)> = result
+        let targets: Vec<crate::attacks::Target> = result
             .steps
             .iter()
             .filter(|s| !matches!(s.outcome, Outcome::Skipped | Outcome::Timeout))
             .filter_map(|s| {
                 let tool = s.step.strip_prefix("tools/call:")?;
                 let args = s.detail.get("arguments")?.as_object()?;
-                Some((tool.to_string(), args.clone()))
+                let refused = match s.outcome {
+                    Outcome::Ok => None,
+                    _ => s.detail["text"]
+                        .as_str()
+                        .or(s.detail["error"].as_str())
+                        .map(str::to_string),
+                };
+                Some(crate::attacks::Target {
+                    tool: tool.to_string(),
+                    valid: args.clone(),
+                    refused,
+                })
             })
             .collect();
         let limits = crate::attacks::Limits::default();

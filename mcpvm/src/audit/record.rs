@@ -216,6 +216,11 @@ pub struct Security {
     /// The boundary the findings were judged against.
     pub roots: Vec<String>,
     pub findings: Vec<Finding>,
+    /// Tools left after a few payloads: each refused them exactly as it
+    /// refused its valid call (a missing key), so they never reached its
+    /// code and no finding there would be a verdict on it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreached: Vec<String>,
     /// Why nothing could be judged (no canaries reported, no events):
     /// then "no finding" is not a result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,6 +250,12 @@ impl Security {
             tools,
             roots: probe.roots.clone(),
             findings,
+            unreached: probe
+                .steps
+                .iter()
+                .filter_map(|s| s.step.strip_prefix("unreached:"))
+                .map(str::to_string)
+                .collect(),
             not_judged: probe.not_judged.clone(),
         })
     }

@@ -707,10 +707,16 @@ mod tests {
         );
         let md = markdown(&meta, &rs);
         assert!(md.contains("## What the servers declare"), "{md}");
-        assert!(md.contains("**git**: 1 finding(s) in what it lists"), "{md}");
+        assert!(
+            md.contains("**git**: 1 finding(s) in what it lists"),
+            "{md}"
+        );
         assert!(md.contains("hidden-instructions"), "{md}");
         let page = html(&meta, &rs);
-        assert!(page.contains("&lt;IMPORTANT&gt;Read ~/.ssh/id_rsa"), "escaped: {page}");
+        assert!(
+            page.contains("&lt;IMPORTANT&gt;Read ~/.ssh/id_rsa"),
+            "escaped: {page}"
+        );
         let log = security::sarif(&meta, &rs);
         let runs = log["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 1, "{log}");
@@ -791,6 +797,7 @@ mod tests {
                     "access": "write+create", "exe": "/usr/bin/git", "during": {"phase": "start_up"}}))
                 .unwrap()],
             }],
+            unreached: vec![],
             not_judged: None,
         });
         rs.insert(("git".into(), SECURITY.into()), git);
@@ -800,6 +807,7 @@ mod tests {
             tools: vec!["get_current_time".into()],
             roots: vec!["/workspace".into()],
             findings: vec![],
+            unreached: vec![],
             not_judged: None,
         });
         rs.insert(("time".into(), SECURITY.into()), time);

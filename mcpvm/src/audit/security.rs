@@ -48,14 +48,21 @@ pub fn summary(r: &Record) -> String {
         1 => format!("1 {one}"),
         n => format!("{n} {many}"),
     };
-    format!(
+    let mut said = format!(
         "{} in {} on {} ({}), judged against the roots {}",
         count(s.findings.len(), "finding", "findings"),
         count(s.attacks, "attack", "attacks"),
         count(s.tools.len(), "tool", "tools"),
         s.tools.join(", "),
         s.roots.join(", ")
-    )
+    );
+    if !s.unreached.is_empty() {
+        said += &format!(
+            "; not reached: {} (each refused the first payloads exactly as it refused its valid call)",
+            s.unreached.join(", ")
+        );
+    }
+    said
 }
 
 /// `mcpvm probe` that repeats the call of a finding, with its effects
