@@ -124,6 +124,11 @@ def main():
         cells = recs.get(name, {})
         base = cells.get(BASELINE) or next(iter(cells.values()), None)
         verdict = v["verdict"] + (f": {v['reason']}" if v.get("reason") else "")
+        if not cells and v.get("reason") != "install_failed":
+            # No cell recorded (an audit cut short by its deadline): no
+            # verdict yet, whatever the classifier says of an empty row.
+            verdict = "not audited yet"
+            v = dict(v, evidence=["the run's deadline came first; a resumed run audits it"])
         counts[verdict] += 1
         first = "–"
         tools = "–"
@@ -139,10 +144,13 @@ def main():
             f"| **{md(verdict, 40)}** | {md(evidence)} | {robustness_cell(base)} | {sec} | {network_cell(cells)} "
             f"| {md(prior.get(v.get('package')) or '–', 40)} |\n"
         )
+    pending = counts.pop("not audited yet", 0)
     total = sum(counts.values())
     fit = counts.get("fit", 0)
     not_fit = counts.get("not_fit", 0)
     inconclusive = sorted((k.split(": ", 1)[1], n) for k, n in counts.items() if k.startswith("inconclusive"))
+    if pending:
+        out.write(f"\n{pending} servers not audited yet (the run stopped at its deadline).\n")
     out.write(
         f"\n**{fit} of {total} fit, {not_fit} not fit, {total - fit - not_fit} inconclusive**"
         + (" (" + ", ".join(f"{k} {n}" for k, n in inconclusive) + ")" if inconclusive else "")
