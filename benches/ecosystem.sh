@@ -86,5 +86,5 @@ export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-12288}
 "$top/testbed/run" --timeout 14400 --out "$out" "${files[@]}" -- sh scenario.sh
 corpus_csv=$top/../shared/corpus/popular-servers.csv
 python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --results "$out/results.jsonl" \
-  --index "$store/index.json" --build "$out/build.json" $([ -f "$corpus_csv" ] && echo --csv "$corpus_csv") > "$out/table.md"
+  --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" $([ -f "$corpus_csv" ] && echo --csv "$corpus_csv") > "$out/table.md"
 echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html, table in $out/table.md" >&2

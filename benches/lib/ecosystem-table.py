@@ -96,11 +96,21 @@ def main():
     ap.add_argument("--compat", required=True)
     ap.add_argument("--results", required=True)
     ap.add_argument("--index", required=True)
+    ap.add_argument("--audit", help="the audit's audit.json: every server, also those not judged yet")
     ap.add_argument("--build", help="`mcpvm --json image build` output: install times")
     ap.add_argument("--csv", help="the corpus CSV: the 922-server run's status")
     a = ap.parse_args()
 
     compat = json.load(open(a.compat))
+    if a.audit:
+        # A server the audit did not reach has no verdict in compat.json:
+        # its row says so.
+        judged = {v["server"] for v in compat}
+        for name, m in json.load(open(a.audit)).get("servers", {}).items():
+            if name not in judged:
+                compat.append({"server": name, "package": m.get("package"), "version": m.get("version"),
+                               "verdict": "not audited yet", "reason": None,
+                               "evidence": ["the run's deadline came first; a resumed run audits it"]})
     recs = records(a.results)
     index = json.load(open(a.index))
     build = {}
@@ -124,11 +134,6 @@ def main():
         cells = recs.get(name, {})
         base = cells.get(BASELINE) or next(iter(cells.values()), None)
         verdict = v["verdict"] + (f": {v['reason']}" if v.get("reason") else "")
-        if not cells and v.get("reason") != "install_failed":
-            # No cell recorded (an audit cut short by its deadline): no
-            # verdict yet, whatever the classifier says of an empty row.
-            verdict = "not audited yet"
-            v = dict(v, evidence=["the run's deadline came first; a resumed run audits it"])
         counts[verdict] += 1
         first = "–"
         tools = "–"

@@ -381,9 +381,15 @@ pub fn all(
         .find(|p| *p != super::SECURITY)
         .cloned()
         .unwrap_or_default();
+    // A server whose cell is not recorded yet (an audit cut short, or
+    // still running) has no verdict: it is left out, not judged on
+    // nothing. One that did not install is judged by that.
     meta.servers
         .iter()
-        .map(|(s, m)| judge(s, m, records.get(&(s.clone(), first.clone()))))
+        .filter_map(|(s, m)| {
+            let cell = records.get(&(s.clone(), first.clone()));
+            (cell.is_some() || m.install_error.is_some()).then(|| judge(s, m, cell))
+        })
         .collect()
 }
 
@@ -400,7 +406,7 @@ impl Verdict {
 
 /// `Compatibility`, first in the reports: the counts, then a row per
 /// server with its verdict, reason and the evidence it rests on.
-pub fn section(verdicts: &[Compat]) -> Vec<Block> {
+pub fn section(verdicts: &[Compat], servers: usize) -> Vec<Block> {
     let count = |v: Verdict| verdicts.iter().filter(|c| c.verdict == v).count();
     let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
     for r in verdicts.iter().filter_map(|c| c.reason) {
@@ -416,6 +422,9 @@ pub fn section(verdicts: &[Compat]) -> Vec<Block> {
     );
     if !by_reason.is_empty() {
         summary += &format!(" ({})", by_reason.join(", "));
+    }
+    if servers > verdicts.len() {
+        summary += &format!("; {} not run yet, so not judged", servers - verdicts.len());
     }
     let rows = verdicts
         .iter()
@@ -629,11 +638,11 @@ mod tests {
         ];
         let d = crate::audit::document::Document {
             title: "t".into(),
-            blocks: section(&rows),
+            blocks: section(&rows, 3),
         };
         let md = crate::audit::render::markdown(&d);
         assert!(
-            md.contains("1 of 2 fit, 0 not fit, 1 inconclusive (install\\_failed 1)"),
+            md.contains("1 of 2 fit, 0 not fit, 1 inconclusive (install\\_failed 1); 1 not run yet, so not judged"),
             "{md}"
         );
         assert!(

@@ -475,7 +475,10 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
             l.and(format!(". {}.", jail_note(records)))
         }),
     ];
-    blocks.extend(compat::section(&compat::all(meta, records)));
+    blocks.extend(compat::section(
+        &compat::all(meta, records),
+        meta.servers.len(),
+    ));
     blocks.push(Block::Heading(2, "What each profile did".into()));
     blocks.extend(findings(meta, records));
     blocks.extend(matrix(meta, records));
@@ -727,6 +730,21 @@ mod tests {
             results[0]["locations"][0]["physicalLocation"]["region"]["startLine"],
             7
         );
+    }
+
+    /// A server with no cell recorded (an audit cut short) gets no
+    /// verdict: compat.json leaves it out and the section counts it as
+    /// not run.
+    #[test]
+    fn a_server_not_run_yet_is_not_judged() {
+        let meta = meta();
+        let mut rs = records();
+        rs.remove(&("time".into(), "baseline".into()));
+        let verdicts = super::super::compat::all(&meta, &rs);
+        let servers: Vec<&str> = verdicts.iter().map(|c| c.server.as_str()).collect();
+        assert_eq!(servers, ["git"]);
+        let md = markdown(&meta, &rs);
+        assert!(md.contains("1 not run yet, so not judged"), "{md}");
     }
 
     #[test]
