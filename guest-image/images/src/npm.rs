@@ -79,6 +79,34 @@ fn npm_rebuild_line(own_node: bool, scripted: &[Scripted]) -> String {
     }
 }
 
+/// Installs the tree its lock names: `npm ci`, or, where npm's own
+/// resolution left optional packages out of the lock (platform packages
+/// listed with an empty version) and `npm ci` refuses it, `npm install`
+/// from that lock, as npx runs it, under the same rules.
+fn install_locked(
+    npm: &dyn Fn() -> std::process::Command,
+    name: &str,
+    spec: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), BuildError> {
+    match run(
+        &format!("npm ci {spec}"),
+        npm().args(["ci", "--engine-strict"]),
+    ) {
+        Err(BuildError::Failed { tail, .. }) if lock_out_of_sync(&tail) => {
+            progress(&format!(
+                "{name}: npm ci finds the lock out of sync with what {spec} lists; installing from it as npm install does"
+            ));
+            run(
+                &format!("npm install {spec} (from its lock)"),
+                npm().args(["install", "--engine-strict"]),
+            )
+            .map(drop)
+        }
+        other => other.map(drop),
+    }
+}
+
 /// `npm ci`'s refusal of a lock that does not match package.json.
 fn lock_out_of_sync(tail: &str) -> bool {
     tail.contains("code EUSAGE") && tail.contains("are in sync")
@@ -165,25 +193,7 @@ impl Installer for Npm {
             )
             .map(drop)?,
         }
-        match run(
-            &format!("npm ci {spec}"),
-            npm().args(["ci", "--engine-strict"]),
-        ) {
-            // npm's own resolution can leave optional packages out of the
-            // lock (platform packages listed with an empty version), and
-            // `npm ci` then refuses it; `npm install`, as npx runs it,
-            // installs from that lock and goes on, under the same rules.
-            Err(BuildError::Failed { tail, .. }) if lock_out_of_sync(&tail) => {
-                progress(&format!(
-                    "{name}: npm ci finds the lock out of sync with what {spec} lists; installing from it as npm install does"
-                ));
-                run(
-                    &format!("npm install {spec} (from its lock)"),
-                    npm().args(["install", "--engine-strict"]),
-                )?;
-            }
-            other => drop(other?),
-        }
+        install_locked(&npm, name, &spec, progress)?;
         if e.runtime.own_node().is_some() {
             let bin = target.join(crate::catalogue::OWN_NODE).join("bin");
             std::fs::create_dir_all(&bin).map_err(io_err(&bin))?;
