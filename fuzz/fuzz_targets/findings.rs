@@ -1,7 +1,8 @@
 //! What a hostile guest (its agent's `effect` and `canaries` events) and
 //! server (its answers) hand the security judges: effects grouped by
-//! step, findings judged, the SARIF log written. No crash, bounded
-//! output, and every finding keeps its evidence bound.
+//! step, findings judged, the SARIF log written; and what it declares
+//! (any text as a tool's name and description, probes::definitions). No
+//! crash, bounded output, and every finding keeps its evidence bound.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -9,6 +10,25 @@ use mcpvm_protocol::messages::EventLine;
 use probes::result::StepResult;
 
 fuzz_target!(|data: &[u8]| {
+    // What a server declares, judged as written: any text, no crash,
+    // evidence bounded and free of control characters.
+    let text = String::from_utf8_lossy(data);
+    let declared = [probes::definitions::Declared {
+        kind: "tool",
+        name: &text,
+        texts: vec![&text, &text],
+    }];
+    for f in probes::definitions::check(&declared) {
+        for e in &f.evidence {
+            let line = e.line();
+            // 240 characters at most, each shown as up to 10 when escaped.
+            assert!(
+                line.chars().count() <= 2500 && !line.contains('\u{1b}'),
+                "{line:?}"
+            );
+        }
+        assert!(f.why.chars().count() <= 3000, "{}", f.why);
+    }
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
         return;
     };

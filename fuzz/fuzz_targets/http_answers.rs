@@ -14,7 +14,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let messages = probes::http::read_events(stream.chunks(usize::from(cut).max(1)));
     let total: usize = messages.iter().map(Vec::len).sum();
-    assert!(total <= stream.len(), "{total} bytes of messages from {} bytes", stream.len());
+    assert!(
+        total <= stream.len(),
+        "{total} bytes of messages from {} bytes",
+        stream.len()
+    );
     let whole = probes::http::read_events([stream]);
-    assert_eq!(messages, whole, "the same messages however the stream is cut");
+    assert_eq!(
+        messages, whole,
+        "the same messages however the stream is cut"
+    );
 });

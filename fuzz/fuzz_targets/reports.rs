@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use mcpvm::audit::record::Record;
 use mcpvm::audit::meta::Meta;
+use mcpvm::audit::record::Record;
 use mcpvm::audit::report::{html, markdown};
 
 fuzz_target!(|data: &[u8]| {

@@ -16,9 +16,12 @@ fuzz_target!(|data: &[u8]| {
     std::fs::create_dir(&fresh).unwrap();
     let _ = mcpvm::workspace::take_back(data, &dir, &fresh, 1 << 20);
     let _ = std::fs::remove_dir_all(&fresh);
-    let scratch_left = std::fs::read_dir(&dir)
-        .unwrap()
-        .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(mcpvm::workspace::SCRATCH));
+    let scratch_left = std::fs::read_dir(&dir).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(mcpvm::workspace::SCRATCH)
+    });
     assert!(!scratch_left, "the swap's scratch is gone");
     let names: Vec<_> = std::fs::read_dir(t.path())
         .unwrap()

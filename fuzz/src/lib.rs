@@ -99,6 +99,9 @@ pub fn fill_data(mem: &GuestMemoryMmap, input: &mut Input<'_>) {
 /// under test is the same on either.
 pub fn scratch() -> tempfile::TempDir {
     let shm = std::path::Path::new("/dev/shm");
-    let in_shm = shm.is_dir().then(|| tempfile::tempdir_in(shm).ok()).flatten();
+    let in_shm = shm
+        .is_dir()
+        .then(|| tempfile::tempdir_in(shm).ok())
+        .flatten();
     in_shm.unwrap_or_else(|| tempfile::tempdir().expect("temp dir"))
 }

@@ -136,10 +136,10 @@ pub fn check(declared: &[Declared<'_>]) -> Vec<Finding> {
                 excerpt(&whole, at, c.len_utf8()),
             ));
         }
-        if let Some(c) = d
+        if let Some((at, c)) = d
             .name
-            .chars()
-            .find(|c| !c.is_ascii() && (c.is_alphabetic() || is_hidden(*c)))
+            .char_indices()
+            .find(|(_, c)| !c.is_ascii() && (c.is_alphabetic() || is_hidden(*c)))
         {
             found.push(finding(
                 d,
@@ -150,7 +150,7 @@ pub fn check(declared: &[Declared<'_>]) -> Vec<Finding> {
                     "its name holds U+{:04X}, which can pass for another letter",
                     c as u32
                 ),
-                escape(d.name),
+                excerpt(d.name, at, c.len_utf8()),
             ));
         }
     }
@@ -180,7 +180,7 @@ fn finding(
         argument: None,
         payload: None,
         attempts: 1,
-        why: format!("{} {}: {why}", d.kind, escape(d.name)),
+        why: format!("{} {}: {why}", d.kind, excerpt(d.name, 0, 0)),
         evidence: vec![Evidence::Excerpt(evidence)],
     }
 }
