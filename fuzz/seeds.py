@@ -165,6 +165,14 @@ put("tool_arguments", "self-reference", json.dumps({
     "type": "object", "$defs": {"d": {"type": "array", "minItems": 64, "items": {"$ref": "#/$defs/d"}}},
     "properties": {"a": {"$ref": "#/$defs/d"}}, "required": ["a"]}).encode())
 
+# Refusals: a schema line, then what a server said of a call.
+put("refusals", "excel", b'{"type":"object","properties":{"filepath":{"type":"string"}},"required":["filepath"]}\n'
+    b"Error: Path '/workspace/notes.txt' must point to an Excel file (.xlsm, .xlsx, .xltm, .xltx)")
+put("refusals", "zod", b'\nMCP error -32602: Invalid arguments: [{"code":"invalid_enum_value","options":["a","b"],'
+    b'"path":["mode"],"message":"Invalid enum value"}]')
+put("refusals", "pydantic", b"\n1 validation error for call[x]\npath\n  String should match pattern "
+    b"'^[A-Z][A-Z0-9_]+-\\d+$' [type=string_pattern_mismatch, input_value='1', input_type=str]")
+
 # A server's stdout: JSON-RPC, a log line, a split line, no final newline.
 put("server_lines", "mixed", b'{"jsonrpc":"2.0","id":1,"result":{}}\nServer started\r\n{"jsonrpc":"2.0",'
     b'"method":"notifications/message"}\n\n{"jsonrpc":"2.0","id":2')

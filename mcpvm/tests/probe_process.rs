@@ -585,3 +585,68 @@ fn a_tool_that_refuses_payloads_as_it_refused_its_valid_call_is_left_after_four(
     );
     assert!(r.steps.iter().all(|s| s.step != "unreached:lookup"));
 }
+
+/// A server whose tools take only what they can use, and say so in
+/// words: the probe reads each refusal and reaches all four tools within
+/// its budget (an optional property filled, the file type asked for, the
+/// id a listing returned, a value from a listed set), keeping every
+/// first try in the step's evidence.
+#[test]
+fn refusals_are_read_and_every_picky_tool_is_reached() {
+    let ws = tempdir();
+    std::fs::write(ws.join("notes.txt"), "notes\n").unwrap();
+    std::fs::write(ws.join("book.xlsx"), b"PK\x03\x04").unwrap();
+    let opts = probes::ProbeOptions {
+        workspace: Some(ws.display().to_string()),
+        step_timeout: Duration::from_secs(20),
+        ..probes::ProbeOptions::default()
+    };
+    let r = probes::probe_process(&[broken(), "picky".into()], &opts).unwrap();
+    let call = |tool: &str| {
+        r.steps
+            .iter()
+            .find(|s| s.step == format!("tools/call:{tool}"))
+            .unwrap_or_else(|| panic!("no call of {tool}"))
+    };
+    for tool in ["list_books", "open_book", "read_book", "export_book"] {
+        let s = call(tool);
+        assert_eq!(
+            s.outcome,
+            probes::result::Outcome::Ok,
+            "{tool}: {}",
+            s.detail
+        );
+        assert_eq!(s.detail["reached"], true, "{tool}");
+    }
+    let open = &call("open_book").detail;
+    let first = &open["attempts"][0];
+    assert!(
+        first["arguments"]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("notes.txt"),
+        "{open}"
+    );
+    assert!(first["text"]
+        .as_str()
+        .unwrap()
+        .contains("must point to an Excel file"));
+    assert_eq!(
+        open["arguments"]["path"],
+        format!("{}/book.xlsx", ws.display())
+    );
+    assert!(open["why"].as_str().unwrap().contains(".xlsx"), "{open}");
+    let list = &call("list_books").detail;
+    assert_eq!(list["attempts"][0]["arguments"], serde_json::json!({}));
+    assert_eq!(list["arguments"]["dir"], ws.display().to_string());
+    assert_eq!(call("read_book").detail["arguments"]["book_id"], "bk-7f3a");
+    assert!(
+        call("read_book").detail.get("attempts").is_none(),
+        "the listing fed it"
+    );
+    assert_eq!(call("export_book").detail["arguments"]["format"], "csv");
+    let reach = r.reach.as_ref().expect("a reach figure");
+    assert_eq!((reach.called, reach.reached), (4, 4), "{reach:?}");
+    assert_eq!((reach.retried, reach.retried_reached), (3, 3), "{reach:?}");
+    let _ = std::fs::remove_dir_all(ws);
+}

@@ -137,6 +137,8 @@ pub struct Hints {
     /// The tool being called: its name says what a bare `path` is
     /// (`list_directory` wants a directory, `create_directory` a new one).
     pub tool: String,
+    /// What the tool says of itself: where a retry looks for examples.
+    pub description: String,
 }
 
 /// Files the seeded workspace holds (`mcpvm audit` writes them), by what
@@ -155,6 +157,65 @@ pub const SEED_XLSX: &str = "book.xlsx";
 pub const SEED_SHEET: &str = "Sheet1";
 /// A JavaScript file.
 pub const SEED_JS: &str = "example.js";
+/// A Python file.
+pub const SEED_PY: &str = "example.py";
+/// A PNG image (8×8 pixels).
+pub const SEED_PNG: &str = "image.png";
+/// An SQLite database with one table, `items`.
+pub const SEED_SQLITE: &str = "data.db";
+/// A zip archive holding two text files.
+pub const SEED_ZIP: &str = "archive.zip";
+/// A draw.io diagram (its XML) with one page.
+pub const SEED_DRAWIO: &str = "diagram.drawio";
+
+/// The seeded file for a file extension (lowercase, no dot), where the
+/// workspace holds one of that type or one a reader of it also opens.
+pub fn seed_for_extension(ext: &str) -> Option<&'static str> {
+    Some(match ext {
+        "xlsx" | "xlsm" | "xltx" | "xltm" | "xls" => SEED_XLSX,
+        "csv" | "tsv" => SEED_CSV,
+        "pdf" => SEED_PDF,
+        "png" | "jpg" | "jpeg" | "gif" | "webp" | "bmp" | "image" => SEED_PNG,
+        "db" | "sqlite" | "sqlite3" => SEED_SQLITE,
+        "zip" | "archive" => SEED_ZIP,
+        "json" => SEED_JSON,
+        "md" | "markdown" => SEED_MARKDOWN,
+        "html" | "htm" => SEED_HTML,
+        "txt" | "text" | "log" => SEED_TEXT,
+        "js" | "mjs" | "cjs" | "ts" | "jsx" | "tsx" => SEED_JS,
+        "py" => SEED_PY,
+        "drawio" | "xml" => SEED_DRAWIO,
+        _ => return None,
+    })
+}
+
+/// The value one property would get, optional or not: what a retry
+/// fills in when the server says the property is missing.
+pub fn property_value(schema: &Map<String, Value>, name: &str, hints: &Hints) -> (Value, String) {
+    let mut budget = Budget::new();
+    let prop = &field(schema, "properties")[name];
+    let (v, reason) = top_value(schema, prop, name, hints, &mut budget);
+    (v, with_cap_note(reason, &budget))
+}
+
+/// What a property's schema says of it (its `description`), or "".
+pub fn property_description(schema: &Map<String, Value>, name: &str) -> String {
+    let prop = resolve(schema, &field(schema, "properties")[name], 0);
+    prop["description"].as_str().unwrap_or("").to_string()
+}
+
+/// A property's type (its first non-null one), `$ref`s followed.
+pub fn property_type(schema: &Map<String, Value>, name: &str) -> Option<String> {
+    primary_type(resolve(schema, &field(schema, "properties")[name], 0))
+}
+
+/// The names of a schema's properties, optional ones too.
+pub fn property_names(schema: &Map<String, Value>) -> Vec<String> {
+    field(schema, "properties")
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
 
 /// Arguments for a call with only the required properties.
 pub fn generate(schema: &Map<String, Value>) -> Map<String, Value> {
@@ -223,6 +284,11 @@ fn top_value(
                 format!("returned by the server earlier as '{name}'"),
             );
         }
+    }
+    if let Some(v) = schema["pattern"].as_str().and_then(crate::pattern::sample) {
+        budget.values = budget.values.saturating_sub(1);
+        let v = budget.copy(&Value::String(v));
+        return (v, "made to match the schema's pattern".into());
     }
     let description = schema["description"].as_str().unwrap_or("");
     if ty.as_deref() == Some("string") && schema.get("format").is_none() {
@@ -317,12 +383,29 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         "input",
     ]) {
         let about = |words: &[&str]| words.iter().any(|w| d.contains(w) || tool.contains(w));
-        let file = if about(&["excel", "xlsx", "workbook", "spreadsheet"]) {
+        // The property's own name says the most (`image_path` in a
+        // workbook tool is an image), then the description and the tool.
+        let named = |words: &[&str]| words.iter().any(|w| n.contains(w));
+        let file = if named(&["image", "img", "picture", "photo", "logo", "icon"]) {
+            SEED_PNG
+        } else if named(&["sqlite", "database", "db_"]) || n == "db" {
+            SEED_SQLITE
+        } else if named(&["archive", "zip"]) {
+            SEED_ZIP
+        } else if named(&["csv"]) {
+            SEED_CSV
+        } else if named(&["drawio", "diagram"]) || about(&["drawio", "draw.io"]) {
+            SEED_DRAWIO
+        } else if about(&["excel", "xlsx", "workbook", "spreadsheet"]) {
             SEED_XLSX
         } else if about(&["javascript", "typescript", "eslint", "lint", ".js"]) {
             SEED_JS
         } else if d.contains("pdf") {
             SEED_PDF
+        } else if about(&["sqlite", "database file"]) {
+            SEED_SQLITE
+        } else if about(&["python", ".py"]) {
+            SEED_PY
         } else if d.contains("csv") {
             SEED_CSV
         } else if d.contains("json") {
@@ -653,7 +736,8 @@ fn string_for(schema: &Value, room: usize) -> Value {
         Some("ipv6") => "::1",
         _ => "mcpvm-probe",
     };
-    let mut s = by_format.to_string();
+    let by_pattern = schema["pattern"].as_str().and_then(crate::pattern::sample);
+    let mut s = by_pattern.unwrap_or_else(|| by_format.to_string());
     if let Some(min) = schema["minLength"].as_u64() {
         let want = (min.min(1 << 16) as usize).min(room);
         let have = s.chars().count();

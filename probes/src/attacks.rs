@@ -104,12 +104,46 @@ pub fn marker(n: usize) -> String {
     format!("mcpvm-attack-{n}")
 }
 
-/// A tool to attack: its name, the arguments of its valid call, and what
-/// that call was refused with when it did not succeed (its error text).
+/// A tool to attack: its name, the arguments of its valid call (the
+/// ones that got furthest: see `crate::feedback`), what that call was
+/// refused with when it did not succeed (its error text), and its input
+/// schema (to read a refusal against).
 pub struct Target {
     pub tool: String,
     pub valid: Map<String, Value>,
     pub refused: Option<String>,
+    pub schema: Map<String, Value>,
+}
+
+/// Why an attack did not reach the code it aims at: the server refused
+/// it for an argument the payload was not in (the payload at `at`, a
+/// JSON pointer), so the refusal says nothing of how the tool treats the
+/// payload. None when the refusal is about the payload's own argument,
+/// or names none.
+pub fn not_reached(
+    said: &str,
+    schema: &Map<String, Value>,
+    args: &Map<String, Value>,
+    at: &str,
+) -> Option<String> {
+    let attacked = at
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .replace("~1", "/")
+        .replace("~0", "~");
+    let about: Vec<String> = crate::feedback::read(said, schema, args)
+        .into_iter()
+        .filter_map(|c| c.property)
+        .collect();
+    if about.is_empty() || about.contains(&attacked) {
+        return None;
+    }
+    Some(format!(
+        "refused for '{}', which the payload (in '{attacked}') did not touch",
+        about.join("', '")
+    ))
 }
 
 /// Payloads after which a tool that answers each of them exactly as it
@@ -134,6 +168,7 @@ pub async fn run(
         tool,
         valid,
         refused,
+        schema,
     } in targets
     {
         let started = Instant::now();
@@ -170,13 +205,18 @@ pub async fn run(
                     "payload": text, "marker": mark, "address": p.address});
                 let s = begin(wire, &format!("attack:{tool}"));
                 let params = CallToolRequestParams::new(tool.clone()).with_arguments(args.clone());
+                let miss = |said: &str| not_reached(said, schema, &args, &at);
                 let step = match tokio::time::timeout(t, client.call_tool(params)).await {
                     Ok(Ok(r)) => {
                         let (outcome, text) = answered(&r);
                         if outcome != Outcome::Ok && refused.as_deref() == Some(text.as_str()) {
                             as_refused += 1;
                         }
-                        s.end(wire, outcome, json!({"attack": attack, "text": text}))
+                        let mut detail = json!({"attack": attack, "text": text});
+                        if let Some(why) = miss(&text).filter(|_| outcome != Outcome::Ok) {
+                            detail["not_reached"] = json!(why);
+                        }
+                        s.end(wire, outcome, detail)
                     }
                     Ok(Err(e)) if client.is_closed() => s.end(
                         wire,
@@ -188,11 +228,11 @@ pub async fn run(
                         if refused.as_deref() == Some(error.as_str()) {
                             as_refused += 1;
                         }
-                        s.end(
-                            wire,
-                            error_outcome(&e),
-                            json!({"attack": attack, "error": error}),
-                        )
+                        let mut detail = json!({"attack": attack, "error": error});
+                        if let Some(why) = miss(&error) {
+                            detail["not_reached"] = json!(why);
+                        }
+                        s.end(wire, error_outcome(&e), detail)
                     }
                     Err(_) => s.end(wire, Outcome::Timeout, json!({"attack": attack})),
                 };
@@ -235,6 +275,43 @@ mod tests {
         assert!(parse("nonsense", "x")
             .unwrap_err()
             .contains("not a payloads file"));
+    }
+
+    /// The git server release that checks `repo_path` first: a payload in
+    /// another argument, refused for `repo_path`, never reached its code.
+    #[test]
+    fn an_attack_refused_for_an_argument_it_did_not_touch_is_not_reached() {
+        let schema = json!({"type": "object", "properties": {
+            "repo_path": {"type": "string"}, "target": {"type": "string"}},
+            "required": ["repo_path", "target"]});
+        let schema = schema.as_object().unwrap();
+        let args = json!({"repo_path": "repo", "target": "../../etc/passwd"});
+        let args = args.as_object().unwrap();
+        let said = "Repository path 'repo' is outside the allowed repository '/workspace/repo'";
+        let why = not_reached(said, schema, args, "/target").expect("not reached");
+        assert!(
+            why.contains("'repo_path'") && why.contains("'target'"),
+            "{why}"
+        );
+        // The same refusal of a payload in `repo_path` itself is the
+        // check working on the payload: reached.
+        let args = json!({"repo_path": "../../etc", "target": "HEAD"});
+        let said =
+            "Repository path '../../etc' is outside the allowed repository '/workspace/repo'";
+        assert_eq!(
+            not_reached(said, schema, args.as_object().unwrap(), "/repo_path"),
+            None
+        );
+        // A refusal that is not about the arguments says nothing either way.
+        assert_eq!(
+            not_reached(
+                "BRAVE_API_KEY is not set",
+                schema,
+                args.as_object().unwrap(),
+                "/target"
+            ),
+            None
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use crate::arguments;
 use crate::client::{answered, begin, error_outcome, Client, ProbeClient};
 use crate::exchange::Direction;
+use crate::feedback;
 use crate::options::{LifecycleChoice, ProbeOptions, ToolArgs};
 use crate::result::{Lifecycle, Outcome, ProbeResult, StepResult};
 use crate::wire::Wire;
@@ -148,10 +149,16 @@ pub async fn exercise(
                         .or(s.detail["error"].as_str())
                         .map(str::to_string),
                 };
+                let schema = tools
+                    .iter()
+                    .find(|t| t.name == tool)
+                    .map(|t| (*t.input_schema).clone())
+                    .unwrap_or_default();
                 Some(crate::attacks::Target {
                     tool: tool.to_string(),
                     valid: args.clone(),
                     refused,
+                    schema,
                 })
             })
             .collect();
@@ -275,7 +282,67 @@ async fn list_the_rest(
 /// The slowest successful call: the one the cancellation probe cancels.
 type Slowest = Option<(f64, String, serde_json::Map<String, Value>)>;
 
-/// Calls each planned tool; None when the server went away in a call.
+/// One call's answer: its outcome, and what it said (the tool's text,
+/// or the JSON-RPC error) under the key it goes by in a step's detail.
+struct Answer {
+    outcome: Outcome,
+    key: &'static str,
+    said: String,
+}
+
+async fn call_once(
+    client: &Client,
+    t: Duration,
+    name: &str,
+    args: &serde_json::Map<String, Value>,
+) -> Answer {
+    let params = CallToolRequestParams::new(name.to_string()).with_arguments(args.clone());
+    match tokio::time::timeout(t, client.call_tool(params)).await {
+        Ok(Ok(r)) => {
+            let (outcome, said) = answered(&r);
+            Answer {
+                outcome,
+                key: "text",
+                said,
+            }
+        }
+        Ok(Err(e)) => Answer {
+            outcome: if wire_closed(client) {
+                Outcome::Closed
+            } else {
+                error_outcome(&e)
+            },
+            key: "error",
+            said: e.to_string(),
+        },
+        Err(_) => Answer {
+            outcome: Outcome::Timeout,
+            key: "error",
+            said: String::new(),
+        },
+    }
+}
+
+/// Whether an answer reached the tool's code, and if not, why not: an
+/// answer that complains about the arguments did not, nor did silence.
+fn reached(
+    a: &Answer,
+    schema: &serde_json::Map<String, Value>,
+    args: &serde_json::Map<String, Value>,
+) -> Result<(), String> {
+    match a.outcome {
+        Outcome::Ok | Outcome::Closed | Outcome::Skipped => Ok(()),
+        Outcome::Timeout => Err("no answer within the step timeout".into()),
+        Outcome::ToolError | Outcome::Error => match feedback::complains(&a.said, schema, args) {
+            true => Err("the answer complains about the arguments".into()),
+            false => Ok(()),
+        },
+    }
+}
+
+/// Calls each planned tool; a generated call refused for its arguments is
+/// tried again as the refusal asks ([`feedback`]), every attempt kept in
+/// the step. None when the server went away in a call.
 async fn call_tools(
     client: &Client,
     wire: &Wire,
@@ -301,48 +368,71 @@ async fn call_tools(
             let why = format!(
                 "not called: the server answered none of the last {HUNG_AFTER} calls within the step timeout"
             );
-            result.steps.push(s.end(wire, Outcome::Skipped, json!(why)));
+            let detail = json!({"skipped": why, "reached": false, "reach": why});
+            result.steps.push(s.end(wire, Outcome::Skipped, detail));
             continue;
         }
-        let (args, why) = match call.args {
+        let listed = tools.iter().find(|t| t.name == call.name.as_str());
+        hints.tool = call.name.clone();
+        hints.description = listed
+            .and_then(|t| t.description.as_deref())
+            .unwrap_or_default()
+            .to_string();
+        let (mut args, mut why, schema) = match call.args {
             Planned::Skip(why) => {
                 result.steps.push(s.end(wire, Outcome::Skipped, json!(why)));
                 continue;
             }
-            Planned::Call(args) => (args, json!("given")),
+            Planned::Call(args) => (args, json!("given"), None),
             Planned::Generate(schema) => {
-                hints.tool = call.name.clone();
                 let (args, why) = arguments::generate_with(&schema, &hints);
-                (args, Value::Object(why))
+                (args, Value::Object(why), Some(schema))
             }
         };
-        let params = CallToolRequestParams::new(call.name.clone()).with_arguments(args.clone());
-        let step = match tokio::time::timeout(t, client.call_tool(params)).await {
-            Ok(Ok(r)) => {
-                let (outcome, text) = answered(&r);
-                if outcome == Outcome::Ok {
-                    arguments::remember(&text, &mut hints.seen);
-                }
-                s.end(
-                    wire,
-                    outcome,
-                    json!({"arguments": args, "why": why, "text": text}),
-                )
+        let empty = serde_json::Map::new();
+        let schema_of = listed.map_or(&empty, |t| &*t.input_schema);
+        let mut answer = call_once(client, t, &call.name, &args).await;
+        let mut attempts = Vec::new();
+        let mut tried = vec![args.clone()];
+        // Only generated arguments are changed: the user's are theirs.
+        while let Some(schema) = schema.as_deref() {
+            if !matches!(answer.outcome, Outcome::ToolError | Outcome::Error)
+                || attempts.len() >= feedback::RETRIES
+            {
+                break;
             }
-            Ok(Err(e)) => {
-                let outcome = if wire_closed(client) {
-                    Outcome::Closed
-                } else {
-                    error_outcome(&e)
-                };
-                s.end(
-                    wire,
-                    outcome,
-                    json!({"arguments": args, "why": why, "error": e.to_string()}),
-                )
+            let Some((next, reason)) = feedback::retry(&answer.said, schema, &args, &hints, &tried)
+            else {
+                break;
+            };
+            attempts.push(
+                json!({"arguments": args, "why": why, "outcome": answer.outcome,
+                answer.key: answer.said}),
+            );
+            (args, why) = (next, json!(reason));
+            tried.push(args.clone());
+            answer = call_once(client, t, &call.name, &args).await;
+        }
+        if answer.outcome == Outcome::Ok {
+            arguments::remember(&answer.said, &mut hints.seen);
+        }
+        let mut detail = json!({"arguments": args, "why": why});
+        if answer.outcome != Outcome::Timeout {
+            detail[answer.key] = json!(answer.said);
+        }
+        if !attempts.is_empty() {
+            detail["attempts"] = Value::Array(attempts);
+        }
+        // Whether the call got past the argument check, for the audit's
+        // coverage; the user's own arguments are judged the same way.
+        match reached(&answer, schema_of, &args) {
+            Ok(()) => detail["reached"] = json!(true),
+            Err(why) => {
+                detail["reached"] = json!(false);
+                detail["reach"] = json!(why);
             }
-            Err(_) => s.end(wire, Outcome::Timeout, json!({"arguments": args})),
-        };
+        }
+        let step = s.end(wire, answer.outcome, detail);
         if step.outcome == Outcome::Ok && slowest.as_ref().is_none_or(|x| step.took_ms > x.0) {
             slowest = Some((step.took_ms, call.name.clone(), args));
         }

@@ -181,6 +181,67 @@ pub struct ProbeResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
     pub verdict: Verdict,
+    /// How far the calls got: the audit's coverage figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<Reach>,
+}
+
+/// How many tool calls reached the tool's code: answered with something
+/// other than a complaint about their arguments (`crate::feedback`).
+/// Tools not called (destructive, dangerous) are not counted; tools left
+/// after a server was taken as hung are, as not reached.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Reach {
+    pub called: usize,
+    pub reached: usize,
+    /// Calls tried again as a refusal asked (each counted once).
+    pub retried: usize,
+    /// Of those, the ones whose last try reached the tool.
+    pub retried_reached: usize,
+    /// Per tool not reached: `tool: why` with what it last said.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_reached: Vec<String>,
+    /// Attacks refused for an argument their payload was not in.
+    #[serde(default)]
+    pub attacks_not_reached: usize,
+}
+
+impl Reach {
+    /// Reached calls in percent of those made; None when none were.
+    pub fn percent(&self) -> Option<f64> {
+        (self.called > 0).then(|| 100.0 * self.reached as f64 / self.called as f64)
+    }
+
+    fn of(steps: &[StepResult]) -> Option<Reach> {
+        let mut r = Reach::default();
+        for s in steps {
+            if s.step.starts_with("attack:") && s.detail.get("not_reached").is_some() {
+                r.attacks_not_reached += 1;
+            }
+            let Some(tool) = s.step.strip_prefix("tools/call:") else {
+                continue;
+            };
+            let Some(reached) = s.detail["reached"].as_bool() else {
+                continue;
+            };
+            let retried = s.detail.get("attempts").is_some();
+            r.called += 1;
+            r.retried += usize::from(retried);
+            if reached {
+                r.reached += 1;
+                r.retried_reached += usize::from(retried);
+            } else {
+                let said = s.detail["text"]
+                    .as_str()
+                    .or(s.detail["error"].as_str())
+                    .unwrap_or("");
+                let said: String = said.chars().take(160).collect();
+                let why = s.detail["reach"].as_str().unwrap_or("not reached");
+                r.not_reached.push(format!("{tool}: {why}: {said}"));
+            }
+        }
+        (r.called > 0).then_some(r)
+    }
 }
 
 impl ProbeResult {
@@ -211,6 +272,7 @@ impl ProbeResult {
             not_judged: None,
             roots: Vec::new(),
             verdict: Verdict::default(),
+            reach: None,
         }
     }
 
@@ -248,6 +310,7 @@ impl ProbeResult {
                 .map(|r| r.probe.clone())
                 .collect()
         };
+        self.reach = Reach::of(&self.steps);
         self.verdict.valid_input_breakage = broken(Input::Valid);
         self.verdict.malformed_input_breakage = broken(Input::Malformed);
     }
