@@ -1,17 +1,25 @@
 //! The seeded workspace every audit cell gets at `/workspace` (read-only
-//! to the host: the guest's changes are dropped): a few real files of
-//! common types, so that generated path arguments point at something a
-//! tool can open (`probes::arguments::Hints`), a local page for URL
-//! arguments, and a git repository with one commit for repository
-//! arguments. Written once per audit, in its output directory.
+//! to the host: the guest's changes are dropped): a real file of each
+//! type servers commonly want (text, JSON, CSV, Markdown, HTML, PDF, an
+//! Excel workbook, a PNG image, an SQLite database, a zip archive,
+//! JavaScript and Python sources, a draw.io diagram), so that generated
+//! path arguments, and the retries a refusal asks for
+//! (`probes::feedback`), point at something a tool can open; a local page
+//! for URL arguments, and a git repository with one commit for repository
+//! arguments. Each is written as its format says, by this code: nothing
+//! on the host is run to make them. Written once per audit, in its
+//! output directory.
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use probes::arguments::{
-    SEED_CSV, SEED_HTML, SEED_JS, SEED_JSON, SEED_MARKDOWN, SEED_PDF, SEED_REPO, SEED_SHEET,
-    SEED_TEXT, SEED_XLSX,
+    SEED_CSV, SEED_DRAWIO, SEED_HTML, SEED_JS, SEED_JSON, SEED_MARKDOWN, SEED_PDF, SEED_PNG,
+    SEED_PY, SEED_REPO, SEED_SHEET, SEED_SQLITE, SEED_TEXT, SEED_XLSX, SEED_ZIP,
 };
+
+mod png;
+mod sqlite;
 use sha1::{Digest, Sha1};
 
 /// A one-page PDF with one line of text (PDF 1.4; offsets computed).
@@ -148,7 +156,7 @@ pub fn write(out: &Path) -> io::Result<PathBuf> {
     let dir = out.join("workspace");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let files: [(&str, Vec<u8>); 9] = [
+    let files: [(&str, Vec<u8>); 14] = [
         (SEED_TEXT, b"Notes for an mcpvm audit.\nSecond line.\n".to_vec()),
         (SEED_JSON, br#"{"name": "mcpvm", "items": [{"id": 1, "title": "first"}, {"id": 2, "title": "second"}]}"#.to_vec()),
         (SEED_CSV, b"id,name,value\n1,alpha,3.5\n2,beta,7\n".to_vec()),
@@ -157,6 +165,15 @@ pub fn write(out: &Path) -> io::Result<PathBuf> {
         (SEED_PDF, pdf()),
         (SEED_XLSX, xlsx()),
         (SEED_JS, b"// A file for linters and code tools.\nexport function add(a, b) {\n  return a + b;\n}\n".to_vec()),
+        (SEED_PY, b"\"\"\"A file for code tools.\"\"\"\n\n\ndef add(a, b):\n    return a + b\n".to_vec()),
+        (SEED_PNG, png::image()),
+        (SEED_SQLITE, sqlite::database()),
+        (SEED_ZIP, zip_stored(&[
+            ("hello.txt", b"Hello from mcpvm.\n"),
+            ("docs/second.txt", b"A second file, in a folder.\n"),
+        ])),
+        (SEED_DRAWIO, br#"<mxfile><diagram id="p1" name="Page-1"><mxGraphModel><root><mxCell id="0"/><mxCell id="1" parent="0"/><mxCell id="2" value="mcpvm" vertex="1" parent="1"><mxGeometry x="40" y="40" width="120" height="60" as="geometry"/></mxCell></root></mxGraphModel></diagram></mxfile>
+"#.to_vec()),
         // ESLint (9 and later) refuses to lint without a config file.
         ("eslint.config.js", b"export default [{ rules: { \"no-unused-vars\": \"warn\" } }];\n".to_vec()),
     ];
@@ -277,7 +294,7 @@ mod tests {
         let first = text[xref..].lines().nth(3).unwrap();
         let at: usize = first[..10].parse().unwrap();
         assert!(text[at..].starts_with("1 0 obj"));
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 10);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 15);
     }
 
     #[test]
