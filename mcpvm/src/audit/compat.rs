@@ -268,6 +268,12 @@ fn classify(r: &Record) -> (Verdict, Option<Reason>, Vec<String>) {
             r.tools_ok.len() + r.tools_failed.len(),
             r.tools_ok.len()
         ));
+        if let Some(reach) = &r.reach {
+            evidence.push(format!(
+                "calls: {} of {} reached their tool ({} tried again as a refusal asked)",
+                reach.reached, reach.called, reach.retried
+            ));
+        }
         if let Some(rb) = &r.robustness {
             evidence.push(format!(
                 "robustness: {} of {} hostile inputs handled",
@@ -502,6 +508,8 @@ mod tests {
             declared: Vec::new(),
             robustness: None,
             jailed: None,
+            reach: None,
+            learnt_calls: Default::default(),
             finished_at: 0,
         }
     }

@@ -8,6 +8,7 @@
 //! too, and powers off when its stdin closes).
 
 pub mod compat;
+pub mod coverage;
 pub mod document;
 pub mod journal;
 pub mod matrix;
@@ -530,6 +531,9 @@ pub fn write_reports(
     write_atomic(&out.join("compat.json"), &text)?;
     write_atomic(&out.join("report.md"), &report::markdown(meta, records))?;
     write_atomic(&out.join("report.html"), &report::html(meta, records))?;
+    if let Some(text) = coverage::learnt_toml(meta, records) {
+        write_atomic(&out.join("learnt-calls.toml"), &text)?;
+    }
     // With --security, or when a listing was flagged (those need no
     // attack).
     if meta.profiles.iter().any(|p| p == SECURITY)

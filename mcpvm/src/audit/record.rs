@@ -6,6 +6,7 @@ use probes::findings::Finding;
 use probes::result::{Outcome as StepOutcome, ProbeResult, StepResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 pub const SCHEMA: u32 = 1;
 
@@ -168,8 +169,36 @@ pub struct Record {
     /// runs before the jail event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jailed: Option<bool>,
+    /// How many of the calls reached their tool (an answer that is not a
+    /// complaint about the arguments: `probes::feedback`), the audit's
+    /// coverage figure. None in records written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<probes::result::Reach>,
+    /// The arguments of each generated call that reached its tool, by
+    /// tool (the last try's, when a refusal was read): what the audit
+    /// learnt, offered as the server's `audit_calls` (coverage.rs).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub learnt_calls: BTreeMap<String, Value>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
+}
+
+/// Bytes of one learnt call's arguments kept (as JSON): past it the call
+/// is not offered (a user reviews what is offered).
+const MAX_LEARNT_BYTES: usize = 4096;
+
+/// The calls of `probe` that reached their tool with generated arguments.
+fn learnt_calls(probe: &ProbeResult) -> BTreeMap<String, Value> {
+    probe
+        .steps
+        .iter()
+        .filter(|s| s.detail["reached"] == true && s.detail["why"] != "given")
+        .filter_map(|s| {
+            let tool = s.step.strip_prefix("tools/call:")?;
+            let args = s.detail.get("arguments")?;
+            (args.to_string().len() <= MAX_LEARNT_BYTES).then(|| (tool.to_string(), args.clone()))
+        })
+        .collect()
 }
 
 /// How a server took the probe's hostile input (`mcpvm probe
@@ -298,6 +327,8 @@ impl Record {
             declared: Vec::new(),
             robustness: None,
             jailed: None,
+            reach: None,
+            learnt_calls: BTreeMap::new(),
             finished_at: now(),
         }
     }
@@ -381,6 +412,8 @@ impl Record {
                 AnyEvent::Host(HostEvent::Jail { jailed, .. }) => Some(jailed),
                 _ => None,
             }),
+            reach: probe.reach.clone(),
+            learnt_calls: learnt_calls(probe),
             finished_at: now(),
         }
     }

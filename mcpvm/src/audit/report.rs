@@ -479,6 +479,7 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
         &compat::all(meta, records),
         meta.servers.len(),
     ));
+    blocks.extend(super::coverage::section(meta, records));
     blocks.push(Block::Heading(2, "What each profile did".into()));
     blocks.extend(findings(meta, records));
     blocks.extend(matrix(meta, records));
@@ -655,6 +656,8 @@ mod tests {
             declared: Vec::new(),
             robustness: None,
             jailed: Some(true),
+            reach: None,
+            learnt_calls: Default::default(),
             finished_at: 0,
         }
     }

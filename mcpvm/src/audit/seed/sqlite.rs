@@ -93,12 +93,12 @@ pub fn database() -> Vec<u8> {
         // File format write and read versions 1 (rollback journal); no
         // reserved bytes; payload fractions 64, 32, 32 as required.
         (18, &[1, 1, 0, 64, 32, 32]),
-        (24, &1u32.to_be_bytes()),  // file change counter
-        (28, &2u32.to_be_bytes()),  // pages in the database
-        (40, &1u32.to_be_bytes()),  // schema cookie
-        (44, &4u32.to_be_bytes()),  // schema format 4
-        (56, &1u32.to_be_bytes()),  // text encoding: UTF-8
-        (92, &1u32.to_be_bytes()),  // version-valid-for: the change counter
+        (24, &1u32.to_be_bytes()), // file change counter
+        (28, &2u32.to_be_bytes()), // pages in the database
+        (40, &1u32.to_be_bytes()), // schema cookie
+        (44, &4u32.to_be_bytes()), // schema format 4
+        (56, &1u32.to_be_bytes()), // text encoding: UTF-8
+        (92, &1u32.to_be_bytes()), // version-valid-for: the change counter
         (96, &3_040_001u32.to_be_bytes()),
     ];
     for (at, bytes) in header {
