@@ -62,6 +62,13 @@ pub fn summary(r: &Record) -> String {
             s.unreached.join(", ")
         );
     }
+    let missed = r.reach.as_ref().map_or(0, |r| r.attacks_not_reached);
+    if missed > 0 {
+        said += &format!(
+            "; {} refused for an argument the payload was not in (not reached, not clean)",
+            count(missed, "attack", "attacks")
+        );
+    }
     said
 }
 
