@@ -20,6 +20,9 @@
 # MCPVM_ECOSYSTEM_RESUME=DIR resumes the audit an earlier run left in DIR
 #   (its audit.json and results.jsonl): the cells recorded are not run
 #   again.
+# MCPVM_ECOSYSTEM_PROBES="FLAGS" replaces the audit's hostile steps
+#   (default "--robustness --security"); "" is the calls alone: the
+#   coverage pass (how many calls reach their tools, docs/benchmarks.md).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 servers=${1:-}
@@ -53,6 +56,8 @@ if [ -n "$resume" ]; then
   done
 fi
 limit=${MCPVM_ECOSYSTEM_DEADLINE:-14000}
+probes=${MCPVM_ECOSYSTEM_PROBES---robustness --security}
+case " $probes " in *[!a-z\ -]*) echo "ecosystem: MCPVM_ECOSYSTEM_PROBES takes audit flags only, got '$probes'" >&2; exit 1 ;; esac
 cat > "$scenario" <<SCEN
 # The nested testbed host has one CPU: guests get one vCPU there.
 extra=
@@ -66,7 +71,7 @@ mkdir -p a
 start=\$(date +%s)
 CASE_LIMIT=$limit CASE_TEE=1 case_ audit \
   mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers $servers \
-  --profiles deny-net --robustness --security \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
+  --profiles deny-net $probes \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
   --run-timeout 900 --out a
 end=\$(date +%s)
 # What the audit recorded, also when it was cut short: its reports

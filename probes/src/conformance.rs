@@ -392,6 +392,8 @@ async fn call_tools(
         let empty = serde_json::Map::new();
         let schema_of = listed.map_or(&empty, |t| &*t.input_schema);
         let mut answer = call_once(client, t, &call.name, &args).await;
+        // The first try, judged alone: the figure without the retries.
+        let first_reached = reached(&answer, schema_of, &args).is_ok();
         let mut attempts = Vec::new();
         let mut tried = vec![args.clone()];
         // Only generated arguments are changed: the user's are theirs.
@@ -422,6 +424,7 @@ async fn call_tools(
         }
         if !attempts.is_empty() {
             detail["attempts"] = Value::Array(attempts);
+            detail["first_reached"] = json!(first_reached);
         }
         // Whether the call got past the argument check, for the audit's
         // coverage; the user's own arguments are judged the same way.

@@ -198,6 +198,10 @@ pub struct Reach {
     pub retried: usize,
     /// Of those, the ones whose last try reached the tool.
     pub retried_reached: usize,
+    /// Calls whose first try reached the tool: the figure without the
+    /// retries (the generator alone).
+    #[serde(default)]
+    pub first_reached: usize,
     /// Per tool not reached: `tool: why` with what it last said.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_reached: Vec<String>,
@@ -227,6 +231,8 @@ impl Reach {
             let retried = s.detail.get("attempts").is_some();
             r.called += 1;
             r.retried += usize::from(retried);
+            let first = s.detail["first_reached"].as_bool().unwrap_or(reached);
+            r.first_reached += usize::from(first);
             if reached {
                 r.reached += 1;
                 r.retried_reached += usize::from(retried);

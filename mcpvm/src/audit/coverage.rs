@@ -44,6 +44,7 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
         return Vec::new();
     };
     let (mut called, mut reached, mut retried, mut retried_reached) = (0, 0, 0, 0);
+    let mut first_reached = 0;
     let mut unmeasured = 0;
     let mut rows = Vec::new();
     for s in meta.servers.keys() {
@@ -58,6 +59,7 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
         reached += reach.reached;
         retried += reach.retried;
         retried_reached += reach.retried_reached;
+        first_reached += reach.first_reached;
         let mut missed: Vec<String> = reach.not_reached.iter().take(LISTED).cloned().collect();
         if reach.not_reached.len() > LISTED {
             missed.push(format!("and {} more", reach.not_reached.len() - LISTED));
@@ -79,6 +81,11 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
                     "{} ({} reached)",
                     reach.retried, reach.retried_reached
                 )),
+                Cell::text(format!(
+                    "{} ({})",
+                    reach.first_reached,
+                    percent(reach.first_reached, reach.called)
+                )),
                 Cell::text(attacks.to_string()),
                 Cell {
                     lines: missed,
@@ -91,8 +98,9 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
         return Vec::new();
     }
     let mut para = format!(
-        "Of {called} safe tools called with nothing withheld, {reached} reached their tool ({}): an answer that is not a complaint about the arguments. {retried} calls were tried again as a refusal asked ({retried_reached} of them then reached). A tool not reached says nothing of what the profiles withhold or what the attacks would find; each is listed with what it said.",
-        percent(reached, called)
+        "Of {called} safe tools called with nothing withheld, {reached} reached their tool ({}): an answer that is not a complaint about the arguments. {retried} calls were tried again as a refusal asked ({retried_reached} of them then reached); on their first try alone {first_reached} reached ({}). A tool not reached says nothing of what the profiles withhold or what the attacks would find; each is listed with what it said.",
+        percent(reached, called),
+        percent(first_reached, called)
     );
     if unmeasured > 0 {
         para += &format!(" {unmeasured} servers' records predate the measure and are left out.");
@@ -107,6 +115,7 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
                 "server",
                 "reached",
                 "tried again",
+                "first try reached",
                 "attacks not reached",
                 "not reached",
             ]
@@ -247,6 +256,7 @@ mod tests {
             reached: 3,
             retried: 2,
             retried_reached: 1,
+            first_reached: 2,
             not_reached: vec![
                 "insert_image: the answer complains about the arguments: Image not found".into(),
             ],
