@@ -19,9 +19,13 @@ use crate::server::ServerPlan;
 /// The server `spec` names, its layer built first if the store has none.
 pub fn plan(
     spec: &str,
+    as_released: bool,
     images: &Option<PathBuf>,
 ) -> Result<ServerPlan, Box<dyn std::error::Error>> {
-    let (name, mut entry) = mcpvm_images::package::entry(spec)?;
+    let (name, mut entry) = match as_released {
+        true => mcpvm_images::package::entry_as_released(spec)?,
+        false => mcpvm_images::package::entry(spec)?,
+    };
     let dir = images.clone().unwrap_or_else(store::default_dir);
     let built = |entry: &mcpvm_images::catalogue::Entry| {
         let index = Index::load(&dir).ok()?;
@@ -36,7 +40,7 @@ pub fn plan(
                 "package: {spec}: building its layer in {} (first use; cached after)",
                 dir.display()
             );
-            build_layer(spec, &dir)?;
+            build_layer(spec, as_released, &dir)?;
             built(&entry).ok_or_else(|| {
                 format!(
                     "--package {spec}: its layer was built but is not in {}",
@@ -55,11 +59,17 @@ pub fn plan(
 
 /// Builds `spec`'s layer into `dir` with `mcpvm-tools image build`, its
 /// progress passed on as it comes and its error, if any, made this one's.
-fn build_layer(spec: &str, dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn build_layer(
+    spec: &str,
+    as_released: bool,
+    dir: &Path,
+) -> Result<(), Box<dyn std::error::Error>> {
     let tools = crate::exe::tools()?;
     let mut child = Command::new(&tools)
         .arg0("mcpvm")
-        .args(["image", "build", "--json", "--package", spec, "--images"])
+        .args(["image", "build", "--json", "--package", spec])
+        .args(as_released.then_some("--as-released"))
+        .arg("--images")
         .arg(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -594,6 +594,51 @@ fn packages_build_with_their_own_command() {
     );
 }
 
+/// An old release as it shipped (`--as-released`): mcp-server-fetch
+/// 2025.4.7 asks for `mcp>=1.1.3`, and today's resolution takes the 2.x
+/// SDK, which moved the `McpError` it imports (it dies at start). As
+/// released, its tree is what PyPI had when it was uploaded: the lock
+/// says that date, and holds mcp 1.x. The two are layers of their own.
+#[test]
+fn an_old_release_installs_as_it_shipped() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let store = dir.path().join("store");
+    let spec = "pypi:mcp-server-fetch==2025.4.7";
+    for extra in [&["--as-released"][..], &[]] {
+        let mut args = vec!["image", "build", "--package", spec];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--images", store.to_str().unwrap()]);
+        let (rc, out, err) = mcpvm(&args);
+        assert_eq!(rc, 0, "{out}\n{err}");
+    }
+    let lock = |name: &str| {
+        std::fs::read_to_string(store.join("locks").join(name).join("requirements.lock"))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let mcp = |lock: &str| {
+        lock.lines()
+            .find_map(|l| l.strip_prefix("mcp=="))
+            .map(|v| v.split([' ', '\\']).next().unwrap_or("").to_string())
+            .unwrap_or_default()
+    };
+    let released = lock("pypi-mcp-server-fetch-2025-4-7-as-released");
+    assert!(
+        released.starts_with(
+            "# as released: 2025-04-07T09:11:06Z (PyPI's upload of mcp-server-fetch==2025.4.7)"
+        ),
+        "{released}"
+    );
+    assert!(mcp(&released).starts_with("1."), "mcp {}", mcp(&released));
+    assert!(released.contains("--hash=sha256:"), "installed by hash");
+    let today = lock("pypi-mcp-server-fetch-2025-4-7");
+    assert!(!today.contains("as released"));
+    assert!(
+        !mcp(&today).starts_with("1."),
+        "today's takes a newer SDK: {}",
+        mcp(&today)
+    );
+}
+
 /// `run --package` builds a layer on first use through `mcpvm-tools`
 /// (the binary a VM runs in holds no image builder): the build's progress
 /// comes through as it goes, and a build that fails is one error line,

@@ -648,7 +648,10 @@ fn refusals_are_read_and_every_picky_tool_is_reached() {
     let reach = r.reach.as_ref().expect("a reach figure");
     assert_eq!((reach.called, reach.reached), (4, 4), "{reach:?}");
     assert_eq!((reach.retried, reach.retried_reached), (3, 3), "{reach:?}");
-    assert_eq!(reach.first_reached, 1, "only read_book, fed by the listing: {reach:?}");
+    assert_eq!(
+        reach.first_reached, 1,
+        "only read_book, fed by the listing: {reach:?}"
+    );
     assert_eq!(call("open_book").detail["first_reached"], false);
     let _ = std::fs::remove_dir_all(ws);
 }

@@ -95,6 +95,13 @@ pub struct Entry {
     /// `name@1.2.3` (node).
     #[serde(default)]
     pub pins: Vec<String>,
+    /// Resolve the dependencies as they were when this version was
+    /// published (its date from the registry's metadata, recorded in the
+    /// lock): npm's `--before`, uv's `--exclude-newer` for PyPI. For an
+    /// old release whose dependencies have moved on (an SDK's 2.x it
+    /// never knew); where it replaces hand-written `pins`, drop them.
+    #[serde(default)]
+    pub as_released: bool,
     /// Environment for the installer only (npm or pip), e.g.
     /// `PUPPETEER_SKIP_DOWNLOAD = "1"` for a dependency whose install
     /// script would download a browser.
@@ -379,6 +386,12 @@ impl Catalogue {
                         format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
                     ));
                 }
+            }
+            if e.as_released && (e.source.is_some() || e.runtime == Runtime::Cargo) {
+                return Err(bad(
+                    "as_released",
+                    "applies to npm and PyPI packages from their registry (a local file or a crate has no registry date to resolve by)".into(),
+                ));
             }
             if e.ignore_scripts && !e.runtime.is_node() {
                 return Err(bad(
@@ -779,6 +792,13 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
                     "runtime = \"python\"\nignore_scripts = true",
                 ),
                 "ignore_scripts: applies to node packages only",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"cargo\"\nas_released = true",
+                ),
+                "as_released: applies to npm and PyPI packages from their registry",
             ),
             (
                 ONE.replace(

@@ -67,6 +67,9 @@ pub fn layer_key_built_with(name: &str, e: &Entry, runtime_key: &str, toolchain:
     if e.ignore_scripts {
         h.update(b"ignore-scripts");
     }
+    if e.as_released {
+        h.update(b"as-released");
+    }
     for x in &e.extras {
         h.update(x.as_bytes());
         h.update([4]);

@@ -44,6 +44,9 @@ pub fn request(e: &Entry) -> String {
         h.update(p.as_bytes());
         h.update([1]);
     }
+    if e.as_released {
+        h.update(b"as-released");
+    }
     if let Some(src) = &e.source {
         h.update(std::fs::read(src).map(Sha256::digest).unwrap_or_default());
     }

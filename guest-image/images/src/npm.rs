@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use crate::catalogue::Entry;
 use crate::install::{copy_lock, Installed, Installer, Job};
 use crate::process::{io_err, run, BuildError};
 use crate::sandbox::ScriptJob;
@@ -140,6 +141,25 @@ fn scripted_in(lock: &str) -> Vec<Scripted> {
         .collect()
 }
 
+/// Writes the release date an as-released tree was resolved at into the
+/// lock's package.json (`"mcpvm": {"asReleased": …}`: npm ignores a
+/// field it does not know), so the lock says how it was made.
+fn record_release_date(target: &Path, e: &Entry, date: &str) -> Result<(), BuildError> {
+    let path = target.join("package.json");
+    let text = std::fs::read_to_string(&path).map_err(io_err(&path))?;
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&text).map_err(|err| BuildError::Failed {
+            what: format!("reading npm's {}", path.display()),
+            tail: err.to_string(),
+        })?;
+    manifest["mcpvm"] = serde_json::json!({
+        "asReleased": date,
+        "why": format!("dependencies as the registry had them when {}@{} was published (npm --before)", e.package, e.version),
+    });
+    let text = serde_json::to_string_pretty(&manifest).unwrap_or_default() + "\n";
+    std::fs::write(&path, text).map_err(io_err(&path))
+}
+
 impl Installer for Npm {
     /// Refuses a package whose `engines` the node does not meet; a layer
     /// with a node of its own gets that node.
@@ -184,14 +204,31 @@ impl Installer for Npm {
         // first build and every rebuild take the same path.
         match locked {
             Some(lock) => copy_lock(lock, target, e)?,
-            None => run(
-                &format!("npm install {spec} (resolving)"),
-                npm()
-                    .args(["install", "--package-lock-only"])
-                    .arg(&spec)
-                    .args(&e.pins),
-            )
-            .map(drop)?,
+            None => {
+                // As released: only versions the registry had when this
+                // one was published (npm's own --before), the date kept
+                // in the lock's package.json.
+                let before = match e.as_released {
+                    true => Some(run(
+                        "guest-image/runtimes/released date npm",
+                        crate::host_env::command("python3")
+                            .arg(job.fetchers.join("runtimes/released"))
+                            .args(["date", "npm", &e.package, &e.version]),
+                    )?),
+                    false => None,
+                };
+                run(
+                    &format!("npm install {spec} (resolving)"),
+                    npm()
+                        .args(["install", "--package-lock-only"])
+                        .args(before.iter().map(|d| format!("--before={d}")))
+                        .arg(&spec)
+                        .args(&e.pins),
+                )?;
+                if let Some(date) = &before {
+                    record_release_date(target, e, date)?;
+                }
+            }
         }
         install_locked(&npm, name, &spec, progress)?;
         if e.runtime.own_node().is_some() {

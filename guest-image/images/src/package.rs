@@ -74,12 +74,31 @@ pub fn entry(spec: &str) -> Result<(String, Entry), String> {
         pins: Vec::new(),
         install_env: Default::default(),
         ignore_scripts: false,
+        as_released: false,
         extras: Vec::new(),
         apt: Vec::new(),
         roots: Vec::new(),
         audit_calls: Default::default(),
         notes: Some(format!("from --package {spec}")),
     };
+    Ok((name, e))
+}
+
+/// `spec`'s entry resolved as released (`--as-released`): stored under a
+/// name of its own, so that it and today's tree keep a layer each.
+pub fn entry_as_released(spec: &str) -> Result<(String, Entry), String> {
+    let (_, mut e) = entry(spec)?;
+    let kind = match e.runtime {
+        Runtime::Python => "pypi",
+        Runtime::Cargo => {
+            return Err(format!(
+                "--as-released '{spec}': applies to npm and PyPI packages (a crate's tree is its Cargo.lock)"
+            ))
+        }
+        _ => "npm",
+    };
+    e.as_released = true;
+    let name = store_name(kind, &e.package, &format!("{}-as-released", e.version));
     Ok((name, e))
 }
 

@@ -4,12 +4,71 @@
 //! on the host), resolved to a `requirements.lock` and installed from it
 //! by hash; then byte-compiled.
 
+use std::path::Path;
 use std::process::Stdio;
+
+use crate::catalogue::Entry;
 
 use crate::install::{copy_lock, Installed, Installer, Job};
 use crate::process::{io_err, run, BuildError};
 
 pub struct Pip;
+
+/// The release's date from PyPI (its earliest upload) and the pinned
+/// uv, by the embedded `runtimes/released` script.
+fn released(fetchers: &Path, args: &[&str]) -> Result<String, BuildError> {
+    run(
+        &format!("guest-image/runtimes/released {}", args.join(" ")),
+        crate::host_env::command("python3")
+            .arg(fetchers.join("runtimes/released"))
+            .args(args),
+    )
+}
+
+/// `spec`'s tree as it was when its version was published: resolved by
+/// uv with `--exclude-newer` at PyPI's upload time of that version, for
+/// the image's python (3.11, glibc 2.36), wheels only, every file's hash
+/// kept. The lock says the date and how it was made; pip then installs
+/// it by hash as every lock.
+fn resolve_as_released(
+    fetchers: &Path,
+    e: &Entry,
+    spec: &str,
+    input: &Path,
+) -> Result<String, BuildError> {
+    let date = released(fetchers, &["date", "pypi", &e.package, &e.version])?;
+    let uv = released(fetchers, &["uv"])?;
+    let wanted: Vec<&str> = std::iter::once(spec)
+        .chain(e.pins.iter().map(String::as_str))
+        .collect();
+    std::fs::write(input, wanted.join("\n") + "\n").map_err(io_err(input))?;
+    let resolved = run(
+        &format!("resolving {spec} as released on {date} (uv pip compile --exclude-newer)"),
+        crate::host_env::command(&uv)
+            .args(["pip", "compile", "--quiet", "--no-config", "--no-header"])
+            .args([
+                "--no-annotate",
+                "--generate-hashes",
+                "--only-binary",
+                ":all:",
+            ])
+            .args(["--python-version", "3.11", "--python-platform"])
+            .args(["x86_64-manylinux_2_36", "--exclude-newer", &date])
+            .arg(input),
+    );
+    let _ = std::fs::remove_file(input);
+    let text = resolved?;
+    if !text.contains("--hash=sha256:") {
+        return Err(BuildError::Failed {
+            what: format!("resolving {spec} as released on {date}"),
+            tail: "uv's lock names no hashed wheels".into(),
+        });
+    }
+    Ok(format!(
+        "# as released: {date} (PyPI's upload of {}=={}); resolved with uv --exclude-newer\n{text}\n",
+        e.package, e.version
+    ))
+}
 
 impl Installer for Pip {
     fn install(&self, job: &Job, _progress: &mut dyn FnMut(&str)) -> Result<Installed, BuildError> {
@@ -45,6 +104,11 @@ impl Installer for Pip {
         let lock_file = target.join("requirements.lock");
         match locked {
             Some(lock) => copy_lock(lock, target, e)?,
+            None if e.as_released => {
+                let input = stage.with_extension("as-released.in");
+                let lock = resolve_as_released(job.fetchers, e, &spec, &input)?;
+                std::fs::write(&lock_file, lock).map_err(io_err(&lock_file))?;
+            }
             None => {
                 let report = stage.with_extension("pip-report.json");
                 let ran = run(

@@ -184,6 +184,12 @@ pub struct BuildArgs {
     /// on first use (repeatable). With no --servers, only these.
     #[arg(long, value_name = "SPEC")]
     package: Vec<String>,
+    /// With --package: their dependencies as they were when that version
+    /// was published (npm --before, uv --exclude-newer, at the
+    /// registry's date, recorded in the lock), stored as a layer of its
+    /// own beside today's.
+    #[arg(long, requires = "package")]
+    as_released: bool,
     /// Resolve these servers' dependencies again instead of installing
     /// their locked tree, and rebuild their layers (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "SERVERS")]
@@ -216,7 +222,10 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             let mut catalogue = load_catalogue(&a.catalogue)?;
             let mut servers = a.servers.clone();
             for spec in &a.package {
-                let (name, entry) = mcpvm_images::package::entry(spec)?;
+                let (name, entry) = match a.as_released {
+                    true => mcpvm_images::package::entry_as_released(spec)?,
+                    false => mcpvm_images::package::entry(spec)?,
+                };
                 catalogue.servers.insert(name.clone(), entry);
                 servers.push(name);
             }

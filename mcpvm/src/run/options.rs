@@ -80,6 +80,11 @@ pub struct VmOptions {
     /// after `--` go to the server.
     #[arg(long, value_name = "SPEC", conflicts_with_all = ["image", "server", "catalogue"])]
     pub package: Option<String>,
+    /// With --package: its dependencies as they were when that version
+    /// was published (npm --before, uv --exclude-newer, at the
+    /// registry's date), for an old release whose dependencies moved on.
+    #[arg(long, requires = "package")]
+    pub as_released: bool,
     /// --catalogue and --catalogue-only, for --server.
     #[command(flatten)]
     pub catalogue: CatalogueArg,
@@ -249,6 +254,7 @@ impl Default for VmOptions {
             read_only_root: false,
             server: None,
             package: None,
+            as_released: false,
             catalogue: CatalogueArg::default(),
             images: None,
             workspace: None,
@@ -303,7 +309,7 @@ impl VmOptions {
             }
             Some(_) => return Err(crate::server::ServerError::Both.into()),
             None => match &self.package {
-                Some(spec) => Some(crate::package::plan(spec, &self.images)?),
+                Some(spec) => Some(crate::package::plan(spec, self.as_released, &self.images)?),
                 None => None,
             },
         };
@@ -458,6 +464,7 @@ impl VmOptions {
         a.flag("read-only-root", self.read_only_root);
         a.value("server", &self.server);
         a.value("package", &self.package);
+        a.flag("as-released", self.as_released);
         a.path("catalogue", &self.catalogue.path);
         a.flag("catalogue-only", self.catalogue.only);
         a.path("images", &self.images);
@@ -696,6 +703,7 @@ mod tests {
             read_only_root: true,
             server: Some("memory".into()),
             package: None,
+            as_released: false,
             catalogue: CatalogueArg {
                 path: Some("cat.toml".into()),
                 only: true,
@@ -738,5 +746,11 @@ mod tests {
             ..VmOptions::default()
         };
         assert_eq!(parsed(&package.to_args()), package);
+        let released = VmOptions {
+            package: Some("pypi:mcp-server-fetch==2025.4.7".into()),
+            as_released: true,
+            ..VmOptions::default()
+        };
+        assert_eq!(parsed(&released.to_args()), released);
     }
 }
