@@ -422,6 +422,11 @@ async fn call_tools(
         if answer.outcome != Outcome::Timeout {
             detail[answer.key] = json!(answer.said);
         }
+        // A result that gives the model orders is shown as one (whether
+        // it is a finding is the definitions checks' to say).
+        if let Some(excerpt) = crate::definitions::speaks_to_model(&answer.said) {
+            detail["addresses_model"] = json!(excerpt);
+        }
         if !attempts.is_empty() {
             detail["attempts"] = Value::Array(attempts);
             detail["first_reached"] = json!(first_reached);

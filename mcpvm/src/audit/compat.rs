@@ -510,6 +510,7 @@ mod tests {
             jailed: None,
             reach: None,
             learnt_calls: Default::default(),
+            addresses_model: Vec::new(),
             finished_at: 0,
         }
     }

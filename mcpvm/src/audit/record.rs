@@ -179,6 +179,10 @@ pub struct Record {
     /// learnt, offered as the server's `audit_calls` (coverage.rs).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub learnt_calls: BTreeMap<String, Value>,
+    /// Tool results that give the model orders (`tool: excerpt`), read by
+    /// the detector the definitions checks use: shown, not judged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses_model: Vec<String>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
 }
@@ -329,6 +333,7 @@ impl Record {
             jailed: None,
             reach: None,
             learnt_calls: BTreeMap::new(),
+            addresses_model: Vec::new(),
             finished_at: now(),
         }
     }
@@ -414,6 +419,15 @@ impl Record {
             }),
             reach: probe.reach.clone(),
             learnt_calls: learnt_calls(probe),
+            addresses_model: probe
+                .steps
+                .iter()
+                .filter_map(|s| {
+                    let tool = s.step.strip_prefix("tools/call:")?;
+                    Some(format!("{tool}: {}", s.detail["addresses_model"].as_str()?))
+                })
+                .take(16)
+                .collect(),
             finished_at: now(),
         }
     }

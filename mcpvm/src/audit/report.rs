@@ -431,6 +431,11 @@ fn servers(meta: &Meta, records: &Records) -> Vec<Block> {
                 .iter()
                 .map(|e| Item::of(Line::text(e.as_str())))
                 .collect();
+            for said in &r.addresses_model {
+                body.push(Item::of(Line::text(format!(
+                    "a result addressed to the model: {said}"
+                ))));
+            }
             if let Some(u) = used(r) {
                 summary = summary
                     .and(format!("; {} distinct system calls (allow-list: ", u.len()))
@@ -658,6 +663,7 @@ mod tests {
             jailed: Some(true),
             reach: None,
             learnt_calls: Default::default(),
+            addresses_model: Vec::new(),
             finished_at: 0,
         }
     }
