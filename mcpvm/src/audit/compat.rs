@@ -82,6 +82,10 @@ pub struct Compat {
     pub evidence: Vec<String>,
     /// The cell it was judged on (`server × profile`).
     pub judged_on: Option<String>,
+    /// When it died at start on today's dependencies and was run again
+    /// as released (released.rs): `starts`, `fails too` or `not built`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_released: Option<String>,
 }
 
 /// The words that say a server wants a key it was not given.
@@ -212,6 +216,7 @@ pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
         reason,
         evidence: evidence.into_iter().take(MAX_EVIDENCE).collect(),
         judged_on: on.map(|r| format!("{} × {}", r.server, r.profile)),
+        as_released: None,
     };
     if let Some(why) = &meta.install_error {
         let reason = match contains_any(why, &["timed out", "timeout", "took longer"]) {
@@ -394,9 +399,60 @@ pub fn all(
         .iter()
         .filter_map(|(s, m)| {
             let cell = records.get(&(s.clone(), first.clone()));
-            (cell.is_some() || m.install_error.is_some()).then(|| judge(s, m, cell))
+            let again = records.get(&(s.clone(), super::released::PROFILE.to_string()));
+            (cell.is_some() || m.install_error.is_some()).then(|| match (cell, again) {
+                (Some(today), Some(again)) => as_released(judge(s, m, cell), today, again),
+                _ => judge(s, m, cell),
+            })
         })
         .collect()
+}
+
+/// A server that died at start on today's dependencies, judged with its
+/// run as released: one that starts then is `not_fit` (broken for anyone
+/// installing it today), with both runs' evidence; one that does not
+/// keeps its verdict, and says so.
+fn as_released(mut c: Compat, today: &Record, again: &Record) -> Compat {
+    let broke = super::released::dependency_break(&today.evidence.stderr_tail)
+        .map(|l| format!("today's dependencies: stderr: {}", quote(l)));
+    let (said, evidence) = match (again.outcome, again.lifecycle.is_some()) {
+        (_, true) => {
+            c.verdict = Verdict::NotFit;
+            c.reason = None;
+            let line = format!(
+                "as released (its dependencies as on its publication date): it starts, handshake and tools/list answered, {} tools called: broken for anyone installing it today",
+                again.tools_ok.len() + again.tools_failed.len()
+            );
+            c.evidence = broke.into_iter().chain([line]).collect();
+            return Compat {
+                as_released: Some("starts".into()),
+                ..c
+            };
+        }
+        (Outcome::Error, false) => (
+            "not built",
+            format!(
+                "as released: {}",
+                quote(again.evidence.errors.first().map_or("", String::as_str))
+            ),
+        ),
+        (_, false) => (
+            "fails too",
+            format!(
+                "as released: it does not start either{}",
+                last_lines(&again.evidence.stderr_tail, 1)
+                    .first()
+                    .map(|l| format!(" ({l})"))
+                    .unwrap_or_default()
+            ),
+        ),
+    };
+    c.evidence.truncate(MAX_EVIDENCE - 1);
+    c.evidence.push(evidence);
+    Compat {
+        as_released: Some(said.into()),
+        ..c
+    }
 }
 
 impl Verdict {
@@ -635,6 +691,53 @@ mod tests {
         );
         m.install_error = Some("the install scripts timed out after 600 s".into());
         assert_eq!(judge("s", &m, None).reason, Some(Reason::InstallTimeout));
+    }
+
+    /// mcp-server-fetch 2025.4.7: dead on today's SDK, alive as released.
+    #[test]
+    fn a_server_that_starts_only_as_released_is_not_fit_with_both_runs() {
+        let today = cell(
+            Outcome::Broken,
+            None,
+            "Traceback (most recent call last):\nImportError: cannot import name 'McpError' from 'mcp.shared.exceptions'",
+            serde_json::json!({"code": 1}),
+        );
+        let judged = judge("fetch", &meta(), Some(&today));
+        assert_eq!(judged.verdict, Verdict::Inconclusive);
+        let mut again = cell(
+            Outcome::Ok,
+            Some("initialize"),
+            "",
+            serde_json::json!({"code": 0}),
+        );
+        again.profile = crate::audit::released::PROFILE.into();
+        let c = as_released(judged.clone(), &today, &again);
+        assert_eq!((c.verdict, c.reason), (Verdict::NotFit, None));
+        assert_eq!(c.as_released.as_deref(), Some("starts"));
+        assert!(
+            c.evidence[0].contains("ImportError: cannot import name 'McpError'"),
+            "{:?}",
+            c.evidence
+        );
+        assert!(c.evidence[1].contains("broken for anyone installing it today"));
+        // As released it dies too: the verdict stands, and says so.
+        let dead = cell(
+            Outcome::Broken,
+            None,
+            "SyntaxError: bad",
+            serde_json::json!({"code": 1}),
+        );
+        let c = as_released(judged, &today, &dead);
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        assert_eq!(c.as_released.as_deref(), Some("fails too"));
+        assert!(
+            c.evidence
+                .last()
+                .unwrap()
+                .contains("it does not start either"),
+            "{:?}",
+            c.evidence
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod matrix;
 pub mod meta;
 pub mod network;
 pub mod record;
+pub mod released;
 pub mod render;
 pub mod report;
 pub mod security;
@@ -364,7 +365,11 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
             None => Some(seed::write(&o.out).map_err(out_err(&o.out))?),
         },
     };
-    run_cells(todo, ctx, jobs, &mut journal)?;
+    let ctx = Arc::new(ctx);
+    run_cells(todo, ctx.clone(), jobs, &mut journal)?;
+    // 3b. A server that died at start on today's dependencies, once more
+    // as released (released.rs).
+    as_released(&o, &ctx, &catalogue, &meta, &mut journal)?;
 
     // 4. The reports.
     write_reports(&o.out, &meta, &journal.records)?;
@@ -428,13 +433,12 @@ fn write_calls_files(
 /// as it comes, with progress and an ETA.
 fn run_cells(
     todo: VecDeque<Cell>,
-    ctx: CellContext,
+    ctx: Arc<CellContext>,
     jobs: usize,
     journal: &mut Journal,
 ) -> Result<(), AuditError> {
     let total = todo.len();
     let queue = Arc::new(Mutex::new(todo));
-    let ctx = Arc::new(ctx);
     let (tx, rx) = mpsc::channel::<Record>();
     let started = Instant::now();
     let mut workers = Vec::new();
@@ -473,6 +477,65 @@ fn run_cells(
     for w in workers {
         let _ = w.join();
     }
+    Ok(())
+}
+
+/// Runs again, as released, each server whose first-profile cell died at
+/// start on its dependencies; its layer built first, its record filed
+/// under the server with the profile `as-released`.
+fn as_released(
+    o: &AuditOptions,
+    ctx: &CellContext,
+    catalogue: &Catalogue,
+    meta: &Meta,
+    journal: &mut Journal,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(first) = meta.profiles.iter().find(|p| *p != SECURITY) else {
+        return Ok(());
+    };
+    let servers = released::candidates(&journal.records, catalogue, first);
+    if servers.is_empty() {
+        return Ok(());
+    }
+    eprintln!(
+        "audit: {} died at start on today's dependencies: building and running {} as released",
+        servers.join(", "),
+        if servers.len() == 1 { "it" } else { "them" }
+    );
+    let file = o.out.join("as-released.toml");
+    write_atomic(&file, &released::catalogue_text(catalogue, &servers)?)?;
+    let failed = released::build(&ctx.exe, &file, &servers, &o.images);
+    let cx = CellContext {
+        catalogue: crate::server::CatalogueArg {
+            path: Some(file),
+            only: true,
+        },
+        robustness: None,
+        ..ctx.clone()
+    };
+    let mut records = Vec::new();
+    for s in &servers {
+        let r = match failed.get(s) {
+            Some(why) => Record::failed(
+                s,
+                released::PROFILE,
+                Outcome::Error,
+                format!("as released: its layer did not build: {why}"),
+                0.0,
+            ),
+            None => released::refile(cx.run(&released::cell(s, first)), s),
+        };
+        eprintln!(
+            "audit: {s} as released: {}{}",
+            r.outcome.name(),
+            match r.lifecycle {
+                Some(_) => " (it starts)",
+                None => " (it does not start either)",
+            }
+        );
+        records.push(r);
+    }
+    released::append(journal, records).map_err(out_err(journal.path()))?;
     Ok(())
 }
 
@@ -628,6 +691,7 @@ impl PdeathSig for Command {
 }
 
 /// What a worker needs to run a cell.
+#[derive(Clone)]
 struct CellContext {
     /// `mcpvm-tools`, whose `probe` runs each cell.
     exe: PathBuf,
