@@ -58,6 +58,8 @@ pub enum Want {
     Pattern(String),
     /// JSON text.
     Json,
+    /// The same path, absolute (in the workspace).
+    Absolute,
 }
 
 /// One thing a refusal says is wrong.
@@ -111,7 +113,7 @@ pub fn retry(
     let mut next = args.clone();
     let mut why = Vec::new();
     for c in complaints.iter().take(MAX_CHANGES) {
-        if let Some((changed, said)) = apply(c, schema, &next, hints, tried) {
+        if let Some((changed, said)) = apply(c, text, schema, &next, hints, tried) {
             // Each value is budgeted; together they are held to one call's.
             if serde_json::to_string(&changed).map_or(usize::MAX, |s| s.len())
                 > arguments::MAX_BYTES
@@ -141,6 +143,7 @@ fn head(text: &str) -> &str {
 /// nothing to change to that was not tried.
 fn apply(
     c: &Complaint,
+    said: &str,
     schema: &Map<String, Value>,
     args: &Map<String, Value>,
     hints: &Hints,
@@ -196,13 +199,19 @@ fn apply(
                     format!("a value the server returned earlier for '{prop}'"),
                 )
             });
+            // Examples the refusal itself gives ("Use A1 notation such as
+            // 'B2'"), then the description's.
+            let given = examples(head(said)).into_iter().map(|e| {
+                let why = format!("the example its refusal gives ({e})");
+                (Value::String(e), why)
+            });
             let examples = examples(&described(schema, &prop, hints))
                 .into_iter()
                 .map(|e| {
                     let said = format!("the example its description gives ({e})");
                     (Value::String(e), said)
                 });
-            seen.into_iter().chain(examples).collect()
+            seen.into_iter().chain(given).chain(examples).collect()
         }
         Want::Pattern(p) => crate::pattern::sample(p)
             .map(|v| {
@@ -213,6 +222,13 @@ fn apply(
             })
             .into_iter()
             .collect(),
+        Want::Absolute => match (&hints.workspace, current.and_then(Value::as_str)) {
+            (Some(w), Some(rel)) => vec![(
+                Value::String(format!("{w}/{}", rel.trim_start_matches("./"))),
+                "the same path, absolute (in the workspace), as it asked".into(),
+            )],
+            _ => Vec::new(),
+        },
         Want::Json => ["[]", "{}"]
             .iter()
             .map(|j| {
@@ -587,9 +603,11 @@ fn free_text(text: &str, props: &[String], args: &Map<String, Value>) -> Vec<Com
     // The property it is about: one whose value it quotes, else one it
     // names. A name is a word of its own: `path` in "file path", not in
     // "xpath".
+    // A value counts as quoted where it stands on its own: `rows` in
+    // "insert_rows_or_columns" is not the value "rows".
     let quoted_value = args.iter().find_map(|(k, v)| {
         let s = v.as_str()?;
-        (s.len() >= 3 && text.contains(s)).then(|| k.clone())
+        (s.len() >= 3 && word_at(text, s).is_some()).then(|| k.clone())
     });
     let mut mentioned: Vec<(usize, String)> = props
         .iter()
@@ -618,17 +636,29 @@ fn free_text(text: &str, props: &[String], args: &Map<String, Value>) -> Vec<Com
         .into_iter()
         .filter(|e| Some(e) != current_ext.as_ref())
         .collect();
+    // Kinds as words of their own: "workbook" in a tool's name
+    // (`list_workbooks`, which a refusal may quote) asks for nothing.
     for (word, ext) in FILE_KINDS {
-        if t.contains(word)
-            && Some(ext.to_string()) != current_ext
-            && !exts.iter().any(|e| e == ext)
-        {
+        let named = word_at(&t, word).is_some() || word_at(&t, &format!("{word}s")).is_some();
+        if named && Some(ext.to_string()) != current_ext && !exts.iter().any(|e| e == ext) {
             exts.push(ext.to_string());
         }
     }
     exts.retain(|e| arguments::seed_for_extension(e).is_some());
     let about_files = t.contains("file") || t.contains("path") || !extensions(&t).is_empty();
-    if !exts.is_empty() && about_files {
+    let current = property
+        .as_ref()
+        .and_then(|p| args.get(p))
+        .and_then(Value::as_str);
+    if t.contains("must be absolute") || t.contains("absolute path") {
+        // Its example ("e.g. 'C:\\Reports\\q1.xlsx'") asks for no type.
+        if current.is_some_and(|c| !c.starts_with('/')) {
+            out.push(Complaint {
+                property: property.clone(),
+                want: Want::Absolute,
+            });
+        }
+    } else if !exts.is_empty() && about_files {
         out.push(Complaint {
             property: property.clone(),
             want: Want::FileOfType(exts),
@@ -808,11 +838,9 @@ fn extensions(t: &str) -> Vec<String> {
             .chars()
             .take_while(char::is_ascii_alphanumeric)
             .collect();
-        let before = t[..at].chars().next_back();
-        // `.xlsx` standing alone or after a name; not `1.5` or `e.g`.
-        let standalone = before.is_none_or(|c| !c.is_ascii_digit());
+        // `.xlsx` standing alone or after a name (`q1.xlsx`); not `1.5`
+        // or `e.g` (no letter, or too short).
         if (2..=5).contains(&ext.len())
-            && standalone
             && ext.chars().any(|c| c.is_ascii_alphabetic())
             && arguments::seed_for_extension(&ext).is_some()
             && !out.contains(&ext)
@@ -915,6 +943,55 @@ mod tests {
         assert!(complains(said, &schema, &args));
         // Tried already: nothing new to offer.
         assert!(retry(said, &schema, &args, &hints(), &[args.clone(), next]).is_none());
+    }
+
+    /// excel-mcp-server 2.2.2 as a host process (relative paths): its
+    /// tool's own name in a refusal asks for nothing, a value is quoted
+    /// only where it stands alone, and "must be absolute" is about the
+    /// path, not about the type of its example.
+    #[test]
+    fn a_tools_name_or_an_example_in_a_refusal_is_not_what_it_asks() {
+        let schema = obj(json!({"type": "object", "properties": {
+            "directory": {"type": "string"}}}));
+        let said =
+            "Error executing tool list_workbooks: Path must be a non-empty file system path.";
+        let h = Hints {
+            tool: "list_workbooks".into(),
+            ..hints()
+        };
+        let (next, _) = retry(said, &schema, &Map::new(), &h, &[]).unwrap();
+        assert_eq!(
+            next["directory"], "/workspace",
+            "a directory, not the workbook"
+        );
+        let schema = obj(json!({"type": "object", "properties": {
+            "axis": {"type": "string", "enum": ["rows", "columns"]},
+            "path": {"type": "string"}}, "required": ["axis", "path"]}));
+        let args = obj(json!({"axis": "rows", "path": "notes.txt"}));
+        let said = "Error executing tool insert_rows_or_columns: Path 'notes.txt' must be absolute, e.g. 'C:\\Reports\\q1.xlsx' or '/home/me/q1.xlsx'.";
+        let c = read(said, &schema, &args);
+        assert_eq!(
+            c,
+            [Complaint {
+                property: Some("path".into()),
+                want: Want::Absolute
+            }]
+        );
+        let (next, _) = retry(said, &schema, &args, &hints(), &[]).unwrap();
+        assert_eq!(next["path"], "/workspace/notes.txt");
+        assert_eq!(next["axis"], "rows");
+        // `q1.xlsx` names a type where a refusal asks for one.
+        let args = obj(json!({"axis": "rows", "path": "/workspace/notes.txt"}));
+        let said = "Path '/workspace/notes.txt' must point to a workbook like q1.xlsx";
+        let (next, _) = retry(said, &schema, &args, &hints(), &[]).unwrap();
+        assert_eq!(next["path"], "/workspace/book.xlsx");
+        // The refusal's own example: a cell in A1 notation.
+        let schema = obj(json!({"type": "object", "properties": {
+            "at": {"type": "string"}, "path": {"type": "string"}}, "required": ["at", "path"]}));
+        let args = obj(json!({"at": "mcpvm-probe", "path": "/workspace/book.xlsx"}));
+        let said = "Error executing tool insert_image: Invalid range 'mcpvm-probe'. Use A1 notation such as 'B2' or 'A1:C10'.";
+        let (next, why) = retry(said, &schema, &args, &hints(), &[]).unwrap();
+        assert_eq!(next["at"], "B2", "{why}");
     }
 
     #[test]
