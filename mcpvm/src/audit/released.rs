@@ -22,7 +22,7 @@ use mcpvm_images::catalogue::{Catalogue, Entry, Runtime};
 
 use super::journal::Journal;
 use super::matrix::Cell;
-use super::record::{Outcome, Record};
+use super::record::Record;
 
 /// The records' profile for the run as released.
 pub const PROFILE: &str = "as-released";
@@ -104,7 +104,21 @@ pub fn build(
     servers: &[String],
     images: &Option<PathBuf>,
 ) -> BTreeMap<String, String> {
-    let names: Vec<String> = servers.iter().map(|s| derived(s)).collect();
+    // A layer already in the store is run as it is: no build, so an
+    // audit where the registry cannot be reached (a testbed, a cluster
+    // node) runs what was built beforehand.
+    let arg = crate::server::CatalogueArg {
+        path: Some(file.to_path_buf()),
+        only: true,
+    };
+    let names: Vec<String> = servers
+        .iter()
+        .map(|s| derived(s))
+        .filter(|d| crate::server::plan(d, &arg, images).is_err())
+        .collect();
+    if names.is_empty() {
+        return BTreeMap::new();
+    }
     let mut cmd = Command::new(tools);
     cmd.args(["--json", "image", "build", "--catalogue"])
         .arg(file)
@@ -121,7 +135,7 @@ pub fn build(
         .ok()
         .and_then(|o| serde_json::from_slice::<mcpvm_images::build::Report>(&o.stdout).ok());
     let mut failed = BTreeMap::new();
-    for s in servers {
+    for s in servers.iter().filter(|s| names.contains(&derived(s))) {
         let why = match &report {
             Some(r) => r
                 .failed
@@ -163,6 +177,7 @@ pub fn append(journal: &mut Journal, records: Vec<Record>) -> std::io::Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::record::Outcome;
 
     #[test]
     fn a_start_that_died_on_its_dependencies_is_told_from_others() {
