@@ -92,4 +92,6 @@ export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-12288}
 corpus_csv=$top/../shared/corpus/popular-servers.csv
 python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --results "$out/results.jsonl" \
   --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" $([ -f "$corpus_csv" ] && echo --csv "$corpus_csv") > "$out/table.md"
-echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html, table in $out/table.md" >&2
+# How many calls reached their tools (docs/benchmarks.md).
+python3 "$top/benches/lib/reach-table.py" --results "$out/results.jsonl" --catalogue "$catalogue" > "$out/reach.md"
+echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html, tables in $out/table.md and $out/reach.md" >&2
