@@ -59,6 +59,18 @@ const RULES: &[(&str, &str, &str, &str)] = &[
         "Name tools, prompts and resources in plain ASCII, so that a user and a client see what they get.",
         "medium",
     ),
+    (
+        "name-collision",
+        "A tool has the name of another server's tool, or of a well-known one",
+        "Prefix tools with the server's own name (github_create_issue), so that a client with several servers connected calls the one the user meant.",
+        "medium",
+    ),
+    (
+        "installer-spoofing",
+        "A package's name is a typo away from a popular package's",
+        "Check that the package is the one meant (its publisher, its repository) before installing it; a name one edit from a popular one is how typosquatting reaches users.",
+        "high",
+    ),
 ];
 
 /// The file that names a server: a catalogue and its entry's line, or

@@ -550,6 +550,7 @@ mod tests {
             lifecycle: lifecycle.map(String::from),
             tools_ok: vec!["a".into()],
             tools_failed: Vec::new(),
+            tools_listed: Vec::new(),
             timings: Timings::default(),
             evidence: Evidence {
                 stderr_tail: stderr.into(),

@@ -601,6 +601,7 @@ pub fn write_reports(
     // attack).
     if meta.profiles.iter().any(|p| p == SECURITY)
         || records.values().any(|r| !r.declared.is_empty())
+        || !security::across(meta, records).is_empty()
     {
         let log = security::sarif(meta, records);
         let text = serde_json::to_string_pretty(&log).unwrap_or_default();

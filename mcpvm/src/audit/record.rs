@@ -133,6 +133,11 @@ pub struct Record {
     pub lifecycle: Option<String>,
     pub tools_ok: Vec<String>,
     pub tools_failed: Vec<String>,
+    /// Every tool the server listed (at most [`MAX_LISTED`] names, each
+    /// cut at 128 characters): what the cross-server name checks read
+    /// (`probes::names`). Empty in records written before them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_listed: Vec<String>,
     pub timings: Timings,
     pub evidence: Evidence,
     /// Every call the server made, in a profile that logs them (baseline).
@@ -186,6 +191,9 @@ pub struct Record {
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
 }
+
+/// Tool names a record keeps.
+pub const MAX_LISTED: usize = 1024;
 
 /// Bytes of one learnt call's arguments kept (as JSON): past it the call
 /// is not offered (a user reviews what is offered).
@@ -315,6 +323,7 @@ impl Record {
             lifecycle: None,
             tools_ok: Vec::new(),
             tools_failed: Vec::new(),
+            tools_listed: Vec::new(),
             timings: Timings {
                 wall_ms,
                 ..Timings::default()
@@ -381,6 +390,12 @@ impl Record {
             lifecycle: probe.lifecycle.map(|l| outcome_name(l).to_string()),
             tools_ok,
             tools_failed,
+            tools_listed: probe
+                .tools
+                .iter()
+                .take(MAX_LISTED)
+                .map(|t| t.chars().take(128).collect())
+                .collect(),
             timings: Timings {
                 wall_ms,
                 // The events file is written as events come; the

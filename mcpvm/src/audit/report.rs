@@ -615,6 +615,7 @@ mod tests {
             lifecycle: Some("initialize".into()),
             tools_ok: vec![],
             tools_failed: vec![],
+            tools_listed: Vec::new(),
             timings: Timings {
                 wall_ms: 1.0,
                 boot_ms: Some(400.0),
@@ -738,6 +739,39 @@ mod tests {
         assert_eq!(
             results[0]["locations"][0]["physicalLocation"]["region"]["startLine"],
             7
+        );
+    }
+
+    /// Names across servers: a tool two audited servers list, and a
+    /// package a typo from a popular one, are findings of what the
+    /// servers declare, in the section and in SARIF.
+    #[test]
+    fn shadowed_tools_and_near_miss_packages_are_declared_findings() {
+        let mut meta = meta();
+        let mut rs = records();
+        for s in ["git", "time"] {
+            rs.get_mut(&(s.into(), "baseline".into()))
+                .unwrap()
+                .tools_listed = vec!["get_status".into(), format!("{s}_only")];
+        }
+        meta.servers.get_mut("time").unwrap().package = "mcp-server-tiem".into();
+        let md = markdown(&meta, &rs);
+        assert!(md.contains("## What the servers declare"), "{md}");
+        assert!(md.contains("tool-shadowing"), "{md}");
+        assert!(md.contains("package-near-miss"), "{md}");
+        assert!(md.contains("mcp-server-time"), "{md}");
+        let log = security::sarif(&meta, &rs);
+        let ids: Vec<&str> = log["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["results"].as_array().unwrap())
+            .map(|r| r["ruleId"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            ["name-collision", "installer-spoofing", "name-collision"],
+            "{log}"
         );
     }
 

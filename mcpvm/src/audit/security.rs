@@ -170,25 +170,63 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
     ]
 }
 
+/// Findings on names across servers (`probes::names`): tools that
+/// shadow another audited server's or a well-known tool, packages a typo
+/// from a popular one. Judged on every server's listing (its first cell
+/// that listed) and its catalogue entry.
+pub fn across(meta: &Meta, records: &Records) -> BTreeMap<String, Vec<Finding>> {
+    let listed: BTreeMap<String, (String, Vec<String>)> = meta
+        .servers
+        .iter()
+        .map(|(s, sm)| {
+            let tools = meta
+                .profiles
+                .iter()
+                .filter_map(|p| records.get(&(s.clone(), p.clone())))
+                .find(|r| !r.tools_listed.is_empty())
+                .map(|r| r.tools_listed.clone())
+                .unwrap_or_default();
+            (s.clone(), (sm.package.clone(), tools))
+        })
+        .collect();
+    let mut out = probes::names::shadowing(&listed);
+    let popular = probes::names::popular();
+    for (s, sm) in &meta.servers {
+        if let Some(f) = probes::names::near_miss(&sm.package, &popular) {
+            out.entry(s.clone()).or_default().insert(0, f);
+        }
+    }
+    out
+}
+
 /// What each server declares, as the definitions checks judged it (the
-/// first cell that listed it): nothing when no server declared anything
-/// they flag.
-fn declared_of<'a>(meta: &Meta, records: &'a Records, server: &str) -> &'a [Finding] {
-    meta.profiles
+/// first cell that listed it), and what the name checks across servers
+/// found (`across`): nothing when none of them flags anything.
+fn declared_of(
+    meta: &Meta,
+    records: &Records,
+    server: &str,
+    across: &BTreeMap<String, Vec<Finding>>,
+) -> Vec<Finding> {
+    let mut found: Vec<Finding> = meta
+        .profiles
         .iter()
         .filter_map(|p| records.get(&(server.to_string(), p.clone())))
         .find(|r| !r.declared.is_empty())
-        .map_or(&[], |r| r.declared.as_slice())
+        .map_or(Vec::new(), |r| r.declared.clone());
+    found.extend(across.get(server).into_iter().flatten().cloned());
+    found
 }
 
 /// `What the servers declare`: per server, the tool-poisoning and naming
 /// findings of its listings; nothing when there are none.
 pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
+    let across = across(meta, records);
     let items: Vec<Item> = meta
         .servers
         .keys()
         .filter_map(|s| {
-            let found = declared_of(meta, records, s);
+            let found = declared_of(meta, records, s, &across);
             (!found.is_empty()).then(|| Item {
                 line: Line::default()
                     .strong(s.as_str())
@@ -202,7 +240,7 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
     }
     vec![
         Block::Heading(2, "What the servers declare".into()),
-        Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others. No call was needed; every cell lists, so these are shown whatever the profiles.")),
+        Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others; and across the servers (probes/src/names.rs): a tool whose name another audited server or a well-known tool has, a package a typo from a popular one. No call was needed; every cell lists, so these are shown whatever the profiles.")),
         Block::List {
             ordered: false,
             items,
@@ -213,16 +251,17 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
 /// One SARIF 2.1.0 log of every server's findings, a run per server
 /// attacked or with findings in what it declares.
 pub fn sarif(meta: &Meta, records: &Records) -> Value {
+    let across = across(meta, records);
     let runs = meta
         .servers
         .iter()
         .filter_map(|(s, sm)| {
-            let declared = declared_of(meta, records, s);
+            let declared = declared_of(meta, records, s, &across);
             let attacked = record_of(records, s).and_then(|r| r.security.as_ref());
             if attacked.is_none() && declared.is_empty() {
                 return None;
             }
-            let mut findings: Vec<Finding> = declared.to_vec();
+            let mut findings: Vec<Finding> = declared;
             findings.extend(
                 attacked
                     .iter()

@@ -164,13 +164,24 @@ fn gate(
     for r in journal.records.values().filter(|r| !r.declared.is_empty()) {
         declared.entry(r.server.as_str()).or_insert(&r.declared);
     }
-    let findings = declared.values().flat_map(|d| d.iter()).chain(
-        journal
-            .records
-            .values()
-            .filter_map(|r| r.security.as_ref())
-            .flat_map(|s| &s.findings),
-    );
+    // Names across servers (shadowed tools, near-miss packages), judged
+    // as the reports judge them.
+    let across = std::fs::read(out.join("audit.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<audit::meta::Meta>(&b).ok())
+        .map(|meta| audit::security::across(&meta, &journal.records))
+        .unwrap_or_default();
+    let findings = declared
+        .values()
+        .flat_map(|d| d.iter())
+        .chain(across.values().flatten())
+        .chain(
+            journal
+                .records
+                .values()
+                .filter_map(|r| r.security.as_ref())
+                .flat_map(|s| &s.findings),
+        );
     match probes::gate::reaching(findings, at) {
         0 => Ok(code),
         n => {
