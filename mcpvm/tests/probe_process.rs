@@ -655,3 +655,86 @@ fn refusals_are_read_and_every_picky_tool_is_reached() {
     assert_eq!(call("open_book").detail["first_reached"], false);
     let _ = std::fs::remove_dir_all(ws);
 }
+
+/// `mcpvm pin` locks what a server lists; a later probe with `--pinned`
+/// reports each definition that changed under the same version as a rug
+/// pull, and a version older than the pin's as a re-deployment. The same
+/// command (so the same pin) lists other tools when `MODE` changes.
+#[test]
+fn a_pinned_listing_that_changes_is_a_rug_pull_and_an_older_version_a_redeployment() {
+    let dir = tempdir();
+    let pins = dir.join("pins.json");
+    let run = |cmd: &str, mode: &str, extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+            .arg(cmd)
+            .arg("--json")
+            .args(extra)
+            .args(["--", "sh", "-c", "exec \"$BROKEN\" \"$MODE\""])
+            .env("BROKEN", broken())
+            .env("MODE", mode)
+            .output()
+            .unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (
+            out.status.code().unwrap(),
+            json,
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (rc, out, err) = run("pin", "keyless", &["--out", pins.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{out} {err}");
+    assert_eq!(out["definitions"], 2, "{out}");
+    let file: Value = serde_json::from_slice(&std::fs::read(&pins).unwrap()).unwrap();
+    let (key, entry) = file["servers"].as_object().unwrap().iter().next().unwrap();
+    assert!(key.contains("$MODE"), "{key}");
+    assert_eq!(entry["package"], "mcp-broken");
+    assert_eq!(entry["definitions"][0]["name"], "search");
+    assert_eq!(
+        entry["definitions"][0]["sha256"].as_str().unwrap().len(),
+        64
+    );
+    // The same listing: nothing to say.
+    let (rc, r, err) = run("probe", "keyless", &["--pinned", pins.to_str().unwrap()]);
+    assert_eq!(rc, 0, "{r} {err}");
+    assert!(
+        r["findings"].as_array().map_or(true, Vec::is_empty),
+        "{}",
+        r["findings"]
+    );
+    // Other tools under the same version: a rug pull per change.
+    let (rc, r, err) = run(
+        "probe",
+        "picky",
+        &["--pinned", pins.to_str().unwrap(), "--fail-on", "high"],
+    );
+    assert_eq!(rc, probes::gate::FINDINGS_EXIT as i32, "{r} {err}");
+    let rug: Vec<&Value> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["class"] == "rug-pull")
+        .collect();
+    assert_eq!(rug.len(), 6, "2 removed, 4 added: {}", r["findings"]);
+    // An older version than the pin's: a re-deployment.
+    let text = std::fs::read_to_string(&pins).unwrap();
+    let v = entry["version"].as_str().unwrap();
+    std::fs::write(
+        &pins,
+        text.replace(&format!("\"version\": \"{v}\""), "\"version\": \"99.0.0\""),
+    )
+    .unwrap();
+    let (_, r, err) = run("probe", "keyless", &["--pinned", pins.to_str().unwrap()]);
+    let classes: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r} {err}"))
+        .iter()
+        .filter_map(|f| f["class"].as_str())
+        .collect();
+    assert_eq!(classes, ["re-deployment"], "{r}");
+    // A pin file that is not one, or names no such server: one clear error.
+    std::fs::write(&pins, "{}").unwrap();
+    let (rc, _, err) = run("probe", "keyless", &["--pinned", pins.to_str().unwrap()]);
+    assert_eq!(rc, 1, "{err}");
+    assert!(err.contains("is not a pin file"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -127,6 +127,19 @@ pub async fn exercise(
     result.findings.extend(crate::definitions::of_listings(
         &tools, &prompts, &resources,
     ));
+    // A pin to keep, or to hold the listing to (rug pulls, drift).
+    if opts.keep_definitions || opts.pinned.is_some() {
+        let defs = crate::pin::definitions(&tools, &prompts, &resources);
+        if let Some((pinned, version)) = &opts.pinned {
+            let version = version.as_deref().or(result.server_version.as_deref());
+            result
+                .findings
+                .extend(crate::pin::compare(pinned, &defs, version));
+        }
+        if opts.keep_definitions {
+            result.definitions = defs;
+        }
+    }
     let Some(slowest) = call_tools(client, wire, opts, &tools, result).await else {
         // The server went away during a call.
         return tools;

@@ -24,9 +24,14 @@ pub struct Declared<'a> {
 /// Whether a finding is one of these (judged on a listing, not on
 /// what the server did).
 pub fn is_declared(f: &Finding) -> bool {
-    ["tools/list:", "prompts/list:", "resources/list:"]
-        .iter()
-        .any(|p| f.step.starts_with(p))
+    [
+        "tools/list:",
+        "prompts/list:",
+        "resources/list:",
+        "server/version",
+    ]
+    .iter()
+    .any(|p| f.step.starts_with(p))
 }
 
 /// Judges the server's listings: each tool's description and its

@@ -28,6 +28,7 @@ pub mod http;
 pub mod names;
 pub mod options;
 pub mod pattern;
+pub mod pin;
 pub mod probe;
 pub mod redact;
 pub mod result;

@@ -70,6 +70,11 @@ pub struct ProbeOptions {
     pub fd3: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// Values redacted from the result before anyone sees it.
     pub secrets: crate::redact::Secrets,
+    /// Keep every listed definition in the result (`mcpvm pin`).
+    pub keep_definitions: bool,
+    /// Compare the listing with this pin (`--pinned`), the version the
+    /// server runs now beside it (None: its `serverInfo` version).
+    pub pinned: Option<(crate::pin::Pinned, Option<String>)>,
 }
 
 impl Default for ProbeOptions {
@@ -95,6 +100,8 @@ impl Default for ProbeOptions {
             env: Vec::new(),
             fd3: None,
             secrets: Default::default(),
+            keep_definitions: false,
+            pinned: None,
         }
     }
 }

@@ -184,6 +184,9 @@ pub struct ProbeResult {
     /// How far the calls got: the audit's coverage figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reach: Option<Reach>,
+    /// Every listed definition, canonical and hashed (`mcpvm pin`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub definitions: Vec<crate::pin::Definition>,
 }
 
 /// How many tool calls reached the tool's code: answered with something
@@ -279,6 +282,7 @@ impl ProbeResult {
             roots: Vec::new(),
             verdict: Verdict::default(),
             reach: None,
+            definitions: Vec::new(),
         }
     }
 

@@ -71,6 +71,24 @@ const RULES: &[(&str, &str, &str, &str)] = &[
         "Check that the package is the one meant (its publisher, its repository) before installing it; a name one edit from a popular one is how typosquatting reaches users.",
         "high",
     ),
+    (
+        "rug-pull",
+        "A definition changed while the version stayed the same",
+        "A server must not change what its tools say or take without a new release; review the change, and pin again only if it is meant (mcpvm pin).",
+        "high",
+    ),
+    (
+        "drift",
+        "A definition changed with a new release",
+        "Review what the new release's tools say and take before approving it, then pin it (mcpvm pin).",
+        "medium",
+    ),
+    (
+        "re-deployment",
+        "A release older than the pinned one is running",
+        "Run the pinned release or a newer one: an older one may carry what the pin moved past.",
+        "high",
+    ),
 ];
 
 /// The file that names a server: a catalogue and its entry's line, or

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use mcpvm::cli::{self, EgressArgs, Globals, BOOT_ABOUT, RUN_ABOUT};
-use mcpvm::commands::{audit, boot, client, image, probe, run};
+use mcpvm::commands::{audit, boot, client, image, pin, probe, run};
 use mcpvm::{commands, exe, logger};
 use mcpvm_benches::command as bench;
 
@@ -38,6 +38,9 @@ pub enum Command {
     Probe(probe::ProbeArgs),
     /// Audit servers × withholding profiles in microVMs and report what breaks.
     Audit(audit::AuditArgs),
+    /// Pin what a server declares (its tools, prompts and resources, hashed)
+    /// with its version, for `--pinned` to hold later runs to.
+    Pin(pin::PinArgs),
     #[command(about = BOOT_ABOUT)]
     Boot(boot::BootArgs),
     /// Guest images: the runtime image and catalogued servers' layers.
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         }
         Command::Probe(a) => commands::probe::run(a, globals.json),
         Command::Audit(a) => commands::audit::run(a, globals.json),
+        Command::Pin(a) => commands::pin::run(a, globals.json),
         Command::Bench(c) => bench::run(c, start, globals.json),
         Command::Image(c) => commands::image::run(c, globals.json),
         Command::Client(c) => commands::client::run(c, globals.json),

@@ -82,6 +82,8 @@ pub struct AuditOptions {
     /// Send the probe's hostile input in the first profile's cells (what
     /// a `not_fit` verdict is judged on).
     pub robustness: bool,
+    /// A pin file, and the servers it names: their cells are held to it.
+    pub pinned: Option<(PathBuf, std::collections::BTreeSet<String>)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -364,6 +366,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
             Some(_) => None,
             None => Some(seed::write(&o.out).map_err(out_err(&o.out))?),
         },
+        pinned: o.pinned.clone(),
     };
     let ctx = Arc::new(ctx);
     run_cells(todo, ctx.clone(), jobs, &mut journal)?;
@@ -711,6 +714,8 @@ struct CellContext {
     /// The seeded workspace every cell gets (none for warm starts: a
     /// snapshot holds no workspace).
     workspace: Option<PathBuf>,
+    /// `--pinned`: the pin file and the servers it names.
+    pinned: Option<(PathBuf, std::collections::BTreeSet<String>)>,
 }
 
 impl CellContext {
@@ -726,6 +731,11 @@ impl CellContext {
             robustness: self.robustness.as_deref() == Some(c.profile.as_str()),
             only_given: calls.is_some(),
             calls,
+            pinned: self
+                .pinned
+                .as_ref()
+                .filter(|(_, servers)| servers.contains(&c.server))
+                .map(|(path, _)| path.clone()),
             init_timeout: self.init_timeout,
             step_timeout: self.step_timeout,
             // Python servers under emulation take seconds to exit; a
@@ -904,6 +914,7 @@ mod tests {
             repeat: 1,
             robustness: Some("baseline".into()),
             workspace: None,
+            pinned: Some(("pins.json".into(), ["memory".to_string()].into())),
         };
         let cell = Cell {
             server: "memory".into(),
@@ -916,6 +927,13 @@ mod tests {
                 .collect()
         };
         assert!(!args(&ctx).iter().any(|a| a.starts_with("--warm")));
+        // --pinned: a server the pin file names is held to it; another is not.
+        assert!(args(&ctx).contains(&"--pinned=pins.json".to_string()));
+        let other = Cell {
+            server: "time".into(),
+            profile: "baseline".into(),
+        };
+        assert!(ctx.probe_args(&other).pinned.is_none());
         // --robustness: the hostile input goes to the first profile's
         // cells only.
         assert!(args(&ctx).contains(&"--robustness".to_string()));

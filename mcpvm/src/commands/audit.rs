@@ -96,6 +96,11 @@ struct RunAudit {
     /// critical): a CI pipeline's gate [default: none].
     #[arg(long, value_name = "SEVERITY")]
     fail_on: Option<probes::gate::Severity>,
+    /// Hold every server the pin file names to its pin (`mcpvm pin`):
+    /// rug pulls, drift and re-deployments are findings of what it
+    /// declares.
+    #[arg(long, value_name = "FILE")]
+    pinned: Option<PathBuf>,
 }
 
 pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
@@ -141,6 +146,16 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
             repeat: a.repeat as usize,
             security: a.security,
             robustness: a.robustness,
+            pinned: match a.pinned {
+                Some(path) => {
+                    let keys = crate::commands::pin::read(&path)?
+                        .servers
+                        .into_keys()
+                        .collect();
+                    Some((path, keys))
+                }
+                None => None,
+            },
         },
         json,
     )?;

@@ -73,6 +73,15 @@ pub struct ProbeArgs {
     /// [default: none, findings alone do not change the exit status].
     #[arg(long, value_name = "SEVERITY")]
     pub fail_on: Option<probes::gate::Severity>,
+    /// Hold what the server lists to its pin in FILE (`mcpvm pin`): a
+    /// definition that changed is a finding (a rug pull when the version
+    /// did not change, drift when it did), and a version older than the
+    /// pinned one is a re-deployment.
+    #[arg(long, value_name = "FILE")]
+    pub pinned: Option<PathBuf>,
+    /// `mcpvm pin --out`: write the listed definitions to FILE.
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub pin_out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "auto")]
     pub lifecycle: Lifecycle,
     /// Seconds allowed for the server to start and answer the handshake.
@@ -127,6 +136,8 @@ impl Default for ProbeArgs {
             roots: Vec::new(),
             sarif: None,
             fail_on: None,
+            pinned: None,
+            pin_out: None,
             lifecycle: Lifecycle::Auto,
             init_timeout: INIT_TIMEOUT,
             step_timeout: STEP_TIMEOUT,
@@ -170,6 +181,8 @@ impl ProbeArgs {
         }
         a.path("sarif", &self.sarif);
         a.value("fail-on", &self.fail_on);
+        a.path("pinned", &self.pinned);
+        a.path("pin-out", &self.pin_out);
         a.value(
             "lifecycle",
             &self
@@ -226,7 +239,7 @@ pub enum ProbeCliError {
 
 /// Writes `bytes` to `path` through a temporary file beside it, so that a
 /// reader never sees half of it.
-fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, bytes)
         .and_then(|()| std::fs::rename(&tmp, path))
@@ -348,6 +361,13 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         (true, Some(name)) => crate::server::roots(name, &args.vm_options.catalogue)?,
         (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
     };
+    // A pin to hold the listing to, or one to write.
+    let pinned = match &args.pinned {
+        Some(path) => Some(crate::commands::pin::pinned_for(path, &args)?),
+        None => None,
+    };
+    let pin_out = args.pin_out.clone();
+    let pin_args = pin_out.as_ref().map(|_| args.clone());
     let mut calls = match &args.calls {
         Some(path) => read_calls(path)?,
         None => BTreeMap::new(),
@@ -386,6 +406,8 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
             .workspace
             .as_ref()
             .map(|_| mcpvm_protocol::ports::WORKSPACE_DIR.to_string()),
+        keep_definitions: pin_out.is_some(),
+        pinned,
         ..ProbeOptions::default()
     };
     // The run directory holds the VM's timings file and goes with this
@@ -462,6 +484,18 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     };
     let result = probe_process(&command, &opts)?;
     drop(rundir);
+    if let (Some(out), Some(pin_args)) = (&pin_out, &pin_args) {
+        let said = crate::commands::pin::write(out, pin_args, &result)?;
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"pinned": out, "definitions": result.definitions.len(), "summary": said})
+            );
+        } else {
+            eprintln!("mcpvm pin: {said} in {}", out.display());
+        }
+        return Ok(0);
+    }
     if let Some(path) = &sarif {
         let artifact = artifact.as_ref().expect("made with --sarif");
         let log = probes::sarif::log(&result, &server, artifact);
@@ -551,6 +585,8 @@ pub(crate) mod tests {
             roots: vec!["/workspace/repo".into(), "/data".into()],
             sarif: Some("findings.sarif".into()),
             fail_on: Some(probes::gate::Severity::Medium),
+            pinned: Some("pins.json".into()),
+            pin_out: Some("out.json".into()),
             lifecycle: Lifecycle::Stateless,
             init_timeout: 300,
             step_timeout: 120,
