@@ -65,4 +65,15 @@ for b in builds:
         why = "; ".join(why).replace("|", "\\|")
         print(f"| {r['server']} | {r['outcome']} | {len(bad)} of {len(ok) + len(bad)} | {why} |")
     print(f"\n{b}: {failed} of {total} tool calls failed ({100 * failed / max(total, 1):.0f}%)")
+    # How many calls reached their tool (builds that measure it).
+    reach = [r["reach"] for r in recs if r.get("reach")]
+    if reach:
+        called = sum(x["called"] for x in reach)
+        reached = sum(x["reached"] for x in reach)
+        first = sum(x.get("first_reached", 0) for x in reach)
+        print(f"{b}: {reached} of {called} calls reached their tool ({100 * reached / max(called, 1):.0f}%), "
+              f"{first} on the first try ({100 * first / max(called, 1):.0f}%)")
+        for r in recs:
+            for x in (r.get("reach") or {}).get("not_reached", []):
+                print(f"  not reached: {r['server']}: {x[:160]}")
 PY
