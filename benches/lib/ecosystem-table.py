@@ -15,22 +15,16 @@ import argparse
 import collections
 import csv
 import json
-import re
 import sys
+
+import mdcell
 
 BASELINE = "deny-net"
 CLIP = 140
 
 
 def md(text, clip=CLIP):
-    """One table cell of untrusted text: one line, bounded, no markup."""
-    text = re.sub(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]", " ", str(text))
-    text = " ".join(text.split())
-    if len(text) > clip:
-        text = text[: clip - 1] + "…"
-    for ch in "\\`*_[]<>|#":
-        text = text.replace(ch, "\\" + ch)
-    return text
+    return mdcell.md(text, clip)
 
 
 def records(path):

@@ -14,21 +14,16 @@ escaped for Markdown: data here, never markup.
 """
 import argparse
 import json
-import re
 import sys
 import tomllib
+
+import mdcell
 
 CLIP = 110
 
 
 def md(text, clip=CLIP):
-    text = re.sub(r"[\x00-\x1f\x7f\u200b-\u200f\u202a-\u202e\u2066-\u2069]", " ", str(text))
-    text = " ".join(text.split())
-    if len(text) > clip:
-        text = text[: clip - 1] + "…"
-    for ch in "\\`*_[]<>|#":
-        text = text.replace(ch, "\\" + ch)
-    return text
+    return mdcell.md(text, clip)
 
 
 def needs_credentials(entry):

@@ -10,7 +10,6 @@
 //! description has no reason to contain.
 
 use crate::findings::Finding;
-use crate::result::Evidence;
 
 /// One declared item: what it is (`tool`, `prompt`, `resource`), its name
 /// and every text a model reads of it (its description, and for a tool
@@ -199,18 +198,14 @@ fn finding(
         "prompt" => "prompts/list",
         _ => "resources/list",
     };
-    Finding {
-        class: class.into(),
-        rule: rule.into(),
-        severity: severity.into(),
-        step: format!("{list}:{}", d.name),
-        call: None,
-        argument: None,
-        payload: None,
-        attempts: 1,
-        why: format!("{} {}: {why}", d.kind, excerpt(d.name, 0, 0)),
-        evidence: vec![Evidence::Excerpt(evidence)],
-    }
+    Finding::declared(
+        class,
+        rule,
+        severity,
+        format!("{list}:{}", d.name),
+        format!("{} {}: {why}", d.kind, excerpt(d.name, 0, 0)),
+        evidence,
+    )
 }
 
 /// The first phrase of [`INSTRUCTIONS`] in `text` (its byte offset).
@@ -306,6 +301,7 @@ fn long_descriptions(declared: &[Declared<'_>]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::Evidence;
 
     fn tool<'a>(name: &'a str, text: &'a str) -> Declared<'a> {
         Declared {

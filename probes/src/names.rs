@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 
 use crate::findings::Finding;
-use crate::result::Evidence;
 
 /// Tool names a reference server or a client's own tools carry, and
 /// whose they are: a server of another package that lists one shadows it.
@@ -70,28 +69,6 @@ pub fn popular() -> Vec<String> {
     names
 }
 
-fn finding(
-    class: &str,
-    rule: &str,
-    severity: &str,
-    step: String,
-    why: String,
-    evidence: String,
-) -> Finding {
-    Finding {
-        class: class.into(),
-        rule: rule.into(),
-        severity: severity.into(),
-        step,
-        call: None,
-        argument: None,
-        payload: None,
-        attempts: 1,
-        why,
-        evidence: vec![Evidence::Excerpt(evidence)],
-    }
-}
-
 /// Names a finding quotes are the server's: bounded, printable.
 fn shown(name: &str) -> String {
     name.chars()
@@ -121,7 +98,7 @@ pub fn shadowing(
                 .filter(|o| *o != s && servers[*o].0 != *package)
                 .collect();
             if let Some(other) = others.first() {
-                out.entry(s.clone()).or_default().push(finding(
+                out.entry(s.clone()).or_default().push(Finding::declared(
                     "name-collision",
                     "tool-shadowing",
                     "medium",
@@ -140,7 +117,7 @@ pub fn shadowing(
                 .iter()
                 .find(|(name, owner)| *name == t.as_str() && *owner != package.as_str())
             {
-                out.entry(s.clone()).or_default().push(finding(
+                out.entry(s.clone()).or_default().push(Finding::declared(
                     "name-collision",
                     "well-known-name",
                     "low",
@@ -221,7 +198,7 @@ pub fn near_miss(package: &str, popular: &[String]) -> Option<Finding> {
         let d = d_name + distance(&my_scope, &scope, 2);
         let close = name.chars().count() >= 5 && d <= 2 && d_name <= 1;
         close.then(|| {
-            finding(
+            Finding::declared(
                 "installer-spoofing",
                 "package-near-miss",
                 "high",

@@ -12,7 +12,6 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::findings::Finding;
-use crate::result::Evidence;
 
 /// A pin file's format version.
 pub const SCHEMA: u32 = 1;
@@ -126,28 +125,6 @@ fn older(now: Option<&str>, pinned: Option<&str>) -> Option<bool> {
     Some(now < pinned)
 }
 
-fn finding(
-    class: &str,
-    rule: &str,
-    severity: &str,
-    step: String,
-    why: String,
-    evidence: String,
-) -> Finding {
-    Finding {
-        class: class.into(),
-        rule: rule.into(),
-        severity: severity.into(),
-        step,
-        call: None,
-        argument: None,
-        payload: None,
-        attempts: 1,
-        why,
-        evidence: vec![Evidence::Excerpt(evidence)],
-    }
-}
-
 /// What a definition says, bounded, for evidence.
 fn shown(d: Option<&Definition>) -> String {
     let text = d
@@ -169,7 +146,7 @@ pub fn compare(pinned: &Pinned, now: &[Definition], version: Option<&str>) -> Ve
     let mut out = Vec::new();
     let same_version = version.is_none() || version == pinned.version.as_deref();
     if older(version, pinned.version.as_deref()) == Some(true) {
-        out.push(finding(
+        out.push(Finding::declared(
             "re-deployment",
             "older-version",
             "high",
@@ -234,7 +211,7 @@ pub fn compare(pinned: &Pinned, now: &[Definition], version: Option<&str>) -> Ve
             "prompt" => "prompts/list",
             _ => "resources/list",
         };
-        out.push(finding(
+        out.push(Finding::declared(
             class,
             rule,
             severity,
@@ -249,6 +226,7 @@ pub fn compare(pinned: &Pinned, now: &[Definition], version: Option<&str>) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::result::Evidence;
     use serde_json::json;
 
     fn def(name: &str, description: &str) -> Definition {

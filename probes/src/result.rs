@@ -507,6 +507,33 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
 }
 
+impl Finding {
+    /// A finding on what a server declares or who it is (judged on its
+    /// listing, its name or its version, not on what a call did): its
+    /// step names the listing (`tools/list:NAME`), its evidence is text.
+    pub fn declared(
+        class: &str,
+        rule: &str,
+        severity: &str,
+        step: String,
+        why: String,
+        evidence: String,
+    ) -> Finding {
+        Finding {
+            class: class.into(),
+            rule: rule.into(),
+            severity: severity.into(),
+            step,
+            call: None,
+            argument: None,
+            payload: None,
+            attempts: 1,
+            why,
+            evidence: vec![Evidence::Excerpt(evidence)],
+        }
+    }
+}
+
 /// What proves a finding: the guest's (or the egress proxy's) event of
 /// it, or the excerpt of an answer that carried a token.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

