@@ -211,7 +211,18 @@ fn apply(
                     let said = format!("the example its description gives ({e})");
                     (Value::String(e), said)
                 });
-            seen.into_iter().chain(given).chain(examples).collect()
+            // Values the property's own description quotes ("local
+            // branches ('local'), remote ('remote') or all ('all')").
+            let own = arguments::property_description(schema, &prop);
+            let quoted_in = quoted(head(&own)).into_iter().map(|v| {
+                let why = format!("a value its description quotes ({v})");
+                (v, why)
+            });
+            seen.into_iter()
+                .chain(given)
+                .chain(examples)
+                .chain(quoted_in)
+                .collect()
         }
         Want::Pattern(p) => crate::pattern::sample(p)
             .map(|v| {
@@ -992,6 +1003,21 @@ mod tests {
         let said = "Error executing tool insert_image: Invalid range 'mcpvm-probe'. Use A1 notation such as 'B2' or 'A1:C10'.";
         let (next, why) = retry(said, &schema, &args, &hints(), &[]).unwrap();
         assert_eq!(next["at"], "B2", "{why}");
+    }
+
+    /// mcp-server-git's git_branch: the refusal names no values, the
+    /// property's description quotes them.
+    #[test]
+    fn values_the_description_quotes_are_tried_when_the_refusal_lists_none() {
+        let schema = obj(json!({"type": "object", "properties": {
+            "repo_path": {"type": "string"},
+            "branch_type": {"type": "string", "description": "Whether to list local branches ('local'), remote branches ('remote') or all branches ('all')."}},
+            "required": ["repo_path", "branch_type"]}));
+        let args = obj(json!({"repo_path": "/workspace/repo", "branch_type": "mcpvm-probe"}));
+        let said = "Error executing tool git_branch: Invalid branch type: mcpvm-probe";
+        let (next, why) = retry(said, &schema, &args, &hints(), &[]).unwrap();
+        assert_eq!(next["branch_type"], "local", "{why}");
+        assert_eq!(next["repo_path"], "/workspace/repo");
     }
 
     #[test]
