@@ -233,6 +233,61 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
         "{err}"
     );
     assert!(!marker.exists(), "the postinstall ran on the host");
+    // What the script did beyond installing is recorded with the layer,
+    // each call under its rule; its writes in its own directory and in
+    // /tmp, and the shells and node it ran, are not beyond.
+    assert!(
+        err.contains("scripted: install scripts recorded: ")
+            && err.contains(
+                "beyond installing: install-reads-secrets, install-writes-outside, install-runs-program, install-network"
+            ),
+        "{err}"
+    );
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
+    let record = &index["servers"]["scripted"]["install"];
+    let beyond: Vec<(String, String)> = record["beyond"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no record: {index}"))
+        .iter()
+        .map(|b| {
+            let e = &b["effect"];
+            let what = e["paths"][0]
+                .as_str()
+                .or(e["address"].as_str())
+                .unwrap_or("");
+            (b["rule"].as_str().unwrap().to_string(), what.to_string())
+        })
+        .collect();
+    for (rule, what) in [
+        ("install-reads-secrets", "/root/.ssh/id_ed25519"),
+        ("install-writes-outside", "/root/.bashrc"),
+        ("install-runs-program", "/usr/bin/id"),
+        ("install-network", "inet 127.0.0.1:9"),
+    ] {
+        assert!(
+            beyond.iter().any(|(r, w)| r == rule && w == what),
+            "{rule} {what}: {beyond:?}"
+        );
+    }
+    // Nothing else is beyond (a program is looked for along PATH: each
+    // place tried is an exec of `id`).
+    for (rule, what) in &beyond {
+        let expected = match rule.as_str() {
+            "install-reads-secrets" => what == "/root/.ssh/id_ed25519",
+            "install-writes-outside" => what == "/root/.bashrc",
+            "install-runs-program" => what.ends_with("/id"),
+            _ => what == "inet 127.0.0.1:9",
+        };
+        assert!(expected, "{rule} {what} is not the fixture's: {beyond:?}");
+    }
+    assert!(record["calls"].as_u64().unwrap() > 4, "{record}");
+    assert!(
+        index["servers"]["scripted-ignored"]
+            .get("install")
+            .is_none(),
+        "no scripts ran, nothing recorded: {index}"
+    );
 
     // What the layers hold, read back with erofs-utils.
     let layer_file = |name: &str| {

@@ -25,6 +25,7 @@ pub mod feedback;
 pub mod findings;
 pub mod gate;
 pub mod http;
+pub mod install;
 pub mod names;
 pub mod options;
 pub mod pattern;

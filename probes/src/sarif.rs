@@ -72,6 +72,12 @@ const RULES: &[(&str, &str, &str, &str)] = &[
         "high",
     ),
     (
+        "backdoor",
+        "A package's install scripts did more than install it",
+        "Install scripts should build the package in its own directory and nothing else: no credential reads, no files planted elsewhere, no programs or downloads the lock does not name. Install it with its scripts off (the catalogue's ignore_scripts), or choose another package.",
+        "high",
+    ),
+    (
         "rug-pull",
         "A definition changed while the version stayed the same",
         "A server must not change what its tools say or take without a new release; review the change, and pin again only if it is meant (mcpvm pin).",

@@ -32,7 +32,7 @@ use crate::store::{Index, LayerRecord};
 
 pub use crate::key::{layer_key, layer_key_built_with, runtime_key, toolchain_for};
 pub use crate::process::{cause, BuildError};
-pub use crate::sandbox::{ScriptJob, ScriptSandbox};
+pub use crate::sandbox::{Beyond, InstallRecord, ScriptJob, ScriptSandbox};
 
 const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
 const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
@@ -232,7 +232,7 @@ fn install(
     scripts: (&Path, &dyn ScriptSandbox),
     locked: Option<&Path>,
     progress: &mut dyn FnMut(&str),
-) -> Result<String, BuildError> {
+) -> Result<(String, Option<crate::sandbox::InstallRecord>), BuildError> {
     let target = stage.join(Entry::dir(name).trim_start_matches('/'));
     std::fs::create_dir_all(&target).map_err(io_err(&target))?;
     if let Some(src) = e.source.as_ref().filter(|s| !s.is_file()) {
@@ -251,7 +251,11 @@ fn install(
         scripts,
         locked,
     };
-    let Installed { what, bin_dir } = installer(e.runtime).install(&job, progress)?;
+    let Installed {
+        what,
+        bin_dir,
+        record,
+    } = installer(e.runtime).install(&job, progress)?;
     // An entry from --package names no command: the package's own.
     let command = match e.command.is_empty() {
         true => crate::package::own_command(&target, e).map_err(|why| BuildError::Failed {
@@ -275,7 +279,7 @@ fn install(
             found,
         });
     }
-    Ok(command)
+    Ok((command, record))
 }
 
 /// Builds the runtime image and the layers of `names` (all when empty)
@@ -546,6 +550,7 @@ impl LayerCx<'_> {
         let current = self.before.servers.get(name).filter(|r| r.key == key);
         let mut lock = current.and_then(|r| r.lock.clone());
         let mut command = current.and_then(|r| r.command.clone());
+        let mut install_record = current.and_then(|r| r.install.clone());
         if cached {
             progress(&format!("{step}: cached"));
         } else {
@@ -591,8 +596,9 @@ impl LayerCx<'_> {
                         progress,
                     )
                 })
-                .and_then(|found| {
+                .and_then(|(found, record)| {
                     command = Some(found);
+                    install_record = record;
                     let dir = stage.join(Entry::dir(name).trim_start_matches('/'));
                     if !e.apt.is_empty() {
                         let _one = self.apt.lock().unwrap_or_else(|e| e.into_inner());
@@ -633,6 +639,7 @@ impl LayerCx<'_> {
             lock,
             command,
             toolchain: (!toolchain.is_empty()).then_some(toolchain),
+            install: install_record,
         };
         let built = Built {
             name: name.to_string(),

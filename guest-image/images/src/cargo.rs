@@ -273,6 +273,7 @@ impl Installer for Cargo {
         Ok(Installed {
             what: install(job, progress)?,
             bin_dir: job.target.join("bin"),
+            record: None,
         })
     }
 }
@@ -327,6 +328,7 @@ fn install(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<String, BuildErr
             mem_mib: Some(3072),
             env: &e.install_env,
             shell: build_line(&bins),
+            record: false,
         };
         sandbox
             .run(&job, progress)

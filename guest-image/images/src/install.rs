@@ -34,6 +34,8 @@ pub struct Job<'a> {
 pub struct Installed {
     pub what: String,
     pub bin_dir: PathBuf,
+    /// What its install scripts did, where they ran and were recorded.
+    pub record: Option<crate::sandbox::InstallRecord>,
 }
 
 pub trait Installer {

@@ -237,6 +237,7 @@ impl Installer for Npm {
             std::fs::copy(node.join("bin/node"), bin.join("node")).map_err(io_err(&bin))?;
         }
         let scripted = with_install_scripts(target);
+        let mut record = None;
         if !scripted.is_empty() {
             let names: Vec<&str> = scripted.iter().map(|s| s.name.as_str()).collect();
             let list = names.join(", ");
@@ -257,6 +258,7 @@ impl Installer for Npm {
                     mem_mib: None,
                     env: &e.install_env,
                     shell: npm_rebuild_line(e.runtime.own_node().is_some(), &scripted),
+                    record: true,
                 };
                 // The lock is the host's resolution: what comes back
                 // from the guest does not get to rewrite it.
@@ -265,7 +267,7 @@ impl Installer for Npm {
                     .map(|f| Ok((*f, std::fs::read(target.join(f))?)))
                     .collect::<std::io::Result<_>>()
                     .map_err(io_err(target))?;
-                sandbox
+                record = sandbox
                     .run(&job, progress)
                     .map_err(|tail| BuildError::Failed {
                         what: format!("the install scripts of {list} (in a microVM)"),
@@ -279,6 +281,7 @@ impl Installer for Npm {
         Ok(Installed {
             what: spec,
             bin_dir: target.join("node_modules/.bin"),
+            record,
         })
     }
 }

@@ -153,6 +153,8 @@ impl Installer for Pip {
         Ok(Installed {
             what: spec,
             bin_dir: target.join("bin"),
+            // Wheels only: nothing of the package runs at install.
+            record: None,
         })
     }
 }

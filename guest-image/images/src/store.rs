@@ -48,6 +48,10 @@ pub struct LayerRecord {
     /// its key includes: a run checks the key with it, not the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolchain: Option<String>,
+    /// What its install scripts did in their microVM, where it ran any
+    /// (layers built before this was recorded have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<crate::sandbox::InstallRecord>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -268,6 +272,7 @@ mod tests {
             lock: None,
             command: None,
             toolchain: None,
+            install: None,
         };
         let mut idx = Index {
             schema: 1,
@@ -359,6 +364,7 @@ mod tests {
                 lock: None,
                 command: Some("c".into()),
                 toolchain: Some(built_with.into()),
+                install: None,
             },
         );
         assert_eq!(idx.runtime_key(), rt);
@@ -391,6 +397,7 @@ mod tests {
                 lock: Some("0123456789abcdef".into()),
                 command: None,
                 toolchain: None,
+                install: None,
             },
         );
         idx.save(d).unwrap();

@@ -223,8 +223,7 @@ mod tests {
                     runtime: "python".into(),
                     layer: "x".into(),
                     lock: None,
-                    roots: vec![],
-                    install_error: None,
+                    ..ServerMeta::default()
                 },
             )]
             .into_iter()

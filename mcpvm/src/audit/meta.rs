@@ -70,6 +70,10 @@ pub struct ServerMeta {
     /// compatibility verdict says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_error: Option<String>,
+    /// What its install scripts did in their microVM, as the store
+    /// recorded it when the layer was built (`backdoor` findings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<mcpvm_images::build::InstallRecord>,
 }
 
 impl ServerMeta {

@@ -242,6 +242,10 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
                     .servers
                     .get(name.as_str())
                     .and_then(|r| r.lock.clone()),
+                install: index
+                    .servers
+                    .get(name.as_str())
+                    .and_then(|r| r.install.clone()),
                 roots: match o.security {
                     true => entry.roots(name, mcpvm_protocol::ports::WORKSPACE_DIR),
                     false => Vec::new(),

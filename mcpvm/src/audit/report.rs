@@ -567,8 +567,7 @@ mod tests {
             runtime: "python".into(),
             layer: "k".into(),
             lock: None,
-            roots: vec![],
-            install_error: None,
+            ..ServerMeta::default()
         };
         Meta {
             schema: 1,
@@ -721,7 +720,7 @@ mod tests {
         let md = markdown(&meta, &rs);
         assert!(md.contains("## What the servers declare"), "{md}");
         assert!(
-            md.contains("**git**: 1 finding(s) in what it lists"),
+            md.contains("**git**: 1 finding(s) in what it lists or did at install"),
             "{md}"
         );
         assert!(md.contains("hidden-instructions"), "{md}");
@@ -773,6 +772,46 @@ mod tests {
             ["name-collision", "installer-spoofing", "name-collision"],
             "{log}"
         );
+    }
+
+    /// What a server's install scripts did beyond installing, as the
+    /// store recorded it, is a `backdoor` finding of what it declares:
+    /// in the section (escaped) and in SARIF; a record with nothing
+    /// beyond makes none.
+    #[test]
+    fn install_scripts_that_go_beyond_installing_are_findings() {
+        let mut meta = meta();
+        let rs = records();
+        let effect = serde_json::json!({"uptime_ms": 9, "pid": 4, "exe": "/opt/node/bin/node",
+            "call": "openat", "paths": ["/root/.ssh/id_<b>rsa"], "access": "read",
+            "during": {"phase": "start_up"}});
+        let mut rec = mcpvm_images::build::InstallRecord {
+            calls: 120,
+            ..Default::default()
+        };
+        meta.servers.get_mut("git").unwrap().install = Some(rec.clone());
+        assert!(!markdown(&meta, &rs).contains("## What the servers declare"));
+        rec.beyond.push(mcpvm_images::build::Beyond {
+            rule: "install-reads-secrets".into(),
+            effect,
+        });
+        meta.servers.get_mut("git").unwrap().install = Some(rec);
+        let md = markdown(&meta, &rs);
+        assert!(md.contains("install-reads-secrets"), "{md}");
+        assert!(
+            md.contains("its install scripts opened credential files"),
+            "{md}"
+        );
+        assert!(html(&meta, &rs).contains("id_&lt;b&gt;rsa"), "escaped");
+        let log = security::sarif(&meta, &rs);
+        let ids: Vec<&str> = log["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["results"].as_array().unwrap())
+            .map(|r| r["ruleId"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["backdoor"], "{log}");
     }
 
     /// A server with no cell recorded (an audit cut short) gets no

@@ -173,7 +173,9 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
 /// Findings on names across servers (`probes::names`): tools that
 /// shadow another audited server's or a well-known tool, packages a typo
 /// from a popular one. Judged on every server's listing (its first cell
-/// that listed) and its catalogue entry.
+/// that listed) and its catalogue entry; with them, what each server's
+/// install scripts did beyond installing (`probes::install`, from the
+/// store's record of its layer's build).
 pub fn across(meta: &Meta, records: &Records) -> BTreeMap<String, Vec<Finding>> {
     let listed: BTreeMap<String, (String, Vec<String>)> = meta
         .servers
@@ -194,6 +196,13 @@ pub fn across(meta: &Meta, records: &Records) -> BTreeMap<String, Vec<Finding>> 
     for (s, sm) in &meta.servers {
         if let Some(f) = probes::names::near_miss(&sm.package, &popular) {
             out.entry(s.clone()).or_default().insert(0, f);
+        }
+        // What its install scripts did when its layer was built.
+        if let Some(rec) = &sm.install {
+            let found = crate::image::install_record::findings(rec);
+            if !found.is_empty() {
+                out.entry(s.clone()).or_default().extend(found);
+            }
         }
     }
     out
@@ -228,9 +237,10 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
         .filter_map(|s| {
             let found = declared_of(meta, records, s, &across);
             (!found.is_empty()).then(|| Item {
-                line: Line::default()
-                    .strong(s.as_str())
-                    .and(format!(": {} finding(s) in what it lists", found.len())),
+                line: Line::default().strong(s.as_str()).and(format!(
+                    ": {} finding(s) in what it lists or did at install",
+                    found.len()
+                )),
                 sub: found.iter().map(|f| finding(s, f)).collect(),
             })
         })
@@ -240,7 +250,7 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
     }
     vec![
         Block::Heading(2, "What the servers declare".into()),
-        Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others; and across the servers (probes/src/names.rs): a tool whose name another audited server or a well-known tool has, a package a typo from a popular one. No call was needed; every cell lists, so these are shown whatever the profiles.")),
+        Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others; and across the servers (probes/src/names.rs): a tool whose name another audited server or a well-known tool has, a package a typo from a popular one; and what its install scripts did in their microVM when its layer was built, where that went beyond installing (probes/src/install.rs: credential files opened, files written outside the package, the network tried, programs a build does not need). No call was needed; every cell lists, so these are shown whatever the profiles.")),
         Block::List {
             ordered: false,
             items,

@@ -12,7 +12,7 @@ use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use mcpvm_images::build::{ScriptJob, ScriptSandbox};
+use mcpvm_images::build::{InstallRecord, ScriptJob, ScriptSandbox};
 
 use crate::lines::read_line_bounded;
 use crate::logger::printable;
@@ -118,6 +118,13 @@ fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64, timeout_s: u64) -
     let layers: String = (0..job.layers.len())
         .map(|i| format!(" --layer ./layer-{i}.erofs"))
         .collect();
+    // Recorded: every file, program and address the scripts touch, as
+    // the agent's `effect` events (RECORD_PROFILE), kept also when the
+    // scripts fail.
+    let record = match job.record {
+        true => " --profiles-file ./record.toml --profile install-scripts --vcpus 1 --events ./events.jsonl",
+        false => "",
+    };
     // What the scripts print on stderr (cargo's "Compiling ..." lines)
     // goes on as it comes: nested, through the serial log as progress
     // lines, which testbed/run passes on at once; and to the scenario's
@@ -133,9 +140,10 @@ fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64, timeout_s: u64) -
          printf '%s\\n' \"$l\" >&2\n\
          done < .stderr) &\n\
          ./bin/mcpvm run --kernel ./vmlinux --initrd ./initrd.cpio --image ./runtime.erofs{layers} \\\n  \
-         --workspace ./stage,rw --workspace-limit {limit_mib} --mem {mem_mib} --timeout {timeout_s}{env} \\\n  \
+         --workspace ./stage,rw --workspace-limit {limit_mib} --mem {mem_mib} --timeout {timeout_s}{env}{record} \\\n  \
          -- /bin/sh -c {} </dev/null 2> .stderr || rc=$?\n\
          wait\n\
+         [ -f events.jsonl ] && cp events.jsonl \"$MCPVM_OUT/events.jsonl\"\n\
          if [ $rc -eq 0 ]; then tar -cf \"$MCPVM_OUT/stage.tar\" -C stage . || rc=91; fi\n\
          exit $rc\n",
         quote(&job.shell)
@@ -158,7 +166,11 @@ fn tree_bytes(dir: &Path) -> u64 {
 }
 
 impl ScriptSandbox for MicroVm {
-    fn run(&self, job: &ScriptJob<'_>, progress: &mut dyn FnMut(&str)) -> Result<(), String> {
+    fn run(
+        &self,
+        job: &ScriptJob<'_>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Option<InstallRecord>, String> {
         let vm = artifacts()?;
         let work = tempfile::Builder::new()
             // The pid: a build killed before it could clean up has this
@@ -201,6 +213,8 @@ impl ScriptSandbox for MicroVm {
             scenario(job, mem, limit, self.timeout_s),
         )
         .map_err(|e| format!("cannot write the scenario: {e}"))?;
+        std::fs::write(w.join("record.toml"), super::install_record::PROFILE)
+            .map_err(|e| format!("cannot write the recording profile: {e}"))?;
         let file = |src: &Path, name: &str| format!("{}:{name}", src.display());
         let out = w.join("out");
         let layers: Vec<String> = job
@@ -229,6 +243,7 @@ impl ScriptSandbox for MicroVm {
             .args(layers.iter().flat_map(|l| ["--file", l.as_str()]))
             .args(["--file", &file(&stage_tar, "stage.tar")])
             .args(["--file", &file(&w.join("scripts.sh"), "scripts.sh")])
+            .args(["--file", &file(&w.join("record.toml"), "record.toml")])
             .args(["--", "sh", "scripts.sh"])
             .env(
                 "MCPVM_TESTBED_MEM",
@@ -305,7 +320,23 @@ impl ScriptSandbox for MicroVm {
                 let f = std::fs::File::open(out.join("stage.tar"))?;
                 tar::Archive::new(f).unpack(job.stage)
             })
-            .map_err(|e| format!("cannot put back what the scripts left: {e}"))
+            .map_err(|e| format!("cannot put back what the scripts left: {e}"))?;
+        if !job.record {
+            return Ok(None);
+        }
+        let record = super::install_record::read(&out.join("events.jsonl"));
+        match &record {
+            Some(r) => progress(&format!(
+                "{}: {}",
+                job.server,
+                super::install_record::summary(r)
+            )),
+            None => progress(&format!(
+                "{}: the install scripts' calls were not recorded (no events came back)",
+                job.server
+            )),
+        }
+        Ok(record)
     }
 }
 
@@ -362,6 +393,7 @@ mod tests {
             mem_mib: None,
             env: &env,
             shell: "cd /workspace && exec npm rebuild".into(),
+            record: true,
         };
         let s = scenario(&job, 1024, 2048, 900);
         assert!(
@@ -382,6 +414,12 @@ mod tests {
         // Its stderr is passed on line by line as it comes.
         assert!(
             s.contains("2> .stderr || rc=$?") && s.contains("progress \"$l\""),
+            "{s}"
+        );
+        // Recorded, and the record comes back also from a failure.
+        assert!(
+            s.contains("--profile install-scripts --vcpus 1 --events ./events.jsonl")
+                && s.contains("cp events.jsonl \"$MCPVM_OUT/events.jsonl\""),
             "{s}"
         );
         // Only a run that succeeded sends its tree back.

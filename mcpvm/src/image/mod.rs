@@ -2,8 +2,9 @@
 //! on the host before a VM boots, so a wrong or damaged file is one clear
 //! error instead of a guest that cannot mount its root. The microVM that
 //! runs a layer's install scripts for the image builder is
-//! [`install_scripts`].
+//! [`install_scripts`]; what those scripts did, [`install_record`].
 
+pub mod install_record;
 pub mod install_scripts;
 
 use std::io::Read;
