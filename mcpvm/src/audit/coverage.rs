@@ -239,16 +239,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_section_gives_the_figure_and_each_tool_not_reached() {
-        let meta = meta();
-        let mut r = super::super::record::Record::failed(
+    /// excel's record of a cell that ran (its fields set by each test).
+    fn excel_record() -> super::super::record::Record {
+        super::super::record::Record::failed(
             "excel",
             "baseline",
             super::super::record::Outcome::Ok,
             String::new(),
             0.0,
-        );
+        )
+    }
+
+    #[test]
+    fn the_section_gives_the_figure_and_each_tool_not_reached() {
+        let meta = meta();
+        let mut r = excel_record();
         r.lifecycle = Some("initialize".into());
         r.reach = Some(probes::result::Reach {
             called: 4,
@@ -299,13 +304,7 @@ mod tests {
     #[test]
     fn learnt_calls_are_a_catalogue_a_later_audit_reads() {
         let meta = meta();
-        let mut r = super::super::record::Record::failed(
-            "excel",
-            "baseline",
-            super::super::record::Outcome::Ok,
-            String::new(),
-            0.0,
-        );
+        let mut r = excel_record();
         r.learnt_calls.insert(
             "list_workbooks".into(),
             serde_json::json!({"path": "/workspace"}),

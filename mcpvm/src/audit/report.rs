@@ -741,6 +741,17 @@ mod tests {
         );
     }
 
+    /// The rule of each result of a SARIF log, in order.
+    fn rule_ids(log: &serde_json::Value) -> Vec<&str> {
+        log["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["results"].as_array().unwrap())
+            .map(|r| r["ruleId"].as_str().unwrap())
+            .collect()
+    }
+
     /// Names across servers: a tool two audited servers list, and a
     /// package a typo from a popular one, are findings of what the
     /// servers declare, in the section and in SARIF.
@@ -760,13 +771,7 @@ mod tests {
         assert!(md.contains("package-near-miss"), "{md}");
         assert!(md.contains("mcp-server-time"), "{md}");
         let log = security::sarif(&meta, &rs);
-        let ids: Vec<&str> = log["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|r| r["results"].as_array().unwrap())
-            .map(|r| r["ruleId"].as_str().unwrap())
-            .collect();
+        let ids = rule_ids(&log);
         assert_eq!(
             ids,
             ["name-collision", "installer-spoofing", "name-collision"],
@@ -804,13 +809,7 @@ mod tests {
         );
         assert!(html(&meta, &rs).contains("id_&lt;b&gt;rsa"), "escaped");
         let log = security::sarif(&meta, &rs);
-        let ids: Vec<&str> = log["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|r| r["results"].as_array().unwrap())
-            .map(|r| r["ruleId"].as_str().unwrap())
-            .collect();
+        let ids = rule_ids(&log);
         assert_eq!(ids, ["backdoor"], "{log}");
     }
 
