@@ -38,7 +38,9 @@ fn npm_rebuild_line(own_node: bool, scripted: &[Scripted]) -> String {
             crate::catalogue::OWN_NODE
         );
     }
-    let rebuild = "npm rebuild --foreground-scripts --no-audit --no-fund";
+    // No update check: npm's own lookup of its registry would be
+    // recorded as the scripts reaching the network (probes::install).
+    let rebuild = "npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier";
     // npm's package names and tree paths need no quoting; anything else
     // is not taken apart, and the whole tree is rebuilt strictly.
     let plain = |s: &str| {
@@ -305,7 +307,7 @@ mod tests {
         let line = npm_rebuild_line(false, &s);
         assert_eq!(
             line,
-            "cd /workspace && { npm rebuild --foreground-scripts --no-audit --no-fund cpu-features || { echo 'mcpvm: cpu-features, an optional dependency: its install script failed; dropped, as npm does' >&2; rm -rf -- node_modules/cpu-features; }; } && exec npm rebuild --foreground-scripts --no-audit --no-fund keytar ssh2"
+            "cd /workspace && { npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier cpu-features || { echo 'mcpvm: cpu-features, an optional dependency: its install script failed; dropped, as npm does' >&2; rm -rf -- node_modules/cpu-features; }; } && exec npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier keytar ssh2"
         );
         // The shell runs it as meant.
         let out = std::process::Command::new("sh")
@@ -323,7 +325,7 @@ mod tests {
             .collect();
         assert_eq!(
             npm_rebuild_line(true, &required),
-            "cd /workspace && export PATH=/workspace/.mcpvm-node/bin:$PATH && exec npm rebuild --foreground-scripts --no-audit --no-fund"
+            "cd /workspace && export PATH=/workspace/.mcpvm-node/bin:$PATH && exec npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier"
         );
         // A name npm would not give is not handed to a shell.
         let odd = vec![Scripted {
@@ -331,8 +333,9 @@ mod tests {
             path: "node_modules/x".into(),
             optional: true,
         }];
-        assert!(npm_rebuild_line(false, &odd)
-            .ends_with("exec npm rebuild --foreground-scripts --no-audit --no-fund"));
+        assert!(npm_rebuild_line(false, &odd).ends_with(
+            "exec npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier"
+        ));
         // Nor a path that would remove something outside node_modules.
         for path in [
             "node_modules/../../etc",

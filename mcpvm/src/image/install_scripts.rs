@@ -122,7 +122,9 @@ fn scenario(job: &ScriptJob<'_>, mem_mib: u64, limit_mib: u64, timeout_s: u64) -
     // the agent's `effect` events (RECORD_PROFILE), kept also when the
     // scripts fail.
     let record = match job.record {
-        true => " --profiles-file ./record.toml --profile install-scripts --vcpus 1 --events ./events.jsonl",
+        true => {
+            " --profiles ./record.toml --profile install-scripts --vcpus 1 --events ./events.jsonl"
+        }
         false => "",
     };
     // What the scripts print on stderr (cargo's "Compiling ..." lines)
