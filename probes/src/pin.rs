@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::findings::Finding;
+pub use crate::result::Definition;
+use crate::result::Finding;
 
 /// A pin file's format version.
 pub const SCHEMA: u32 = 1;
@@ -20,19 +21,6 @@ pub const SCHEMA: u32 = 1;
 pub const MAX_DEFINITION: usize = 64 << 10;
 /// Definitions one server's pin keeps.
 pub const MAX_DEFINITIONS: usize = 4096;
-
-/// One declared item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Definition {
-    /// `tool`, `prompt` or `resource`.
-    pub kind: String,
-    pub name: String,
-    /// SHA-256 of the canonical JSON, hex.
-    pub sha256: String,
-    /// The canonical JSON itself, when within [`MAX_DEFINITION`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub definition: Option<Value>,
-}
 
 /// What one server was pinned at.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -186,7 +186,20 @@ pub struct ProbeResult {
     pub reach: Option<Reach>,
     /// Every listed definition, canonical and hashed (`mcpvm pin`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub definitions: Vec<crate::pin::Definition>,
+    pub definitions: Vec<Definition>,
+}
+
+/// One declared item, as `mcpvm pin` keeps it (`crate::pin`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    /// `tool`, `prompt` or `resource`.
+    pub kind: String,
+    pub name: String,
+    /// SHA-256 of the canonical JSON, hex.
+    pub sha256: String,
+    /// The canonical JSON itself, when within `pin::MAX_DEFINITION`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<serde_json::Value>,
 }
 
 /// How many tool calls reached the tool's code: answered with something

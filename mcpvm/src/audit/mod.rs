@@ -121,10 +121,7 @@ fn out_err(path: &Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {
 
 /// Writes `text` to `path` through a temporary file: never half-written.
 fn write_atomic(path: &Path, text: &str) -> Result<(), AuditError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(out_err(path))
+    crate::files::write_whole(path, text.as_bytes()).map_err(out_err(path))
 }
 
 fn sha256_16(path: &Path) -> String {

@@ -148,10 +148,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
             robustness: a.robustness,
             pinned: match a.pinned {
                 Some(path) => {
-                    let keys = crate::commands::pin::read(&path)?
-                        .servers
-                        .into_keys()
-                        .collect();
+                    let keys = crate::pinning::read(&path)?.servers.into_keys().collect();
                     Some((path, keys))
                 }
                 None => None,

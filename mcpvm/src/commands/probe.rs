@@ -237,17 +237,6 @@ pub enum ProbeCliError {
     },
 }
 
-/// Writes `bytes` to `path` through a temporary file beside it, so that a
-/// reader never sees half of it.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
-}
-
 /// The built-in payloads, and a user's file's after them.
 fn payloads(extra: Option<&Path>) -> Result<Vec<probes::attacks::Payload>, ProbeCliError> {
     use probes::attacks::{parse, BUILT_IN};
@@ -363,7 +352,11 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     };
     // A pin to hold the listing to, or one to write.
     let pinned = match &args.pinned {
-        Some(path) => Some(crate::commands::pin::pinned_for(path, &args)?),
+        Some(path) => Some(crate::pinning::pinned_for(
+            path,
+            &args.vm_options,
+            &args.command,
+        )?),
         None => None,
     };
     let pin_out = args.pin_out.clone();
@@ -485,7 +478,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     let result = probe_process(&command, &opts)?;
     drop(rundir);
     if let (Some(out), Some(pin_args)) = (&pin_out, &pin_args) {
-        let said = crate::commands::pin::write(out, pin_args, &result)?;
+        let said = crate::pinning::write(out, &pin_args.vm_options, &pin_args.command, &result)?;
         if json {
             println!(
                 "{}",
@@ -499,12 +492,12 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     if let Some(path) = &sarif {
         let artifact = artifact.as_ref().expect("made with --sarif");
         let log = probes::sarif::log(&result, &server, artifact);
-        write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(|source| {
-            ProbeCliError::WriteSarif {
+        crate::files::write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(
+            |source| ProbeCliError::WriteSarif {
                 path: path.clone(),
                 source,
-            }
-        })?;
+            },
+        )?;
     }
     if json {
         println!("{}", serde_json::to_string(&result)?);
