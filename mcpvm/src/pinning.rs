@@ -40,44 +40,23 @@ pub struct Identity {
 
 /// The identity of the server `vm_options` and `command` name.
 pub fn identity(vm_options: &VmOptions, command: &[String]) -> Identity {
-    let index = mcpvm_images::store::Index::load(
-        &vm_options
-            .images
-            .clone()
-            .unwrap_or_else(mcpvm_images::store::default_dir),
-    )
-    .unwrap_or_default();
-    let stored = |name: &str| {
-        let r = index.servers.get(name);
-        (r.map(|r| r.layer.clone()), r.and_then(|r| r.lock.clone()))
-    };
-    let entry = match (&vm_options.server, &vm_options.package) {
-        (Some(name), _) => mcpvm_images::catalogue::Catalogue::choose(
-            vm_options.catalogue.path.as_deref(),
-            vm_options.catalogue.only,
-        )
-        .ok()
-        .and_then(|c| c.get(name).ok().cloned())
-        .map(|e| (name.clone(), name.clone(), e)),
-        (None, Some(spec)) => mcpvm_images::package::entry(spec)
-            .ok()
-            .map(|(name, e)| (spec.clone(), name, e)),
-        (None, None) => None,
-    };
-    match entry {
-        Some((key, stored_as, e)) => {
-            let (layer, lock) = stored(&stored_as);
-            Identity {
-                key,
-                pinned: Pinned {
-                    package: Some(e.package),
-                    version: Some(e.version),
-                    layer,
-                    lock,
-                    definitions: Vec::new(),
-                },
-            }
-        }
+    let stored = crate::server::stored(
+        vm_options.server.as_deref(),
+        vm_options.package.as_deref(),
+        &vm_options.catalogue,
+        &vm_options.images,
+    );
+    match stored {
+        Some(s) => Identity {
+            key: s.key,
+            pinned: Pinned {
+                package: Some(s.entry.package),
+                version: Some(s.entry.version),
+                layer: s.record.as_ref().map(|r| r.layer.clone()),
+                lock: s.record.and_then(|r| r.lock),
+                definitions: Vec::new(),
+            },
+        },
         None => Identity {
             key: command.join(" ").chars().take(512).collect(),
             pinned: Pinned::default(),

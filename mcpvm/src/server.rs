@@ -52,6 +52,42 @@ pub struct CatalogueArg {
     pub only: bool,
 }
 
+/// A server named by `--server` or `--package`, as the store has it.
+pub struct Stored {
+    /// What it is known by: the catalogue name, or the package spec.
+    pub key: String,
+    pub entry: Entry,
+    /// Its layer's record in the store, once built.
+    pub record: Option<mcpvm_images::store::LayerRecord>,
+}
+
+/// The server `server` (a catalogue name) or `package` (a spec) names,
+/// with its store record from `images` (the default store when None);
+/// None for a bare command or a name nothing knows.
+pub fn stored(
+    server: Option<&str>,
+    package: Option<&str>,
+    catalogue: &CatalogueArg,
+    images: &Option<PathBuf>,
+) -> Option<Stored> {
+    let (key, name, entry) = match (server, package) {
+        (Some(name), _) => {
+            let e = load(catalogue).ok()?.get(name).ok()?.clone();
+            (name.to_string(), name.to_string(), e)
+        }
+        (None, Some(spec)) => {
+            let (name, e) = mcpvm_images::package::entry(spec).ok()?;
+            (spec.to_string(), name, e)
+        }
+        (None, None) => return None,
+    };
+    let dir = images.clone().unwrap_or_else(store::default_dir);
+    let record = Index::load(&dir)
+        .ok()
+        .and_then(|mut i| i.servers.remove(&name));
+    Some(Stored { key, entry, record })
+}
+
 /// What the server is meant to reach (guest paths): its catalogue
 /// entry's `roots`, or the workspace and its own layer.
 pub fn roots(name: &str, catalogue: &CatalogueArg) -> Result<Vec<String>, ServerError> {
@@ -111,4 +147,56 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
             mcpvm_images::catalogue::Transport::Stdio => None,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A catalogued server's store record comes back with what its
+    /// install scripts did; a name the catalogue lacks, or a bare
+    /// command, has none.
+    #[test]
+    fn a_stored_server_brings_its_install_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalogue = dir.path().join("c.toml");
+        std::fs::write(
+            &catalogue,
+            "[servers.s]\npackage = \"p\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"p\"\n",
+        )
+        .unwrap();
+        let record = mcpvm_images::build::InstallRecord {
+            calls: 7,
+            ..Default::default()
+        };
+        let layer = store::LayerRecord {
+            layer: "layer-s-k.erofs".into(),
+            key: "k".into(),
+            package: "p".into(),
+            version: "1.0.0".into(),
+            bytes: 1,
+            lock: None,
+            command: None,
+            toolchain: None,
+            install: Some(record.clone()),
+        };
+        Index {
+            schema: 1,
+            runtime: None,
+            servers: [("s".to_string(), layer)].into(),
+            failed: Default::default(),
+        }
+        .save(dir.path())
+        .unwrap();
+        let arg = CatalogueArg {
+            path: Some(catalogue),
+            only: true,
+        };
+        let images = Some(dir.path().to_path_buf());
+        let s = stored(Some("s"), None, &arg, &images).unwrap();
+        assert_eq!((s.key.as_str(), s.entry.package.as_str()), ("s", "p"));
+        assert_eq!(s.record.and_then(|r| r.install), Some(record));
+        assert!(stored(Some("nope"), None, &arg, &images).is_none());
+        assert!(stored(None, None, &arg, &images).is_none());
+    }
 }

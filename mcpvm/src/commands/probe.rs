@@ -359,6 +359,14 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         )?),
         None => None,
     };
+    // The store's record of its install scripts (a server built there).
+    let installed = crate::server::stored(
+        args.vm_options.server.as_deref(),
+        args.vm_options.package.as_deref(),
+        &args.vm_options.catalogue,
+        &args.vm_options.images,
+    )
+    .and_then(|s| s.record?.install);
     let pin_out = args.pin_out.clone();
     let pin_args = pin_out.as_ref().map(|_| args.clone());
     let mut calls = match &args.calls {
@@ -475,8 +483,15 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         opts.env = env;
         args.command
     };
-    let result = probe_process(&command, &opts)?;
+    let mut result = probe_process(&command, &opts)?;
     drop(rundir);
+    // What the server's install scripts did when its layer was built,
+    // beyond installing: findings of what it declares, like the audit's.
+    if let Some(rec) = installed {
+        result
+            .findings
+            .extend(crate::image::install_record::findings(&rec));
+    }
     if let (Some(out), Some(pin_args)) = (&pin_out, &pin_args) {
         let said = crate::pinning::write(out, &pin_args.vm_options, &pin_args.command, &result)?;
         if json {
