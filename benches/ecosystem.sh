@@ -13,7 +13,9 @@
 #    MCPVM_BENCH_OUT (default: a temporary directory, named at the end),
 #    prints the audit's throughput in servers per hour and renders
 #    docs/ecosystem.md's table there as table.md (benches/lib/
-#    ecosystem-table.py, with the build's sizes and times, build.json).
+#    ecosystem-table.py, with the build's sizes and times, build.json),
+#    the calls that reached their tools as reach.md and what the
+#    layers' install scripts did as install.md.
 # MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
 # MCPVM_ECOSYSTEM_DEADLINE=SECONDS stops the audit after that long (what
 #   it recorded comes back, its reports rendered over it);
@@ -94,4 +96,6 @@ python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --resu
   --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" $([ -f "$corpus_csv" ] && echo --csv "$corpus_csv") > "$out/table.md"
 # How many calls reached their tools (docs/benchmarks.md).
 python3 "$top/benches/lib/reach-table.py" --results "$out/results.jsonl" --catalogue "$catalogue" > "$out/reach.md"
-echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html, tables in $out/table.md and $out/reach.md" >&2
+# What the layers' install scripts did (docs/security-audit.md).
+python3 "$top/benches/lib/install-table.py" --index "$store/index.json" > "$out/install.md"
+echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html, tables in $out/table.md, $out/reach.md and $out/install.md" >&2
