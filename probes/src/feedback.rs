@@ -92,11 +92,15 @@ pub fn read(text: &str, schema: &Map<String, Value>, args: &Map<String, Value>) 
 /// did not reach the tool's code.
 pub fn complains(text: &str, schema: &Map<String, Value>, args: &Map<String, Value>) -> bool {
     let t = head(text).to_lowercase();
+    // A refusal in plain words is about the arguments only where it can
+    // be tied to one: "Chrome failed to start … in the image" names a
+    // file kind, but no property of a tool that takes no path.
+    let tied = |c: &Complaint| c.property.is_some() || path_property(schema, args).is_some();
     t.contains("-32602")
         || t.contains("invalid arguments")
         || t.contains("invalid params")
         || t.contains("validation error")
-        || !read(text, schema, args).is_empty()
+        || read(text, schema, args).iter().any(tied)
 }
 
 /// The next arguments to try after `text` refused `args`, and why; None
@@ -1105,6 +1109,24 @@ mod tests {
             "No results for this query.",
             "[]",
         ] {
+            assert!(!complains(said, &schema, &args), "{said}");
+            assert!(
+                retry(said, &schema, &args, &hints(), &[]).is_none(),
+                "{said}"
+            );
+        }
+        // chrome-devtools-mcp 1.11.0 with no browser in the image: it
+        // names a file kind ("image") and a path, but its tools take no
+        // path: the call reached the tool, which needs its environment.
+        let said = "Chrome failed to start: Browser was not found at the configured executablePath (/usr/bin/chromium)\n\nchrome-devtools-mcp is running as root and Chrome does not start as root (https://crbug.com/638180). Run chrome-devtools-mcp as a non-root user; in a container, create an unprivileged user in the image";
+        for (schema, args) in [
+            (json!({"type": "object", "properties": {}}), json!({})),
+            (
+                json!({"type": "object", "properties": {"uid": {"type": "string"}, "dblClick": {"type": "boolean"}}}),
+                json!({"uid": "1_2", "dblClick": false}),
+            ),
+        ] {
+            let (schema, args) = (obj(schema), obj(args));
             assert!(!complains(said, &schema, &args), "{said}");
             assert!(
                 retry(said, &schema, &args, &hints(), &[]).is_none(),
