@@ -93,9 +93,13 @@ pub fn read(text: &str, schema: &Map<String, Value>, args: &Map<String, Value>) 
 pub fn complains(text: &str, schema: &Map<String, Value>, args: &Map<String, Value>) -> bool {
     let t = head(text).to_lowercase();
     // A refusal in plain words is about the arguments only where it can
-    // be tied to one: "Chrome failed to start … in the image" names a
-    // file kind, but no property of a tool that takes no path.
-    let tied = |c: &Complaint| c.property.is_some() || path_property(schema, args).is_some();
+    // be tied to one: a property it names or quotes, or the call's path
+    // when it speaks of a file or a path. "Chrome failed to start … at
+    // the configured executablePath … in the image" names a file kind,
+    // and neither.
+    let of_files = word_at(&t, "file").is_some() || word_at(&t, "path").is_some();
+    let tied =
+        |c: &Complaint| c.property.is_some() || of_files && path_property(schema, args).is_some();
     t.contains("-32602")
         || t.contains("invalid arguments")
         || t.contains("invalid params")
@@ -1125,14 +1129,22 @@ mod tests {
                 json!({"type": "object", "properties": {"uid": {"type": "string"}, "dblClick": {"type": "boolean"}}}),
                 json!({"uid": "1_2", "dblClick": false}),
             ),
+            (
+                json!({"type": "object", "properties": {"filePath": {"type": "string"}}}),
+                json!({"filePath": "/workspace/shot.png"}),
+            ),
         ] {
             let (schema, args) = (obj(schema), obj(args));
-            assert!(!complains(said, &schema, &args), "{said}");
-            assert!(
-                retry(said, &schema, &args, &hints(), &[]).is_none(),
-                "{said}"
-            );
+            assert!(!complains(said, &schema, &args), "{args:?}");
         }
+        // Said of a file or a path, the call's path is what it is about.
+        let schema = obj(json!({"type": "object", "properties": {"filePath": {"type": "string"}}}));
+        let args = obj(json!({"filePath": "/workspace/notes.txt"}));
+        assert!(complains(
+            "The file must be an image (PNG or JPEG)",
+            &schema,
+            &args
+        ));
     }
 
     #[test]
