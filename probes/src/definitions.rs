@@ -255,7 +255,7 @@ fn excerpt(text: &str, at: usize, len: usize) -> String {
 
 /// Every hidden or control character shown as `\u{…}`: evidence that a
 /// reader (and a terminal) sees as it is.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::new();
     for c in text.chars() {
         if is_hidden(c) {

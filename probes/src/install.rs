@@ -242,6 +242,18 @@ pub fn what(e: &Effect) -> String {
     }
 }
 
+/// Characters of a path or command line a finding's text quotes.
+const MAX_SHOWN: usize = 200;
+
+/// A package's words in a finding's text (printed to a terminal by
+/// `mcpvm probe`): bounded, every hidden or control character shown as
+/// `\u{…}`. The evidence keeps the call whole, as JSON.
+fn shown(text: &str) -> String {
+    let cut: String = text.chars().take(MAX_SHOWN).collect();
+    let more = if cut.len() < text.len() { "…" } else { "" };
+    crate::definitions::escape(&cut) + more
+}
+
 /// The findings of a layer's recorded install: one per rule broken,
 /// with how many calls broke it and the first kept as evidence.
 /// `beyond` holds each call with its rule; `omitted` is how many more
@@ -258,7 +270,7 @@ pub fn findings(beyond: &[(String, Effect)], omitted: u64) -> Vec<Finding> {
             calls.first()?;
             let mut whats: Vec<String> = Vec::new();
             for e in &calls {
-                let w = format!("{} by {}", what(e), e.exe);
+                let w = format!("{} by {}", shown(&what(e)), shown(&e.exe));
                 if !whats.contains(&w) {
                     whats.push(w);
                 }
@@ -481,5 +493,21 @@ mod tests {
             "its install scripts tried to reach the network (code or data the lock does not name): inet 127.0.0.1:9 by /opt/node/bin/node"
         );
         assert_eq!(net.evidence.len(), 2);
+    }
+
+    #[test]
+    fn what_a_finding_quotes_is_bounded_and_printable() {
+        use serde_json::json;
+        let long = "x".repeat(5000);
+        let e = effect(
+            "execve",
+            "/bin/sh",
+            json!({"paths": ["/usr/bin/curl"], "argv": ["curl", "\u{1b}]0;owned\u{7}", long]}),
+        );
+        let found = findings(&[(judge(&e).unwrap().to_string(), e)], 0);
+        let why = &found[0].why;
+        assert!(!why.chars().any(|c| c.is_control()), "{why:?}");
+        assert!(why.contains("\\u{001B}]0;owned\\u{0007}"), "{why}");
+        assert!(why.len() < 600 && why.contains('…'), "{}", why.len());
     }
 }
