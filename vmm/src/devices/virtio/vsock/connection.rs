@@ -66,6 +66,9 @@ pub struct Connection {
     pub host_eof: bool,
     /// The guest said it will send no more (SHUTDOWN with SEND).
     pub guest_send_done: bool,
+    /// Both directions are done; the connection ends once `to_host` is
+    /// written (the muxer's `close`).
+    pub closing: bool,
 }
 
 impl Connection {
@@ -89,6 +92,7 @@ impl Connection {
             host_readable: true,
             host_eof: false,
             guest_send_done: false,
+            closing: false,
         }
     }
 
@@ -187,6 +191,7 @@ impl Connection {
     /// Whether host data could go to the guest now.
     pub fn can_send_to_guest(&self) -> bool {
         self.state == State::Established
+            && !self.closing
             && (self.stashed() > 0 || (self.host_readable && !self.host_eof))
             && self.peer_free() > 0
     }

@@ -137,6 +137,24 @@ impl Muxer {
         }
     }
 
+    /// Both directions are done: the connection ends with our RST
+    /// (section 5.10.6.6) once the host socket has taken every byte the
+    /// guest sent. Until then it stays, written to as the socket takes
+    /// more: ending it at once would drop what a slow host reader had
+    /// not taken yet, the tail of a stream. Returns true if it ended now.
+    fn close(&mut self, key: Key) -> bool {
+        let Some(conn) = self.conns.get_mut(&key) else {
+            return false;
+        };
+        conn.closing = true;
+        if conn.flush().is_ok() && conn.pending_to_host() > 0 {
+            return false;
+        }
+        self.remove_conn(key);
+        self.rst(key.0, key.1);
+        true
+    }
+
     /// Handles one packet the guest put on the TX queue.
     pub fn handle_guest_packet(&mut self, h: &Header, payload: &[u8]) {
         // Only stream packets from our guest to the host are meaningful;
@@ -196,11 +214,7 @@ impl Muxer {
                 let both =
                     h.flags & (SHUTDOWN_SEND | SHUTDOWN_RCV) == (SHUTDOWN_SEND | SHUTDOWN_RCV);
                 if both || (conn.guest_send_done && conn.host_eof) {
-                    // Both directions closed: the connection ends with our RST
-                    // (section 5.10.6.6); flush what is left to the host first.
-                    let _ = conn.flush();
-                    self.remove_conn(key);
-                    self.rst(key.0, key.1);
+                    self.close(key);
                 }
             }
             OP_RST => self.remove_conn(key),
@@ -343,10 +357,16 @@ impl Muxer {
         if readable || hangup {
             conn.host_readable = true;
         }
-        if writable && conn.flush().is_err() {
-            self.remove_conn(key);
-            self.rst(key.0, key.1);
-            return;
+        if writable {
+            if conn.flush().is_err() {
+                self.remove_conn(key);
+                self.rst(key.0, key.1);
+                return;
+            }
+            if conn.closing && conn.pending_to_host() == 0 {
+                self.close(key);
+                return;
+            }
         }
         self.maybe_credit_update(key);
     }
@@ -402,10 +422,11 @@ impl Muxer {
                     // half-close, like stdin EOF with stdout still flowing.
                     // Once both directions are done the connection ends.
                     if conn.guest_send_done {
-                        let _ = conn.flush();
-                        self.remove_conn(key);
-                        let h = self.header(key.0, key.1, OP_RST);
-                        return Some((h, &[]));
+                        if self.close(key) {
+                            // Its RST, the one control packet queued.
+                            return self.control.pop_front().map(|h| (h, &[][..]));
+                        }
+                        continue;
                     }
                     let (buf_alloc, fwd_cnt) = conn.credit();
                     let mut h = self.header(key.0, key.1, OP_SHUTDOWN);
@@ -527,6 +548,54 @@ mod tests {
         assert_eq!(m.next_for_guest(4096).unwrap().0.op, OP_RST);
         assert_eq!(m.connection_count(), 0);
         assert_eq!(host.read(&mut buf).unwrap(), 0);
+    }
+
+    /// The host stopped sending (stdin's EOF) and reads slowly; the guest
+    /// sends more than the host socket holds, then ends: the connection
+    /// stays until the host has every byte, and only then ends with RST.
+    #[test]
+    fn a_slow_host_gets_the_whole_tail_after_both_sides_end() {
+        let (_d, uds, mut m) = setup();
+        let listener = UnixListener::bind(format!("{}_1000", uds.display())).unwrap();
+        m.handle_guest_packet(&guest(OP_REQUEST, 5000, 1000), &[]);
+        m.next_for_guest(4096).unwrap();
+        let (mut host, _) = listener.accept().unwrap();
+        host.shutdown(std::net::Shutdown::Write).unwrap();
+        assert_eq!(m.next_for_guest(4096).unwrap().0.op, OP_SHUTDOWN);
+        let key = (1000, 5000);
+        let piece = 16 * 1024;
+        let mut sent = Vec::new();
+        // Until the host socket is full and a few pieces wait in the VMM.
+        while m.conns[&key].pending_to_host() < 3 * piece {
+            let data: Vec<u8> = (0..piece).map(|i| (sent.len() + i) as u8 ^ 0x5a).collect();
+            m.handle_guest_packet(&guest(OP_RW, 5000, 1000), &data);
+            sent.extend(data);
+            assert_eq!(m.connection_count(), 1, "within credit");
+        }
+        let mut sd = guest(OP_SHUTDOWN, 5000, 1000);
+        sd.flags = SHUTDOWN_SEND;
+        m.handle_guest_packet(&sd, &[]);
+        assert_eq!(m.connection_count(), 1, "kept until the host has it all");
+        while let Some((h, _)) = m.next_for_guest(4096) {
+            assert_ne!(h.op, OP_RST, "no RST yet");
+        }
+        let token = m.token_of[&key];
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; piece];
+        while got.len() < sent.len() {
+            let n = host.read(&mut buf).unwrap();
+            assert!(n > 0, "EOF after {} of {} bytes", got.len(), sent.len());
+            got.extend_from_slice(&buf[..n]);
+            m.host_event(token, false, true, false);
+        }
+        assert!(got == sent, "the bytes arrive in order, unchanged");
+        let mut ops = Vec::new();
+        while let Some((h, _)) = m.next_for_guest(4096) {
+            ops.push(h.op);
+        }
+        assert_eq!(ops.last(), Some(&OP_RST), "{ops:?}");
+        assert_eq!(m.connection_count(), 0);
+        assert_eq!(host.read(&mut buf).unwrap(), 0, "then EOF");
     }
 
     #[test]
