@@ -15,6 +15,7 @@ use std::time::Duration;
 use mcpvm_protocol::messages::{Event, HostMessage};
 use mcpvm_protocol::ports::*;
 
+use crate::tail::Progress;
 use crate::vsock;
 
 /// One generation's channels.
@@ -117,11 +118,13 @@ fn pick(c: &Channels, which: Which) -> &File {
 /// Copies the server's `from` (stdout or stderr) to the host's `which`
 /// channel until `from` ends. A write that fails across a restore is
 /// written again, whole, on the next generation. `on_first` runs at the
-/// first byte, `seen` on every chunk read.
+/// first byte, `seen` on every chunk read; `progress` says what the
+/// host has taken (the agent waits for the tail by it).
 pub fn relay_out(
     links: &Links,
     mut from: impl Read,
     which: Which,
+    progress: &Progress,
     mut on_first: impl FnMut(),
     mut seen: impl FnMut(&[u8]),
 ) {
@@ -142,12 +145,14 @@ pub fn relay_out(
             on_first();
         }
         seen(&buf[..n]);
+        progress.writing();
         while (&to).write_all(&buf[..n]).is_err() {
             match links.after_loss(generation, which) {
                 Some((g, f)) => (generation, to) = (g, f),
                 None => return,
             }
         }
+        progress.wrote(n);
     }
 }
 
@@ -311,8 +316,16 @@ mod tests {
         let links = Arc::new(Links::new(first));
         let (server_out, mut server_writes) = UnixStream::pair().unwrap();
         let l = links.clone();
-        let relay =
-            std::thread::spawn(move || relay_out(&l, server_out, Which::Stdio, || {}, |_| {}));
+        let relay = std::thread::spawn(move || {
+            relay_out(
+                &l,
+                server_out,
+                Which::Stdio,
+                &Progress::default(),
+                || {},
+                |_| {},
+            )
+        });
         links.arm();
         drop(host); // the old VM's host ends are gone
         server_writes.write_all(b"after").unwrap();

@@ -19,6 +19,7 @@ mod ports;
 mod root;
 mod session;
 mod system;
+mod tail;
 mod vsock;
 mod withholding;
 mod workspace;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::exit::Exit;
 use crate::links::{self, Channels, Links, Which};
+use crate::tail::{self, Progress};
 use crate::vsock;
 use guest_agent::calls::{Calls, Lines};
 use guest_agent::server_seccomp;
@@ -20,8 +21,8 @@ use mcpvm_protocol::ports::*;
 
 /// The longest run spec we accept (one JSON line).
 const MAX_SPEC: u64 = 1 << 20;
-/// How long draining a stream may take once the server has exited (its
-/// grandchildren may hold a pipe open forever).
+/// How long the recorder's last effects may take to go out once the
+/// server has exited.
 const DRAIN: Duration = Duration::from_secs(3);
 /// How long the host may take to read a writable workspace's copy (its
 /// unpacking keeps pace with the stream; this bounds a host that hangs).
@@ -307,11 +308,14 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
     });
     let l = links.clone();
     let tap = calls.clone();
+    let (stdout_moved, stderr_moved) =
+        (Arc::new(Progress::default()), Arc::new(Progress::default()));
+    let moved = stdout_moved.clone();
     let stdout_done = spawn_done(move || {
         if let Some(out) = stdout {
             let mut lines = Lines::default();
             let first = || l.send(&Event::FirstStdoutByte);
-            links::relay_out(&l, out, Which::Stdio, first, |chunk| {
+            links::relay_out(&l, out, Which::Stdio, &moved, first, |chunk| {
                 if let Some(c) = &tap {
                     lines.feed(chunk, |line| c.answered(line));
                 }
@@ -319,9 +323,10 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
         }
     });
     let l = links.clone();
+    let moved = stderr_moved.clone();
     let stderr_done = spawn_done(move || {
         if let Some(err) = stderr {
-            links::relay_out(&l, err, Which::Stderr, || {}, |_| {});
+            links::relay_out(&l, err, Which::Stderr, &moved, || {}, |_| {});
         }
     });
     // What the recorder saw, sent as it comes, then its tally.
@@ -363,8 +368,10 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
     if let Some(done) = effects_done {
         let _ = done.recv_timeout(DRAIN);
     }
-    let _ = stdout_done.recv_timeout(DRAIN);
-    let _ = stderr_done.recv_timeout(DRAIN);
+    // The server's last output, as long as the host takes it (tail.rs).
+    let deadline = std::time::Instant::now() + tail::LIMIT;
+    tail::wait_relay(&stdout_done, &stdout_moved, deadline);
+    tail::wait_relay(&stderr_done, &stderr_moved, deadline);
     Ok((links, exit))
 }
 
@@ -466,14 +473,20 @@ impl Session {
     }
 
     /// Ends every stream so that the host has all bytes: shut our write
-    /// sides, wait (bounded) for the host to close its own, report the
-    /// exit. Returns the status the VM powers off with.
+    /// sides, wait for the host to close its own, report the exit, wait
+    /// for the host to end CONTROL. The host ends CONTROL only once its
+    /// client has every byte of stdout and stderr, however slowly it
+    /// reads (STDIO's own end may have come long before, with the
+    /// client's stdin); all of it bounded by [`tail::LIMIT`]. Returns the
+    /// status the VM powers off with.
     fn finish(self, exit: Exit) -> u8 {
         vsock::shutdown_write(&self.stdio);
         vsock::shutdown_write(&self.stderr);
+        let deadline = std::time::Instant::now() + tail::LIMIT;
         for s in [&self.stdio, &self.stderr] {
             if let Ok(s) = s.try_clone() {
-                let _ = spawn_done(move || drain(s)).recv_timeout(DRAIN);
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let _ = spawn_done(move || drain(s)).recv_timeout(left);
             }
         }
         self.send(&Event::Exited {
@@ -483,7 +496,8 @@ impl Session {
         });
         vsock::shutdown_write(&self.control);
         if let Ok(c) = self.control.try_clone() {
-            let _ = spawn_done(move || drain(c)).recv_timeout(DRAIN);
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let _ = spawn_done(move || drain(c)).recv_timeout(left);
         }
         exit.status
     }

@@ -120,6 +120,18 @@ fn sixteen_mib_from_the_guest_arrives_intact() {
     assert_eq!(sent, got, "{c:?}");
 }
 
+/// The server exits while the client pauses before its last 500 kB:
+/// the run ends only once the client has them, however long it pauses.
+#[test]
+fn the_last_output_arrives_when_the_client_pauses_before_it() {
+    let c = case("slow_tail");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let sent = c.stderr.split_whitespace().next().expect("guest hash");
+    let got: Vec<_> = c.stdout.split_whitespace().collect();
+    assert_eq!(got.get(2), Some(&"4400000"), "bytes that came: {c:?}");
+    assert_eq!(Some(&sent), got.first(), "{c:?}");
+}
+
 #[test]
 fn server_crash_mid_request_ends_with_its_status() {
     let c = case("crash");

@@ -184,6 +184,9 @@ impl HostChannels {
             return;
         };
         drop(self);
+        // Held by the relays to the client's stdout and stderr.
+        let (delivering, delivered) = mpsc::channel::<()>();
+        let held = delivering.clone();
         match stdio {
             Stdio::Relay => {
                 // Both relays share the socket's flags: set before either runs.
@@ -202,6 +205,7 @@ impl HostChannels {
                     });
                 }
                 spawn_relay(mode, Some(done.clone()), move || {
+                    let _held = held;
                     let stdout = io::stdout().lock();
                     pump::pump(stdio_s.as_fd(), stdout.as_fd());
                     // Every byte is here: let the agent finish.
@@ -211,6 +215,7 @@ impl HostChannels {
             Stdio::Template(answer) => {
                 if let Ok(to_agent) = control.try_clone() {
                     spawn_relay(mode, Some(done.clone()), move || {
+                        let _held = held;
                         template::drive(&stdio_s, &to_agent, &answer);
                         let _ = stdio_s.shutdown(std::net::Shutdown::Both);
                     });
@@ -225,7 +230,9 @@ impl HostChannels {
         // A person's terminal gets the server's stderr with its control
         // characters escaped (pump.rs); a file or a client's pipe, as is.
         let terminal = pump::is_terminal(io::stderr().as_fd());
+        let held = delivering;
         spawn_relay(mode, Some(done.clone()), move || {
+            let _held = held;
             let stderr = io::stderr().lock();
             match terminal {
                 true => pump::pump_printable(stderr_s.as_fd(), stderr.as_fd()),
@@ -234,6 +241,10 @@ impl HostChannels {
             let _ = stderr_s.shutdown(std::net::Shutdown::Both);
         });
         sink.read_from(&control);
+        // The agent powers off once CONTROL ends: not before the client
+        // has every byte of stdout and stderr, or a slow client would
+        // lose the tail still in the VM (its VMM's buffers, its socket).
+        let _ = delivered.recv();
         let _ = control.shutdown(std::net::Shutdown::Both);
         // Held to here: a drain also waits for the agent's last events.
         drop(done);
