@@ -214,6 +214,12 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
     if spec.network {
         crate::egress::start(calls.clone())
             .map_err(|e| Failure::new(format!("cannot bring up the guest's network: {e}"), 126))?;
+    } else {
+        // Every machine has a loopback, network or not: a server may talk
+        // to a helper of its own on 127.0.0.1, and one that expects a
+        // database there should hear "refused", not "unreachable".
+        crate::egress::loopback_up()
+            .map_err(|e| Failure::new(format!("cannot bring up the loopback: {e}"), 126))?;
     }
     if let Some(port) = spec.inbound {
         crate::inbound::start(port).map_err(|e| {
