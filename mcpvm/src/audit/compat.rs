@@ -267,6 +267,9 @@ fn classify(r: &Record) -> (Verdict, Option<Reason>, Vec<String>) {
             evidence.extend(last_lines(&r.evidence.stderr_tail, 1));
             return (Verdict::NotFit, None, evidence);
         }
+        if let Some(need) = no_call_answered(r) {
+            return need;
+        }
         evidence.push(format!(
             "handshake ({}) and tools/list answered: {} tools called, {} answered",
             r.lifecycle.as_deref().unwrap_or("?"),
@@ -379,6 +382,61 @@ fn classify(r: &Record) -> (Verdict, Option<Reason>, Vec<String>) {
     evidence.extend(exit);
     evidence.extend(last_lines(&r.evidence.stderr_tail, 2));
     (Verdict::Inconclusive, Some(Reason::NoHandshake), evidence)
+}
+
+/// A server whose every call failed says nothing of its tools: the
+/// verdict is what the failures name as missing (a network, something
+/// outside the server, a credential, in that order; then what the
+/// egress proxy refused), or the arguments when no call got past the
+/// tool's argument check. None when a call answered, or when the
+/// failures name nothing (the tools ran and said no: an answer a client
+/// gets).
+fn no_call_answered(r: &Record) -> Option<(Verdict, Option<Reason>, Vec<String>)> {
+    if !r.tools_ok.is_empty() || r.tools_failed.is_empty() {
+        return None;
+    }
+    let said: Vec<&str> = r
+        .evidence
+        .errors
+        .iter()
+        .map(String::as_str)
+        .filter(|e| e.starts_with("tools/call:"))
+        .collect();
+    let found = |words: &[&'static str]| said.iter().find(|l| contains_any(l, words).is_some());
+    let named = if let Some(l) = found(NETWORK_WORDS) {
+        Some((Reason::NeedsNetwork, quote(l)))
+    } else if let Some(l) = found(ENVIRONMENT_WORDS) {
+        Some((Reason::NeedsEnvironment, quote(l)))
+    } else if let Some(l) = found(CREDENTIAL_WORDS) {
+        Some((Reason::NeedsCredentials, quote(l)))
+    } else if let Some(n) = r.network.first() {
+        // The calls' own words name nothing; what the proxy refused does.
+        Some((Reason::NeedsNetwork, format!("network: {}", quote(n))))
+    } else {
+        r.reach
+            .as_ref()
+            .filter(|reach| reach.called > 0 && reach.reached == 0)
+            .map(|reach| {
+                let why = reach.not_reached.first().map_or("", String::as_str);
+                (
+                    Reason::NeedsArguments,
+                    format!("not reached: {}", quote(why)),
+                )
+            })
+    };
+    let (reason, line) = named?;
+    Some((
+        Verdict::Inconclusive,
+        Some(reason),
+        vec![
+            line,
+            format!(
+                "none of the {} calls answered (handshake ({}) and tools/list did)",
+                r.tools_failed.len(),
+                r.lifecycle.as_deref().unwrap_or("?"),
+            ),
+        ],
+    ))
 }
 
 /// Every server's verdict, in the audit's order.
@@ -656,6 +714,78 @@ mod tests {
         let c = judged(&r);
         assert_eq!((c.verdict, c.reason), (Verdict::Fit, None));
         assert!(c.evidence[1].contains("9 of 9"), "{:?}", c.evidence);
+    }
+
+    /// Every call failed: the verdict is what the failures name, from
+    /// answers real servers gave in the corpus audit.
+    #[test]
+    fn a_server_whose_every_call_failed_is_judged_by_what_the_failures_name() {
+        let failing = |errors: &[&str]| {
+            let mut r = cell(Outcome::Degraded, Some("initialize"), "", code(0));
+            r.tools_ok = Vec::new();
+            r.tools_failed = vec!["a".into(), "b".into()];
+            r.evidence.errors = errors.iter().map(|e| e.to_string()).collect();
+            r
+        };
+        let cases = [
+            // @winor30/mcp-server-datadog
+            ("tools/call:list_incidents: error: Mcp error: -32603: request to https://api.datadoghq.com/api/v2/incidents failed, reason: getaddrinfo ENOTFOUND api.datadoghq.com", Reason::NeedsNetwork),
+            // @modelcontextprotocol/server-puppeteer
+            ("tools/call:puppeteer_navigate: error: Mcp error: -32603: Tried to find the browser at the configured path (/usr/bin/chromium), but no executable was found.", Reason::NeedsEnvironment),
+            // chrome-devtools-mcp
+            ("tools/call:list_pages: tool_error: Chrome failed to start: Browser was not found at the configured executablePath (/usr/bin/chromium)", Reason::NeedsEnvironment),
+            // @modelcontextprotocol/server-postgres, no database on the loopback
+            ("tools/call:query: error: Mcp error: -32603: connect ECONNREFUSED 127.0.0.1:5432", Reason::NeedsEnvironment),
+            ("tools/call:list_projects: tool_error: Error: 401 Unauthorized", Reason::NeedsCredentials),
+        ];
+        for (error, want) in cases {
+            let c = judged(&failing(&[error]));
+            assert_eq!(
+                (c.verdict, c.reason),
+                (Verdict::Inconclusive, Some(want)),
+                "{error}"
+            );
+            assert_eq!(c.evidence[0], quote(error));
+            assert!(
+                c.evidence[1].starts_with("none of the 2 calls answered"),
+                "{:?}",
+                c.evidence
+            );
+        }
+        // Words that name nothing, but the egress proxy refused a name.
+        let mut r = failing(&["tools/call:a: tool_error: something went wrong"]);
+        r.network = vec!["dns api.example.com denied (api.example.com is not allowed)".into()];
+        let c = judged(&r);
+        assert_eq!(c.reason, Some(Reason::NeedsNetwork));
+        assert!(
+            c.evidence[0].starts_with("network: dns api.example.com"),
+            "{:?}",
+            c.evidence
+        );
+        // No call got past its argument check.
+        r.network.clear();
+        r.reach = Some(probes::result::Reach {
+            called: 2,
+            reached: 0,
+            not_reached: vec![
+                "a: the answer complains about the arguments: Expected object".into(),
+            ],
+            ..Default::default()
+        });
+        let c = judged(&r);
+        assert_eq!(c.reason, Some(Reason::NeedsArguments));
+        assert!(
+            c.evidence[0].contains("Expected object"),
+            "{:?}",
+            c.evidence
+        );
+        // The tools ran and said no: an answer a client gets.
+        r.reach.as_mut().unwrap().reached = 2;
+        assert_eq!(judged(&r).verdict, Verdict::Fit);
+        // One call answered: the tools can be judged.
+        let mut r = failing(&[cases[0].0]);
+        r.tools_ok = vec!["c".into()];
+        assert_eq!(judged(&r).verdict, Verdict::Fit);
     }
 
     #[test]
