@@ -132,6 +132,16 @@ fn the_last_output_arrives_when_the_client_pauses_before_it() {
     assert_eq!(Some(&sent), got.first(), "{c:?}");
 }
 
+/// A run without a network has its loopback up.
+#[test]
+fn the_loopback_is_up_without_a_network() {
+    let c = case("loopback");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let said = format!("{}{}", c.stdout, c.stderr);
+    assert!(said.contains("refused"), "{c:?}");
+    assert!(!said.contains("unreachable"), "{c:?}");
+}
+
 #[test]
 fn server_crash_mid_request_ends_with_its_status() {
     let c = case("crash");
