@@ -52,6 +52,85 @@ fn browse(page: &Path, extra: &[&str]) -> (String, String) {
     )
 }
 
+/// The page's DOM once Chromium has loaded it, asserting no script error.
+fn load(page: &Path) -> String {
+    let (dom, console) = browse(page, &["--dump-dom"]);
+    for line in console.lines() {
+        assert!(
+            !line.contains("Uncaught") && !(line.contains("CONSOLE") && line.contains("ERROR")),
+            "a script error in {}: {line}",
+            page.display()
+        );
+    }
+    dom
+}
+
+/// A report of more servers than a page holds (600, made from the
+/// corpus run's records by benches/lib/scale-records.py): the summary
+/// and every page load, the summary links each page and each page the
+/// summary, and a page shows its own servers.
+#[test]
+fn a_paged_report_loads_in_chromium_and_its_pages_link_both_ways() {
+    let work = tempfile::tempdir().unwrap();
+    let made = Command::new("python3")
+        .arg(repo().join("benches/lib/scale-records.py"))
+        .arg("--source")
+        .arg(repo().join("docs/ecosystem"))
+        .args(["--servers", "600", "--shards", "2", "--out"])
+        .arg(work.path().join("in"))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let out = work.path().join("out");
+    let merged = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .args(["audit", "merge", "--out"])
+        .arg(&out)
+        .arg(work.path().join("in/shard-0"))
+        .arg(work.path().join("in/shard-1"))
+        .output()
+        .unwrap();
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let summary = load(&out.join("report.html"));
+    assert!(summary.contains("of 600 fit"), "{summary}");
+    for k in 1..=3 {
+        assert!(
+            summary.contains(&format!("href=\"pages/{k:03}.html\"")),
+            "{summary}"
+        );
+        let page = load(&out.join(format!("pages/{k:03}.html")));
+        assert!(page.contains("href=\"../report.html\""), "page {k}");
+        assert!(page.contains("Compatibility"), "page {k}");
+    }
+    assert!(!out.join("pages/004.html").exists());
+    // Pages follow the servers' names: the second holds the 251st to
+    // the 500th.
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("audit.json")).unwrap()).unwrap();
+    let names: Vec<&String> = meta["servers"].as_object().unwrap().keys().collect();
+    let second = load(&out.join("pages/002.html"));
+    let has = |i: usize| second.contains(&format!(">{}<", names[i]));
+    assert!(
+        has(250) && has(499),
+        "{} and {} on page 2",
+        names[250],
+        names[499]
+    );
+    assert!(
+        !has(249) && !has(500),
+        "{} or {} on page 2",
+        names[249],
+        names[500]
+    );
+}
+
 #[test]
 fn the_corpus_report_loads_in_chromium_and_shows_every_server() {
     let data = repo().join("docs/ecosystem");
@@ -74,13 +153,7 @@ fn the_corpus_report_loads_in_chromium_and_shows_every_server() {
         serde_json::from_slice(&std::fs::read(data.join("compat.json")).unwrap()).unwrap();
     assert_eq!(verdicts, recorded, "the report renders the run's verdicts");
 
-    let (dom, console) = browse(&page, &["--dump-dom"]);
-    for line in console.lines() {
-        assert!(
-            !line.contains("Uncaught") && !(line.contains("CONSOLE") && line.contains("ERROR")),
-            "a script error in report.html: {line}"
-        );
-    }
+    let dom = load(&page);
     assert!(dom.contains("Compatibility"), "{dom}");
     for v in &verdicts {
         let server = v["server"].as_str().unwrap();

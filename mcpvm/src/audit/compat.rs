@@ -527,6 +527,39 @@ impl Verdict {
 /// `Compatibility`, first in the reports: the counts, then a row per
 /// server with its verdict, reason and the evidence it rests on.
 pub fn section(verdicts: &[Compat], servers: usize) -> Vec<Block> {
+    section_of(verdicts, servers, verdicts.iter().collect(), None)
+}
+
+/// [`section`] for a summary of many servers: the counts over all of
+/// them, rows for the worst `rows` only (not fit first; then what
+/// failed with nothing named — no handshake, a launch error, an install;
+/// then what lacked something here), and `rest` said under the table.
+pub fn worst_section(verdicts: &[Compat], servers: usize, rows: usize, rest: &str) -> Vec<Block> {
+    let mut worst: Vec<&Compat> = verdicts
+        .iter()
+        .filter(|c| c.verdict != Verdict::Fit)
+        .collect();
+    let rank = |c: &Compat| match (c.verdict, c.reason) {
+        (Verdict::NotFit, _) => 0,
+        (_, Some(Reason::NoHandshake | Reason::LaunchError)) => 1,
+        (_, Some(Reason::InstallFailed | Reason::InstallTimeout)) => 2,
+        _ => 3,
+    };
+    worst.sort_by_key(|c| (rank(c), c.reason, c.server.as_str()));
+    worst.truncate(rows);
+    let note = format!(
+        "{} of the servers that are not fit or inconclusive, the not fit first. {rest}",
+        worst.len()
+    );
+    section_of(verdicts, servers, worst, Some(note))
+}
+
+fn section_of(
+    verdicts: &[Compat],
+    servers: usize,
+    shown: Vec<&Compat>,
+    note: Option<String>,
+) -> Vec<Block> {
     let count = |v: Verdict| verdicts.iter().filter(|c| c.verdict == v).count();
     let mut reasons: std::collections::BTreeMap<&str, usize> = Default::default();
     for r in verdicts.iter().filter_map(|c| c.reason) {
@@ -546,8 +579,8 @@ pub fn section(verdicts: &[Compat], servers: usize) -> Vec<Block> {
     if servers > verdicts.len() {
         summary += &format!("; {} not run yet, so not judged", servers - verdicts.len());
     }
-    let rows = verdicts
-        .iter()
+    let rows = shown
+        .into_iter()
         .map(|c| Row {
             head: c.server.clone(),
             cells: vec![
@@ -570,14 +603,17 @@ pub fn section(verdicts: &[Compat], servers: usize) -> Vec<Block> {
         Block::Para(Line::text(format!(
             "Could a real client use each server? {summary}. Judged on the cell each ran with nothing withheld, from what it did (compat.json; docs/audit.md)."
         ))),
-        Block::Table(Table {
-            head: ["server", "package", "verdict", "reason", "evidence"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-            grid: false,
-        }),
     ]
+    .into_iter()
+    .chain(note.map(|n| Block::Para(Line::text(n))))
+    .chain([Block::Table(Table {
+        head: ["server", "package", "verdict", "reason", "evidence"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+        grid: false,
+    })])
+    .collect()
 }
 
 #[cfg(test)]
@@ -786,6 +822,61 @@ mod tests {
         let mut r = failing(&[cases[0].0]);
         r.tools_ok = vec!["c".into()];
         assert_eq!(judged(&r).verdict, Verdict::Fit);
+    }
+
+    /// A summary of many servers counts them all and shows the worst
+    /// rows only, not fit first, then what failed naming nothing.
+    #[test]
+    fn the_worst_section_counts_every_server_and_shows_the_worst_first() {
+        let v = |server: &str, verdict, reason| Compat {
+            server: server.into(),
+            package: "p".into(),
+            version: "1".into(),
+            verdict,
+            reason,
+            evidence: vec!["e".into()],
+            judged_on: None,
+            as_released: None,
+        };
+        let mut all: Vec<Compat> = (0..50)
+            .map(|i| v(&format!("ok{i:02}"), Verdict::Fit, None))
+            .collect();
+        all.push(v(
+            "a-net",
+            Verdict::Inconclusive,
+            Some(Reason::NeedsNetwork),
+        ));
+        all.push(v(
+            "b-silent",
+            Verdict::Inconclusive,
+            Some(Reason::NoHandshake),
+        ));
+        all.push(v("c-broken", Verdict::NotFit, None));
+        all.push(v(
+            "d-install",
+            Verdict::Inconclusive,
+            Some(Reason::InstallFailed),
+        ));
+        let blocks = worst_section(&all, 60, 3, "The rest is on the pages.");
+        let text = super::super::render::markdown(&super::super::document::Document {
+            title: "t".into(),
+            blocks,
+        });
+        assert!(
+            text.contains("50 of 54 fit, 1 not fit, 3 inconclusive"),
+            "{text}"
+        );
+        assert!(text.contains("6 not run yet"), "{text}");
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| server"))
+            .collect();
+        let heads: Vec<&str> = rows
+            .iter()
+            .map(|r| r[2..].split(' ').next().unwrap())
+            .collect();
+        assert_eq!(heads, ["c-broken", "b-silent", "d-install"], "{text}");
+        assert!(text.contains("The rest is on the pages."));
     }
 
     #[test]

@@ -14,6 +14,10 @@ pub enum Span {
     Code(String),
     /// Text in the colour of an outcome (plain in Markdown).
     Shade(String, &'static str),
+    /// A link to another page of the same report: text, and the page's
+    /// path relative to this one without its extension (each renderer
+    /// adds its own: `.md`, `.html`).
+    Page(String, String),
 }
 
 /// One line of spans.
@@ -37,6 +41,11 @@ impl Line {
 
     pub fn code(mut self, s: impl Into<String>) -> Line {
         self.0.push(Span::Code(s.into()));
+        self
+    }
+
+    pub fn page(mut self, s: impl Into<String>, path: impl Into<String>) -> Line {
+        self.0.push(Span::Page(s.into(), path.into()));
         self
     }
 

@@ -90,6 +90,28 @@ impl ServerMeta {
 }
 
 impl Meta {
+    /// A copy without its servers and their origins: the frame of a
+    /// subset of them (a report page), without copying every server.
+    pub fn clone_without_servers(&self) -> Meta {
+        Meta {
+            schema: self.schema,
+            mcpvm_version: self.mcpvm_version.clone(),
+            kernel: self.kernel.clone(),
+            kernel_sha256: self.kernel_sha256.clone(),
+            runtime_image: self.runtime_image.clone(),
+            catalogue: self.catalogue.clone(),
+            servers: BTreeMap::new(),
+            profiles: self.profiles.clone(),
+            profile_definitions: self.profile_definitions.clone(),
+            shard: self.shard,
+            started_at: self.started_at,
+            warm: self.warm,
+            order: self.order.clone(),
+            repeat: self.repeat,
+            origins: BTreeMap::new(),
+        }
+    }
+
     /// What must match for two audits (or shards) to be one: everything
     /// but when it started and which shard ran.
     pub fn same_inputs(&self, other: &Meta) -> Vec<&'static str> {

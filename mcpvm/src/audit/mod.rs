@@ -14,6 +14,7 @@ pub mod journal;
 pub mod matrix;
 pub mod meta;
 pub mod network;
+pub mod pages;
 pub mod record;
 pub mod released;
 pub mod render;
@@ -122,6 +123,14 @@ fn out_err(path: &Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {
 /// Writes `text` to `path` through a temporary file: never half-written.
 fn write_atomic(path: &Path, text: &str) -> Result<(), AuditError> {
     crate::files::write_whole(path, text.as_bytes()).map_err(out_err(path))
+}
+
+/// `value` as pretty JSON in `path`, written as it is serialized.
+fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), AuditError> {
+    crate::files::write_whole_with(path, |w| {
+        serde_json::to_writer_pretty(w, value).map_err(std::io::Error::other)
+    })
+    .map_err(out_err(path))
 }
 
 fn sha256_16(path: &Path) -> String {
@@ -594,10 +603,13 @@ pub fn write_reports(
     records: &BTreeMap<(String, String), Record>,
 ) -> Result<(), AuditError> {
     let compat = compat::all(meta, records);
-    let text = serde_json::to_string_pretty(&compat).unwrap_or_default();
-    write_atomic(&out.join("compat.json"), &text)?;
-    write_atomic(&out.join("report.md"), &report::markdown(meta, records))?;
-    write_atomic(&out.join("report.html"), &report::html(meta, records))?;
+    write_json(&out.join("compat.json"), &compat)?;
+    if pages::paged(meta) {
+        pages::write(out, meta, records, &compat)?;
+    } else {
+        write_atomic(&out.join("report.md"), &report::markdown(meta, records))?;
+        write_atomic(&out.join("report.html"), &report::html(meta, records))?;
+    }
     if let Some(text) = coverage::learnt_toml(meta, records) {
         write_atomic(&out.join("learnt-calls.toml"), &text)?;
     }
@@ -607,9 +619,9 @@ pub fn write_reports(
         || records.values().any(|r| !r.declared.is_empty())
         || !security::across(meta, records).is_empty()
     {
-        let log = security::sarif(meta, records);
-        let text = serde_json::to_string_pretty(&log).unwrap_or_default();
-        write_atomic(&out.join("findings.sarif"), &text)?;
+        let path = out.join("findings.sarif");
+        crate::files::write_whole_with(&path, |w| security::write_sarif(w, meta, records))
+            .map_err(out_err(&path))?;
     }
     let dir = out.join("profiles");
     for s in meta.servers.keys() {
@@ -654,12 +666,14 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
     meta.shard = Shard::ALL;
     std::fs::create_dir_all(out).map_err(out_err(out))?;
     let results = out.join("results.jsonl");
-    let mut lines = String::new();
-    for r in records.values() {
-        lines += &serde_json::to_string(r)?;
-        lines.push('\n');
-    }
-    write_atomic(&results, &lines)?;
+    crate::files::write_whole_with(&results, |w| {
+        for r in records.values() {
+            serde_json::to_writer(&mut *w, r).map_err(std::io::Error::other)?;
+            w.write_all(b"\n")?;
+        }
+        Ok(())
+    })
+    .map_err(out_err(&results))?;
     write_atomic(
         &out.join("audit.json"),
         &serde_json::to_string_pretty(&meta)?,

@@ -26,7 +26,16 @@ fn md_line(l: &Line) -> String {
             Span::Text(t) | Span::Shade(t, _) => md(t),
             Span::Strong(t) => format!("**{}**", md(t)),
             Span::Code(t) => format!("`{}`", code(t)),
+            Span::Page(t, path) => format!("[{}](<{}.md>)", md(t), link(path)),
         })
+        .collect()
+}
+
+/// A page path for a Markdown link target in `<…>`: only what cannot
+/// end or break it is dropped (our paths are plain file names).
+fn link(path: &str) -> String {
+    path.chars()
+        .filter(|c| !matches!(c, '<' | '>' | '\n' | '\r'))
         .collect()
 }
 
@@ -164,6 +173,7 @@ fn html_line(l: &Line) -> Markup {
                 Span::Strong(t) => b { (t) },
                 Span::Code(t) => code { (t) },
                 Span::Shade(t, colour) => span style={ "color:" (colour) } { (t) },
+                Span::Page(t, path) => a href={ (path) ".html" } { (t) },
             }
         }
     }

@@ -287,7 +287,7 @@ fn matrix(meta: &Meta, records: &Records) -> Vec<Block> {
 }
 
 /// What each profile withholds, as its definition says.
-fn profiles(meta: &Meta) -> Vec<Block> {
+pub fn profiles(meta: &Meta) -> Vec<Block> {
     let rows = meta
         .profiles
         .iter()
@@ -313,7 +313,7 @@ fn profiles(meta: &Meta) -> Vec<Block> {
 
 /// The distributions of boot and first response over every run; the
 /// slowest servers and the most fragile.
-fn timings(meta: &Meta, records: &Records) -> Vec<Block> {
+pub fn timings(meta: &Meta, records: &Records) -> Vec<Block> {
     let all: Vec<&Record> = records.values().collect();
     let mut blocks = vec![
         Block::Heading(2, "Timings".into()),
@@ -459,27 +459,7 @@ fn servers(meta: &Meta, records: &Records) -> Vec<Block> {
 
 /// The whole report as data, each section built once.
 pub fn document(meta: &Meta, records: &Records) -> Document {
-    let total = meta.servers.len() * meta.profiles.len();
-    let mut blocks = vec![
-        Block::Para(
-            Line::text(format!(
-                "{} servers × {} profiles: {} of {total} runs recorded. mcpvm {}, kernel ",
-                meta.servers.len(),
-                meta.profiles.len(),
-                records.len(),
-                meta.mcpvm_version,
-            ))
-            .code(meta.kernel.as_str())
-            .and(format!(" (sha256 {}), runtime image ", meta.kernel_sha256))
-            .code(meta.runtime_image.as_str())
-            .and(format!(", catalogue {}.", meta.catalogue)),
-        ),
-        Block::Para({
-            let mut l = Line::text(format!("Run order: {}. ", meta.order));
-            l.0.extend(timing_note(meta).0);
-            l.and(format!(". {}.", jail_note(records)))
-        }),
-    ];
+    let mut blocks = header(meta, records);
     blocks.extend(compat::section(
         &compat::all(meta, records),
         meta.servers.len(),
@@ -500,6 +480,31 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
         title: "mcpvm audit".into(),
         blocks,
     }
+}
+
+/// What the audit ran, on what, and how its timings may be read.
+pub fn header(meta: &Meta, records: &Records) -> Vec<Block> {
+    let total = meta.servers.len() * meta.profiles.len();
+    vec![
+        Block::Para(
+            Line::text(format!(
+                "{} servers × {} profiles: {} of {total} runs recorded. mcpvm {}, kernel ",
+                meta.servers.len(),
+                meta.profiles.len(),
+                records.len(),
+                meta.mcpvm_version,
+            ))
+            .code(meta.kernel.as_str())
+            .and(format!(" (sha256 {}), runtime image ", meta.kernel_sha256))
+            .code(meta.runtime_image.as_str())
+            .and(format!(", catalogue {}.", meta.catalogue)),
+        ),
+        Block::Para({
+            let mut l = Line::text(format!("Run order: {}. ", meta.order));
+            l.0.extend(timing_note(meta).0);
+            l.and(format!(". {}.", jail_note(records)))
+        }),
+    ]
 }
 
 pub fn markdown(meta: &Meta, records: &Records) -> String {
@@ -553,14 +558,14 @@ pub fn proposal(meta: &Meta, records: &Records, server: &str) -> Option<String> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::audit::matrix::Shard;
     use crate::audit::meta::ServerMeta;
     use crate::audit::record::{Evidence, Sample, Timings};
     use mcpvm_protocol::messages::SyscallCount;
 
-    fn meta() -> Meta {
+    pub(in crate::audit) fn meta() -> Meta {
         let server = |p: &str| ServerMeta {
             package: p.into(),
             version: "1.0".into(),
@@ -604,7 +609,7 @@ mod tests {
         }
     }
 
-    fn record(s: &str, p: &str, outcome: Outcome, handshake: f64) -> Record {
+    pub(in crate::audit) fn record(s: &str, p: &str, outcome: Outcome, handshake: f64) -> Record {
         Record {
             schema: 1,
             server: s.into(),
@@ -730,6 +735,11 @@ mod tests {
             "escaped: {page}"
         );
         let log = security::sarif(&meta, &rs);
+        // Written as it is made, the same log.
+        let mut streamed = Vec::new();
+        security::write_sarif(&mut streamed, &meta, &rs).unwrap();
+        let parsed: serde_json::Value = serde_json::from_slice(&streamed).unwrap();
+        assert_eq!(parsed, log);
         let runs = log["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 1, "{log}");
         let results = runs[0]["results"].as_array().unwrap();

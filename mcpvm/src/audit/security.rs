@@ -261,41 +261,62 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
 /// One SARIF 2.1.0 log of every server's findings, a run per server
 /// attacked or with findings in what it declares.
 pub fn sarif(meta: &Meta, records: &Records) -> Value {
+    probes::sarif::log_of(runs(meta, records).collect())
+}
+
+/// [`sarif`] written as it is made, one server's run in memory at a
+/// time (an audit of 10,000 servers has a log of tens of megabytes).
+pub fn write_sarif(
+    w: &mut dyn std::io::Write,
+    meta: &Meta,
+    records: &Records,
+) -> std::io::Result<()> {
+    let schema = serde_json::to_string(probes::sarif::SCHEMA)?;
+    write!(
+        w,
+        "{{\"$schema\": {schema}, \"version\": \"2.1.0\", \"runs\": ["
+    )?;
+    for (i, run) in runs(meta, records).enumerate() {
+        if i > 0 {
+            w.write_all(b",\n")?;
+        }
+        serde_json::to_writer_pretty(&mut *w, &run)?;
+    }
+    w.write_all(b"]}\n")
+}
+
+/// Each server's findings as a SARIF run, in the audit's order.
+fn runs<'a>(meta: &'a Meta, records: &'a Records) -> impl Iterator<Item = Value> + 'a {
     let across = across(meta, records);
-    let runs = meta
-        .servers
-        .iter()
-        .filter_map(|(s, sm)| {
-            let declared = declared_of(meta, records, s, &across);
-            let attacked = record_of(records, s).and_then(|r| r.security.as_ref());
-            if attacked.is_none() && declared.is_empty() {
-                return None;
-            }
-            let mut findings: Vec<Finding> = declared;
-            findings.extend(
-                attacked
-                    .iter()
-                    .flat_map(|sec: &&Security| sec.findings.iter().cloned()),
-            );
-            // Located at the server's catalogue entry.
-            let artifact = match meta.origins.get(s) {
-                Some(o) => probes::sarif::Artifact {
-                    path: o.file.clone(),
-                    line: Some(o.line),
-                },
-                None => probes::sarif::Artifact {
-                    path: meta.catalogue.clone(),
-                    line: None,
-                },
-            };
-            Some(probes::sarif::run(
-                &findings,
-                s,
-                Some(&sm.package),
-                Some(&sm.version),
-                &artifact,
-            ))
-        })
-        .collect();
-    probes::sarif::log_of(runs)
+    meta.servers.iter().filter_map(move |(s, sm)| {
+        let declared = declared_of(meta, records, s, &across);
+        let attacked = record_of(records, s).and_then(|r| r.security.as_ref());
+        if attacked.is_none() && declared.is_empty() {
+            return None;
+        }
+        let mut findings: Vec<Finding> = declared;
+        findings.extend(
+            attacked
+                .iter()
+                .flat_map(|sec: &&Security| sec.findings.iter().cloned()),
+        );
+        // Located at the server's catalogue entry.
+        let artifact = match meta.origins.get(s) {
+            Some(o) => probes::sarif::Artifact {
+                path: o.file.clone(),
+                line: Some(o.line),
+            },
+            None => probes::sarif::Artifact {
+                path: meta.catalogue.clone(),
+                line: None,
+            },
+        };
+        Some(probes::sarif::run(
+            &findings,
+            s,
+            Some(&sm.package),
+            Some(&sm.version),
+            &artifact,
+        ))
+    })
 }
