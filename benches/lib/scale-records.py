@@ -10,7 +10,6 @@ benches/report-scale.sh.
   scale-records.py --source DIR --servers N --shards K --out DIR
 """
 import argparse
-import copy
 import json
 import os
 
@@ -51,13 +50,20 @@ def main():
         with open(os.path.join(d, "audit.json"), "w") as f:
             json.dump(m, f)
         writers.append(open(os.path.join(d, "results.jsonl"), "w"))
+    # Each record goes to the shard that runs its cell: the audit's
+    # order (audit/matrix.rs) over the servers that installed, by name,
+    # each server's profiles rotated one further than the previous one's.
     n = 0
-    for i, (name, src) in enumerate(names):
-        for r in cells.get(src, []):
-            r = copy.copy(r)
-            r["server"] = name
-            # The cell's index in the audit's order decides its shard.
-            cell = i * len(profiles) + profiles.index(r["profile"])
+    installed = sorted(name for name, src in names if not meta["servers"][name].get("install_error"))
+    by_name = dict(names)
+    for i, name in enumerate(installed):
+        mine = {r["profile"]: r for r in cells.get(by_name[name], [])}
+        for j in range(len(profiles)):
+            cell = i * len(profiles) + j
+            r = mine.get(profiles[(i + j) % len(profiles)])
+            if r is None:
+                continue
+            r = dict(r, server=name)
             writers[cell % a.shards].write(json.dumps(r) + "\n")
             n += 1
     for w in writers:

@@ -421,6 +421,16 @@ fn audit_merge_joins_shards_and_refuses_mixed_ones() {
             .count(),
         2
     );
+    // A shard not given is said, with what completes it, and the merge
+    // exits 3: never a silently smaller table.
+    let (rc, stderr) = mcpvm(&["audit", "merge", "--out", &p("m1"), &p("s0")]);
+    assert_eq!(rc, 3, "{stderr}");
+    assert!(
+        stderr.contains("shard 1/2 is missing: its 1 cells are not in this report; run `mcpvm audit --shard 1/2`"),
+        "{stderr}"
+    );
+    let md = std::fs::read_to_string(dir.path().join("m1/report.md")).unwrap();
+    assert!(md.contains("**Incomplete:** shard 1/2 is missing"), "{md}");
     assert_error(
         &["audit", "merge", "--out", &p("m2"), &p("s0"), &p("s2")],
         1,

@@ -141,10 +141,12 @@ fn the_corpus_report_loads_in_chromium_and_shows_every_server() {
         .arg(&data)
         .output()
         .unwrap();
+    // That pass stopped at its deadline: the merge says so and exits 3.
+    let said = String::from_utf8_lossy(&merged.stderr);
+    assert_eq!(merged.status.code(), Some(3), "{said}");
     assert!(
-        merged.status.success(),
-        "{}",
-        String::from_utf8_lossy(&merged.stderr)
+        said.contains("the audit is partial: 34 of its 104 cells ran"),
+        "{said}"
     );
     let page = out.path().join("report.html");
     let verdicts: Vec<serde_json::Value> =

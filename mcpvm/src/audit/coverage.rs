@@ -236,6 +236,7 @@ mod tests {
             order: String::new(),
             repeat: 1,
             origins: BTreeMap::new(),
+            gaps: Vec::new(),
         }
     }
 

@@ -43,6 +43,10 @@ pub struct Meta {
     /// an entry is the same audit.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub origins: BTreeMap<String, mcpvm_images::catalogue::Origin>,
+    /// What a merge found missing: shards not given, or given with cells
+    /// not run (the reports say so first). Empty for a whole audit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<String>,
 }
 
 fn one_run() -> usize {
@@ -109,6 +113,7 @@ impl Meta {
             order: self.order.clone(),
             repeat: self.repeat,
             origins: BTreeMap::new(),
+            gaps: self.gaps.clone(),
         }
     }
 

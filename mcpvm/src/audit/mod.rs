@@ -287,6 +287,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         order: matrix::ORDER.into(),
         repeat: o.repeat.max(1),
         origins,
+        gaps: Vec::new(),
     };
     Ok((meta, catalogue))
 }
@@ -637,11 +638,14 @@ pub fn write_reports(
 pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     let mut meta: Option<(Meta, PathBuf)> = None;
     let mut records = BTreeMap::new();
+    // Each shard given: its split, and the cells its journal holds.
+    let mut given: Vec<(Shard, PathBuf, Vec<(String, String)>)> = Vec::new();
     for dir in shards {
         let bytes = std::fs::read(dir.join("audit.json"))
             .map_err(|_| AuditError::NotAudit { path: dir.clone() })?;
         let m: Meta = serde_json::from_slice(&bytes)
             .map_err(|_| AuditError::NotAudit { path: dir.clone() })?;
+        let split = m.shard;
         if let Some((first, first_dir)) = &meta {
             let diff = first.same_inputs(&m);
             if !diff.is_empty() {
@@ -656,6 +660,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
             meta = Some((m, dir.clone()));
         }
         let j = Journal::open(&dir.join("results.jsonl")).map_err(out_err(dir))?;
+        given.push((split, dir.clone(), j.records.keys().cloned().collect()));
         records.extend(j.records);
     }
     let Some((mut meta, _)) = meta else {
@@ -664,6 +669,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
         );
     };
     meta.shard = Shard::ALL;
+    meta.gaps = gaps(&meta, &given)?;
     std::fs::create_dir_all(out).map_err(out_err(out))?;
     let results = out.join("results.jsonl");
     crate::files::write_whole_with(&results, |w| {
@@ -683,9 +689,12 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
     if json {
         println!(
             "{}",
-            serde_json::json!({"out": out, "runs": records.len(), "of": total})
+            serde_json::json!({"out": out, "runs": records.len(), "of": total, "gaps": meta.gaps})
         );
     } else {
+        for g in &meta.gaps {
+            eprintln!("audit merge: {g}");
+        }
         eprintln!(
             "audit merge: {} of {total} runs from {} shards; reports in {}",
             records.len(),
@@ -693,7 +702,68 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
             out.display()
         );
     }
-    Ok(0)
+    // Incomplete, as an audit some of whose cells could not run.
+    Ok(if meta.gaps.is_empty() { 0 } else { 3 })
+}
+
+/// What the shards given do not cover: a shard of the split not given
+/// (its task never ran or was lost), or one whose journal lacks cells it
+/// should have run (killed part-way). Each said with what completes it.
+/// Shards of different splits cannot be one audit.
+fn gaps(
+    meta: &Meta,
+    given: &[(Shard, PathBuf, Vec<(String, String)>)],
+) -> Result<Vec<String>, AuditError> {
+    let Some((first, first_dir, _)) = given.first() else {
+        return Ok(Vec::new());
+    };
+    let n = first.count;
+    if let Some((other, dir, _)) = given.iter().find(|(s, _, _)| s.count != n) {
+        return Err(AuditError::ShardsDiffer {
+            what: format!("splits ({} and {} shards)", n, other.count),
+            a: first_dir.clone(),
+            b: dir.clone(),
+        });
+    }
+    let installed: Vec<String> = meta
+        .servers
+        .iter()
+        .filter(|(_, m)| m.install_error.is_none())
+        .map(|(s, _)| s.clone())
+        .collect();
+    let mut gaps = Vec::new();
+    for index in 0..n {
+        let shard = Shard { index, count: n };
+        let want = matrix::cells(&installed, &meta.profiles, shard);
+        let have: std::collections::HashSet<&(String, String)> = given
+            .iter()
+            .filter(|(s, _, _)| s.index == index)
+            .flat_map(|(_, _, cells)| cells)
+            .collect();
+        if !given.iter().any(|(s, _, _)| s.index == index) {
+            gaps.push(format!(
+                "shard {index}/{n} is missing: its {} cells are not in this report; run `mcpvm audit --shard {index}/{n}` with the same inputs and merge again",
+                want.len()
+            ));
+            continue;
+        }
+        let lacking = want
+            .iter()
+            .filter(|c| !have.contains(&(c.server.clone(), c.profile.clone())))
+            .count();
+        if lacking > 0 {
+            let what = match n {
+                1 => "the audit".to_string(),
+                _ => format!("shard {index}/{n}"),
+            };
+            gaps.push(format!(
+                "{what} is partial: {} of its {} cells ran; run it again with the same --out (it resumes from its journal) and merge again",
+                want.len() - lacking,
+                want.len()
+            ));
+        }
+    }
+    Ok(gaps)
 }
 
 trait PdeathSig {
@@ -902,6 +972,58 @@ impl CellContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A merge names each shard of the split that is missing or lacks
+    /// cells, with what completes it; a server whose install failed has
+    /// no cells to lack; shards of different splits are refused.
+    #[test]
+    fn a_merge_names_the_shards_missing_or_partial() {
+        let mut meta = report::tests::meta();
+        meta.servers.insert(
+            "broken".into(),
+            ServerMeta {
+                install_error: Some("npm ci failed".into()),
+                ..ServerMeta::default()
+            },
+        );
+        let installed = ["git".to_string(), "time".to_string()];
+        let shard = |index| Shard { index, count: 3 };
+        let ran = |index| -> (Shard, PathBuf, Vec<(String, String)>) {
+            let cells = matrix::cells(&installed, &meta.profiles, shard(index));
+            let keys = cells.into_iter().map(|c| (c.server, c.profile)).collect();
+            (shard(index), format!("s{index}").into(), keys)
+        };
+        let whole = vec![ran(0), ran(1), ran(2)];
+        assert!(gaps(&meta, &whole).unwrap().is_empty());
+        // Four cells in three shards: 0 runs two, 1 and 2 one each.
+        let mut part = vec![ran(0), ran(1)];
+        part[0].2.pop();
+        let g = gaps(&meta, &part).unwrap();
+        assert_eq!(g.len(), 2, "{g:?}");
+        assert!(
+            g[0].starts_with("shard 0/3 is partial: 1 of its 2 cells ran"),
+            "{g:?}"
+        );
+        assert!(
+            g[1].starts_with("shard 2/3 is missing: its 1 cells"),
+            "{g:?}"
+        );
+        assert!(g[1].contains("mcpvm audit --shard 2/3"), "{g:?}");
+        // One audit cut short: said as the audit.
+        let mut one = vec![(Shard::ALL, "a".into(), Vec::new())];
+        one[0].2.push(("git".to_string(), "baseline".to_string()));
+        let g = gaps(&meta, &one).unwrap();
+        assert_eq!(g, ["the audit is partial: 1 of its 4 cells ran; run it again with the same --out (it resumes from its journal) and merge again"]);
+        // Shards of two splits are not one audit.
+        let mixed = vec![
+            ran(0),
+            (Shard { index: 1, count: 2 }, "t".into(), Vec::new()),
+        ];
+        assert!(matches!(
+            gaps(&meta, &mixed),
+            Err(AuditError::ShardsDiffer { .. })
+        ));
+    }
 
     #[test]
     fn the_progress_bar_fills_with_the_runs() {

@@ -485,26 +485,35 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
 /// What the audit ran, on what, and how its timings may be read.
 pub fn header(meta: &Meta, records: &Records) -> Vec<Block> {
     let total = meta.servers.len() * meta.profiles.len();
-    vec![
+    let gaps = (!meta.gaps.is_empty()).then(|| {
         Block::Para(
-            Line::text(format!(
-                "{} servers × {} profiles: {} of {total} runs recorded. mcpvm {}, kernel ",
-                meta.servers.len(),
-                meta.profiles.len(),
-                records.len(),
-                meta.mcpvm_version,
-            ))
-            .code(meta.kernel.as_str())
-            .and(format!(" (sha256 {}), runtime image ", meta.kernel_sha256))
-            .code(meta.runtime_image.as_str())
-            .and(format!(", catalogue {}.", meta.catalogue)),
-        ),
-        Block::Para({
-            let mut l = Line::text(format!("Run order: {}. ", meta.order));
-            l.0.extend(timing_note(meta).0);
-            l.and(format!(". {}.", jail_note(records)))
-        }),
-    ]
+            Line::default()
+                .strong("Incomplete:")
+                .and(format!(" {}.", meta.gaps.join("; "))),
+        )
+    });
+    gaps.into_iter()
+        .chain([
+            Block::Para(
+                Line::text(format!(
+                    "{} servers × {} profiles: {} of {total} runs recorded. mcpvm {}, kernel ",
+                    meta.servers.len(),
+                    meta.profiles.len(),
+                    records.len(),
+                    meta.mcpvm_version,
+                ))
+                .code(meta.kernel.as_str())
+                .and(format!(" (sha256 {}), runtime image ", meta.kernel_sha256))
+                .code(meta.runtime_image.as_str())
+                .and(format!(", catalogue {}.", meta.catalogue)),
+            ),
+            Block::Para({
+                let mut l = Line::text(format!("Run order: {}. ", meta.order));
+                l.0.extend(timing_note(meta).0);
+                l.and(format!(". {}.", jail_note(records)))
+            }),
+        ])
+        .collect()
 }
 
 pub fn markdown(meta: &Meta, records: &Records) -> String {
@@ -606,6 +615,7 @@ pub(super) mod tests {
             order: super::super::matrix::ORDER.into(),
             repeat: 1,
             origins: BTreeMap::new(),
+            gaps: Vec::new(),
         }
     }
 
