@@ -126,6 +126,19 @@ events = [
 ]
 put("guest_events", "a-run", "".join(json.dumps(e) + "\n" for e in events).encode())
 put("guest_events", "long-line", b'{"event":"spawned","pid":' + b"9" * 5000 + b"}\n")
+# An install microVM's events file: what its scripts did, as recorded.
+install = [
+    {"event": "agent_start", "uptime_ms": 5, "at_ms": 1.0},
+    {"event": "effect", "uptime_ms": 40, "pid": 9, "exe": "/bin/sh", "call": "execve",
+     "paths": ["/opt/node/bin/node"], "argv": ["node", "postinstall.js"],
+     "during": {"phase": "start_up"}, "at_ms": 3.0},
+    {"event": "effect", "uptime_ms": 41, "pid": 9, "exe": "/opt/node/bin/node", "call": "openat",
+     "paths": ["/root/.ssh/id_rsa"], "access": "read", "during": {"phase": "start_up"}, "at_ms": 3.1},
+    {"event": "effect", "uptime_ms": 42, "pid": 9, "exe": "/opt/node/bin/node", "call": "connect",
+     "address": "inet 203.0.113.7:443", "during": {"phase": "start_up"}, "at_ms": 3.2},
+    {"event": "effects", "counts": [{"syscall": "openat", "count": 900}], "dropped": 3},
+]
+put("guest_events", "install-scripts", "".join(json.dumps(e) + "\n" for e in install).encode())
 
 
 def tar_of(entries):
