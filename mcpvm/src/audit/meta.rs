@@ -117,6 +117,15 @@ impl Meta {
         }
     }
 
+    /// The servers whose layer built, in order: those with cells.
+    pub fn installed(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|(_, m)| m.install_error.is_none())
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
     /// What must match for two audits (or shards) to be one: everything
     /// but when it started and which shard ran.
     pub fn same_inputs(&self, other: &Meta) -> Vec<&'static str> {

@@ -99,6 +99,13 @@ pub enum AuditError {
     Changed { path: PathBuf, what: String },
     #[error("{path} is not an audit directory (no audit.json)")]
     NotAudit { path: PathBuf },
+    #[error("{path} names shard {index}/{count}, which is no split of this audit's {cells} cells: it was not written by `mcpvm audit --shard`")]
+    NotASplit {
+        path: PathBuf,
+        index: usize,
+        count: usize,
+        cells: usize,
+    },
     #[error("The shards differ: {what} ({a} vs {b}); merge only shards of one audit")]
     ShardsDiffer {
         what: String,
@@ -309,12 +316,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
     let mut journal = Journal::open(&o.out.join("results.jsonl")).map_err(out_err(&o.out))?;
     let servers: Vec<String> = meta.servers.keys().cloned().collect();
     // Servers that did not install have no cells: their row says why.
-    let installed: Vec<String> = meta
-        .servers
-        .iter()
-        .filter(|(_, m)| m.install_error.is_none())
-        .map(|(s, _)| s.clone())
-        .collect();
+    let installed = meta.installed();
     for (s, m) in meta
         .servers
         .iter()
@@ -634,12 +636,16 @@ pub fn write_reports(
     Ok(())
 }
 
+/// A shard given to a merge: its split, its directory, the cells its
+/// journal holds.
+type Given = (Shard, PathBuf, Vec<(String, String)>);
+
 /// `mcpvm audit merge`: shards of one audit into one report.
 pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     let mut meta: Option<(Meta, PathBuf)> = None;
     let mut records = BTreeMap::new();
     // Each shard given: its split, and the cells its journal holds.
-    let mut given: Vec<(Shard, PathBuf, Vec<(String, String)>)> = Vec::new();
+    let mut given: Vec<Given> = Vec::new();
     for dir in shards {
         let bytes = std::fs::read(dir.join("audit.json"))
             .map_err(|_| AuditError::NotAudit { path: dir.clone() })?;
@@ -710,10 +716,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
 /// (its task never ran or was lost), or one whose journal lacks cells it
 /// should have run (killed part-way). Each said with what completes it.
 /// Shards of different splits cannot be one audit.
-fn gaps(
-    meta: &Meta,
-    given: &[(Shard, PathBuf, Vec<(String, String)>)],
-) -> Result<Vec<String>, AuditError> {
+fn gaps(meta: &Meta, given: &[Given]) -> Result<Vec<String>, AuditError> {
     let Some((first, first_dir, _)) = given.first() else {
         return Ok(Vec::new());
     };
@@ -725,16 +728,27 @@ fn gaps(
             b: dir.clone(),
         });
     }
-    let installed: Vec<String> = meta
-        .servers
-        .iter()
-        .filter(|(_, m)| m.install_error.is_none())
-        .map(|(s, _)| s.clone())
-        .collect();
+    // Every cell once, dealt to the shards as `matrix::cells` deals them.
+    // A split is checked first: a hostile audit.json's count must not set
+    // how much is allocated and listed (a split into more shards than
+    // cells is allowed, as --shard allows it, up to 1024).
+    let all = matrix::cells(&meta.installed(), &meta.profiles, Shard::ALL);
+    for (s, dir, _) in given {
+        if s.count == 0 || s.index >= s.count || s.count > all.len().max(1024) {
+            return Err(AuditError::NotASplit {
+                path: dir.join("audit.json"),
+                index: s.index,
+                count: s.count,
+                cells: all.len(),
+            });
+        }
+    }
+    let mut dealt: Vec<Vec<&Cell>> = vec![Vec::new(); n];
+    for (i, c) in all.iter().enumerate() {
+        dealt[i % n].push(c);
+    }
     let mut gaps = Vec::new();
-    for index in 0..n {
-        let shard = Shard { index, count: n };
-        let want = matrix::cells(&installed, &meta.profiles, shard);
+    for (index, want) in dealt.into_iter().enumerate() {
         let have: std::collections::HashSet<&(String, String)> = given
             .iter()
             .filter(|(s, _, _)| s.index == index)
@@ -988,7 +1002,7 @@ mod tests {
         );
         let installed = ["git".to_string(), "time".to_string()];
         let shard = |index| Shard { index, count: 3 };
-        let ran = |index| -> (Shard, PathBuf, Vec<(String, String)>) {
+        let ran = |index| -> Given {
             let cells = matrix::cells(&installed, &meta.profiles, shard(index));
             let keys = cells.into_iter().map(|c| (c.server, c.profile)).collect();
             (shard(index), format!("s{index}").into(), keys)
@@ -1014,6 +1028,24 @@ mod tests {
         one[0].2.push(("git".to_string(), "baseline".to_string()));
         let g = gaps(&meta, &one).unwrap();
         assert_eq!(g, ["the audit is partial: 1 of its 4 cells ran; run it again with the same --out (it resumes from its journal) and merge again"]);
+        // A split no audit makes is refused before anything is sized by it.
+        let hostile = vec![(
+            Shard {
+                index: 0,
+                count: usize::MAX,
+            },
+            "h".into(),
+            Vec::new(),
+        )];
+        assert!(matches!(
+            gaps(&meta, &hostile),
+            Err(AuditError::NotASplit { .. })
+        ));
+        let outside = vec![(Shard { index: 3, count: 3 }, "o".into(), Vec::new())];
+        assert!(matches!(
+            gaps(&meta, &outside),
+            Err(AuditError::NotASplit { .. })
+        ));
         // Shards of two splits are not one audit.
         let mixed = vec![
             ran(0),
