@@ -9,7 +9,8 @@
 #    dropped: every lookup and connection is refused and logged, so no
 #    traffic leaves this machine), with the robustness probes and the
 #    security column;
-# 3. copies compat.json, report.md, report.html and results.jsonl into
+# 3. merges the shards' journals (one testbed host a core, below) into
+#    compat.json, report.md, report.html and results.jsonl in
 #    MCPVM_BENCH_OUT (default: a temporary directory, named at the end),
 #    prints the audit's throughput in servers per hour and renders
 #    docs/ecosystem.md's table there as table.md (benches/lib/
@@ -19,9 +20,11 @@
 # MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
 # MCPVM_ECOSYSTEM_DEADLINE=SECONDS stops the audit after that long (what
 #   it recorded comes back, its reports rendered over it);
+# MCPVM_ECOSYSTEM_SHARDS=N splits the audit over N testbed hosts run side
+#   by side (default: the machine's cores, the testbed host having one CPU).
 # MCPVM_ECOSYSTEM_RESUME=DIR resumes the audit an earlier run left in DIR
-#   (its audit.json and results.jsonl): the cells recorded are not run
-#   again.
+#   (its shard-I/ journals, audit.json and results.jsonl; with one shard,
+#   DIR's own): the cells recorded are not run again.
 # MCPVM_ECOSYSTEM_PROBES="FLAGS" replaces the audit's hostile steps
 #   (default "--robustness --security"); "" is the calls alone: the
 #   coverage pass (how many calls reach their tools, docs/benchmarks.md).
@@ -51,12 +54,12 @@ files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tool
 # carry into the testbed host: it travels on a disk.
 for f in "$store"/index.json "$store"/*.erofs; do files+=(--disk-file "$f:images/$(basename "$f")"); done
 resume=${MCPVM_ECOSYSTEM_RESUME:-}
-if [ -n "$resume" ]; then
-  for f in audit.json results.jsonl; do
-    [ -f "$resume/$f" ] || { echo "ecosystem: $resume/$f is missing: not an earlier run's output" >&2; exit 1; }
-    files+=(--file "$resume/$f:resume/$f")
-  done
-fi
+# The testbed host has one CPU (testbed/run): the audit is split into
+# shards, one testbed host per core, each running every N-th cell
+# (`mcpvm audit --shard`), and merged here (`mcpvm audit merge`), as the
+# scale-out runs it (docs/scale-out.md).
+shards=${MCPVM_ECOSYSTEM_SHARDS:-$(nproc)}
+case "$shards" in ''|*[!0-9]*|0) echo "ecosystem: MCPVM_ECOSYSTEM_SHARDS takes a whole number of shards, got '$shards'" >&2; exit 1 ;; esac
 limit=${MCPVM_ECOSYSTEM_DEADLINE:-14000}
 probes=${MCPVM_ECOSYSTEM_PROBES---robustness --security}
 case " $probes " in *[!a-z\ -]*) echo "ecosystem: MCPVM_ECOSYSTEM_PROBES takes audit flags only, got '$probes'" >&2; exit 1 ;; esac
@@ -74,23 +77,51 @@ start=\$(date +%s)
 CASE_LIMIT=$limit CASE_TEE=1 case_ audit \
   mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers $servers \
   --profiles deny-net $probes \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
-  --run-timeout 900 --out a
+  --run-timeout 900 --shard "\$(cat shard)" --out a
 end=\$(date +%s)
-# What the audit recorded, also when it was cut short: its reports
-# rendered over the cells it finished (audit merge), and the journal a
-# later run resumes from (MCPVM_ECOSYSTEM_RESUME).
-mcpvm audit merge --out b a
-cp b/compat.json b/report.md b/report.html b/results.jsonl b/audit.json "\$MCPVM_OUT/" 2>/dev/null
-cp b/findings.sarif "\$MCPVM_OUT/" 2>/dev/null
+# The journal, also when the audit was cut short: the host merges the
+# shards' journals into the reports, and a later run resumes from it
+# (MCPVM_ECOSYSTEM_RESUME).
+cp a/audit.json a/results.jsonl "\$MCPVM_OUT/"
 mv "\$MCPVM_OUT/audit.out" summary.json
 cells=\$(grep -c '"server"' a/results.jsonl)
-echo "ecosystem: \$cells cells recorded, the audit ran \$((end - start)) s (exit \$(cat "\$MCPVM_OUT/audit.rc"))"
+echo "ecosystem: shard \$(cat shard): \$cells cells recorded, the audit ran \$((end - start)) s (exit \$(cat "\$MCPVM_OUT/audit.rc"))"
 cat summary.json
 SCEN
-# The testbed host unpacks the layers into its memory (2 GB for the whole
-# corpus): it gets the memory for them beside its guests.
-export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-12288}
-"$top/testbed/run" --timeout 14400 --out "$out" "${files[@]}" -- sh scenario.sh
+# Each testbed host unpacks the layers into its memory (2 GB for the
+# whole corpus): it gets the memory for them beside its guests.
+export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-$(( shards > 1 ? 7168 : 12288 ))}
+echo "ecosystem: auditing in $shards shard(s), one testbed host each" >&2
+start=$(date +%s)
+pids=()
+for (( i = 0; i < shards; i++ )); do
+  mkdir -p "$out/shard-$i"
+  echo "$i/$shards" > "$out/shard-$i.id"
+  sf=(--file "$out/shard-$i.id:shard")
+  if [ -n "$resume" ]; then
+    from=$resume/shard-$i
+    [ "$shards" = 1 ] && [ ! -d "$from" ] && from=$resume
+    for f in audit.json results.jsonl; do
+      [ -f "$from/$f" ] || { echo "ecosystem: $from/$f is missing: not an earlier run's output with $shards shard(s)" >&2; exit 1; }
+      sf+=(--file "$from/$f:resume/$f")
+    done
+  fi
+  "$top/testbed/run" --timeout 14400 --out "$out/shard-$i" "${files[@]}" "${sf[@]}" -- sh scenario.sh \
+    > "$out/shard-$i.log" 2> >(sed -u "s/^/shard $i: /" >&2) &
+  pids+=($!)
+done
+failed=0
+for p in "${pids[@]}"; do wait "$p" || failed=1; done
+wall=$(( $(date +%s) - start ))
+for (( i = 0; i < shards; i++ )); do cat "$out/shard-$i.log"; done
+[ "$failed" = 0 ] || echo "ecosystem: a testbed host failed; the merge below says what its shard lacks" >&2
+shard_dirs=()
+for (( i = 0; i < shards; i++ )); do [ -f "$out/shard-$i/audit.json" ] && shard_dirs+=("$out/shard-$i"); done
+[ ${#shard_dirs[@]} -gt 0 ] || { echo "ecosystem: no shard recorded anything" >&2; exit 1; }
+"$t/bin/mcpvm" audit merge --out "$out" "${shard_dirs[@]}" || echo "ecosystem: the merge says the audit is partial (above)" >&2
+n=$(grep -c '"server"' "$out/results.jsonl" || true)
+servers_run=$(python3 -c 'import json,sys; print(len({json.loads(l)["server"] for l in open(sys.argv[1]) if l.strip()}))' "$out/results.jsonl")
+echo "ecosystem: $n cells of $servers_run servers in ${wall} s of wall time on $shards testbed host(s), from start to the last shard's end: $(( servers_run * 3600 / (wall > 0 ? wall : 1) )) servers an hour" >&2
 corpus_csv=$top/../shared/corpus/popular-servers.csv
 python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --results "$out/results.jsonl" \
   --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" $([ -f "$corpus_csv" ] && echo --csv "$corpus_csv") > "$out/table.md"
