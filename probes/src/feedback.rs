@@ -159,15 +159,47 @@ fn apply(
 ) -> Option<(Map<String, Value>, String)> {
     let prop = c.property.clone().or_else(|| path_property(schema, args))?;
     let current = args.get(&prop);
-    let candidates: Vec<(Value, String)> = match &c.want {
-        Want::Absent => {
-            let mut next = args.clone();
-            next.remove(&prop)?;
-            return Some((
-                next,
-                format!("left out '{prop}', which the tool does not know"),
-            ));
+    if c.want == Want::Absent {
+        let mut next = args.clone();
+        next.remove(&prop)?;
+        return Some((
+            next,
+            format!("left out '{prop}', which the tool does not know"),
+        ));
+    }
+    let candidates = candidates(&c.want, &prop, current, said, schema, hints);
+    let wants_list = matches!(current, Some(Value::Array(_)))
+        || arguments::property_type(schema, &prop).as_deref() == Some("array");
+    for (v, said) in candidates {
+        let v = match (wants_list, &v) {
+            (true, Value::String(_)) => Value::Array(vec![v]),
+            _ => v,
+        };
+        if current == Some(&v) {
+            continue;
         }
+        let mut next = args.clone();
+        next.insert(prop.clone(), v);
+        if !tried.contains(&next) {
+            return Some((next, format!("'{prop}': {said}")));
+        }
+    }
+    None
+}
+
+/// The values that would give a call what `want` asks of `prop`, best
+/// first, each with why.
+fn candidates(
+    want: &Want,
+    prop: &str,
+    current: Option<&Value>,
+    said: &str,
+    schema: &Map<String, Value>,
+    hints: &Hints,
+) -> Vec<(Value, String)> {
+    match want {
+        // `apply` leaves the property out instead.
+        Want::Absent => Vec::new(),
         Want::FileOfType(exts) => exts
             .iter()
             .filter_map(|e| arguments::seed_for_extension(e))
@@ -179,7 +211,7 @@ fn apply(
             })
             .collect(),
         Want::Present => {
-            let (v, reason) = arguments::property_value(schema, &prop, hints);
+            let (v, reason) = arguments::property_value(schema, prop, hints);
             vec![(
                 v,
                 format!("filled '{prop}', which it said was missing ({reason})"),
@@ -189,7 +221,7 @@ fn apply(
             Value::String(hints.workspace.clone().unwrap_or_else(|| ".".into())),
             "a directory, as it asked: the seeded workspace".into(),
         )],
-        Want::File | Want::Existing if is_path_like(&prop, current) => {
+        Want::File | Want::Existing if is_path_like(prop, current) => {
             [arguments::SEED_TEXT, arguments::SEED_JSON]
                 .iter()
                 .map(|f| {
@@ -200,38 +232,7 @@ fn apply(
                 })
                 .collect()
         }
-        Want::Existing | Want::File => {
-            let seen = seen_for(&prop, hints).map(|v| {
-                (
-                    v,
-                    format!("a value the server returned earlier for '{prop}'"),
-                )
-            });
-            // Examples the refusal itself gives ("Use A1 notation such as
-            // 'B2'"), then the description's.
-            let given = examples(head(said)).into_iter().map(|e| {
-                let why = format!("the example its refusal gives ({e})");
-                (Value::String(e), why)
-            });
-            let examples = examples(&described(schema, &prop, hints))
-                .into_iter()
-                .map(|e| {
-                    let said = format!("the example its description gives ({e})");
-                    (Value::String(e), said)
-                });
-            // Values the property's own description quotes ("local
-            // branches ('local'), remote ('remote') or all ('all')").
-            let own = arguments::property_description(schema, &prop);
-            let quoted_in = quoted(head(&own)).into_iter().map(|v| {
-                let why = format!("a value its description quotes ({v})");
-                (v, why)
-            });
-            seen.into_iter()
-                .chain(given)
-                .chain(examples)
-                .chain(quoted_in)
-                .collect()
-        }
+        Want::Existing | Want::File => existing_values(prop, said, schema, hints),
         Want::Pattern(p) => crate::pattern::sample(p)
             .map(|v| {
                 (
@@ -257,26 +258,7 @@ fn apply(
                 )
             })
             .collect(),
-        Want::Url => {
-            let page = hints
-                .workspace
-                .as_ref()
-                .map(|w| format!("file://{w}/{}", arguments::SEED_HTML));
-            let given = urls(&described(schema, &prop, hints));
-            given
-                .into_iter()
-                .map(|u| (u, "a URL its description gives"))
-                .chain(
-                    page.into_iter()
-                        .map(|u| (u, "a URL, as it asked: a local page")),
-                )
-                .chain([(
-                    "http://127.0.0.1/".to_string(),
-                    "a URL, as it asked: the loopback",
-                )])
-                .map(|(u, said)| (Value::String(u), said.to_string()))
-                .collect()
-        }
+        Want::Url => url_values(prop, schema, hints),
         Want::Date => {
             // The second for "cannot be in the past": after any run's today.
             ["2026-01-01", "2030-01-01", "2030-01-01T00:00:00Z"]
@@ -289,24 +271,71 @@ fn apply(
             .iter()
             .map(|v| (v.clone(), format!("one of the values it listed: {v}")))
             .collect(),
-    };
-    let wants_list = matches!(current, Some(Value::Array(_)))
-        || arguments::property_type(schema, &prop).as_deref() == Some("array");
-    for (v, said) in candidates {
-        let v = match (wants_list, &v) {
-            (true, Value::String(_)) => Value::Array(vec![v]),
-            _ => v,
-        };
-        if current == Some(&v) {
-            continue;
-        }
-        let mut next = args.clone();
-        next.insert(prop.clone(), v);
-        if !tried.contains(&next) {
-            return Some((next, format!("'{prop}': {said}")));
-        }
     }
-    None
+}
+
+/// Values for a property whose value was not found or not known: one
+/// the server returned earlier, the examples its refusal and its
+/// description give, the values its description quotes.
+fn existing_values(
+    prop: &str,
+    said: &str,
+    schema: &Map<String, Value>,
+    hints: &Hints,
+) -> Vec<(Value, String)> {
+    let seen = seen_for(prop, hints).map(|v| {
+        (
+            v,
+            format!("a value the server returned earlier for '{prop}'"),
+        )
+    });
+    // Examples the refusal itself gives ("Use A1 notation such as
+    // 'B2'"), then the description's.
+    let given = examples(head(said)).into_iter().map(|e| {
+        let why = format!("the example its refusal gives ({e})");
+        (Value::String(e), why)
+    });
+    let examples = examples(&described(schema, prop, hints))
+        .into_iter()
+        .map(|e| {
+            let said = format!("the example its description gives ({e})");
+            (Value::String(e), said)
+        });
+    // Values the property's own description quotes ("local
+    // branches ('local'), remote ('remote') or all ('all')").
+    let own = arguments::property_description(schema, prop);
+    let quoted_in = quoted(head(&own)).into_iter().map(|v| {
+        let why = format!("a value its description quotes ({v})");
+        (v, why)
+    });
+    seen.into_iter()
+        .chain(given)
+        .chain(examples)
+        .chain(quoted_in)
+        .collect()
+}
+
+/// URLs for a property that asked for one: those its description gives,
+/// a local page, the loopback.
+fn url_values(prop: &str, schema: &Map<String, Value>, hints: &Hints) -> Vec<(Value, String)> {
+    let page = hints
+        .workspace
+        .as_ref()
+        .map(|w| format!("file://{w}/{}", arguments::SEED_HTML));
+    let given = urls(&described(schema, prop, hints));
+    given
+        .into_iter()
+        .map(|u| (u, "a URL its description gives"))
+        .chain(
+            page.into_iter()
+                .map(|u| (u, "a URL, as it asked: a local page")),
+        )
+        .chain([(
+            "http://127.0.0.1/".to_string(),
+            "a URL, as it asked: the loopback",
+        )])
+        .map(|(u, said)| (Value::String(u), said.to_string()))
+        .collect()
 }
 
 /// What the schema says of a property, then what the tool says of
@@ -619,84 +648,9 @@ fn free_text(text: &str, props: &[String], args: &Map<String, Value>) -> Vec<Com
     if !REFUSING.iter().any(|w| t.contains(w)) {
         return Vec::new();
     }
-    // The property it is about: one whose value it quotes, else one it
-    // names. A name is a word of its own: `path` in "file path", not in
-    // "xpath".
-    // A value counts as quoted where it stands on its own: `rows` in
-    // "insert_rows_or_columns" is not the value "rows".
-    let quoted_value = args.iter().find_map(|(k, v)| {
-        let s = v.as_str()?;
-        (s.len() >= 3 && word_at(text, s).is_some()).then(|| k.clone())
-    });
-    let mut mentioned: Vec<(usize, String)> = props
-        .iter()
-        .filter_map(|p| mention(&t, p).map(|at| (at, p.clone())))
-        .collect();
-    mentioned.sort();
-    if mentioned.is_empty() {
-        // "invalid arXiv ID" is about `paper_id`: a name's last word, when
-        // only one property ends with it.
-        let by_last: Vec<&String> = props.iter().filter(|p| last_word_in(&t, p)).collect();
-        if let [only] = by_last[..] {
-            mentioned.push((0, only.clone()));
-        }
-    }
-    let named = mentioned.first().map(|(_, p)| p.clone());
-    let property = quoted_value.clone().or(named.clone());
-    let mut out = Vec::new();
-
-    let current_ext = property
-        .as_ref()
-        .and_then(|p| args.get(p))
-        .and_then(Value::as_str)
-        .and_then(|s| s.rsplit_once('.'))
-        .map(|(_, e)| e.to_lowercase());
-    let mut exts: Vec<String> = extensions(&t)
-        .into_iter()
-        .filter(|e| Some(e) != current_ext.as_ref())
-        .collect();
-    // Kinds as words of their own: "workbook" in a tool's name
-    // (`list_workbooks`, which a refusal may quote) asks for nothing.
-    for (word, ext) in FILE_KINDS {
-        let named = word_at(&t, word).is_some() || word_at(&t, &format!("{word}s")).is_some();
-        if named && Some(ext.to_string()) != current_ext && !exts.iter().any(|e| e == ext) {
-            exts.push(ext.to_string());
-        }
-    }
-    exts.retain(|e| arguments::seed_for_extension(e).is_some());
-    let about_files = t.contains("file") || t.contains("path") || !extensions(&t).is_empty();
-    let current = property
-        .as_ref()
-        .and_then(|p| args.get(p))
-        .and_then(Value::as_str);
-    if t.contains("must be absolute") || t.contains("absolute path") {
-        // Its example ("e.g. 'C:\\Reports\\q1.xlsx'") asks for no type.
-        if current.is_some_and(|c| !c.starts_with('/')) {
-            out.push(Complaint {
-                property: property.clone(),
-                want: Want::Absolute,
-            });
-        }
-    } else if !exts.is_empty() && about_files {
-        out.push(Complaint {
-            property: property.clone(),
-            want: Want::FileOfType(exts),
-        });
-    }
-    if t.contains("is a directory") || t.contains("eisdir") {
-        out.push(Complaint {
-            property: property.clone(),
-            want: Want::File,
-        });
-    } else if t.contains("not a directory")
-        || t.contains("enotdir")
-        || t.contains("must be a directory")
-    {
-        out.push(Complaint {
-            property: property.clone(),
-            want: Want::Directory,
-        });
-    }
+    let about = About::of(text, &t, props, args);
+    let property = about.quoted_value.clone().or(about.named.clone());
+    let mut out = file_complaints(&t, property.as_ref(), args);
     if let Some(values) = one_of(text) {
         out.push(Complaint {
             property: property.clone(),
@@ -718,7 +672,7 @@ fn free_text(text: &str, props: &[String], args: &Map<String, Value>) -> Vec<Com
         "is not set",
         "not given",
     ]);
-    let Some(p) = named.or(quoted_value) else {
+    let Some(p) = about.named.or(about.quoted_value) else {
         // A refusal that asks for something without naming it, of a call
         // that left exactly one declared property out, is about that one.
         let left_out: Vec<&String> = props.iter().filter(|p| !args.contains_key(*p)).collect();
@@ -736,10 +690,10 @@ fn free_text(text: &str, props: &[String], args: &Map<String, Value>) -> Vec<Com
         Some(Value::Array(a)) => a.is_empty(),
         _ => false,
     };
-    if asks_for_it && mentioned.iter().any(|(_, m)| empty(m)) {
+    if asks_for_it && about.mentioned.iter().any(|(_, m)| empty(m)) {
         // Every property it names that the call left out ("provide
         // projectSlug with branch"), in the order it names them.
-        for (_, m) in mentioned.iter().filter(|(_, m)| empty(m)) {
+        for (_, m) in about.mentioned.iter().filter(|(_, m)| empty(m)) {
             out.push(Complaint {
                 property: Some(m.clone()),
                 want: Want::Present,
@@ -750,25 +704,129 @@ fn free_text(text: &str, props: &[String], args: &Map<String, Value>) -> Vec<Com
             property: Some(p),
             want: Want::Present,
         });
-    } else if said(&["json"]) && said(&["invalid", "parse", "must be", "expected"]) {
+    } else if let Some(want) = value_want(&t, out.is_empty()) {
         out.push(Complaint {
             property: Some(p),
-            want: Want::Json,
+            want,
         });
+    }
+    out
+}
+
+/// Which property a refusal in plain words is about.
+struct About {
+    /// One whose value it quotes.
+    quoted_value: Option<String>,
+    /// Those it names, where it first names each, in that order.
+    mentioned: Vec<(usize, String)>,
+    /// The first it names.
+    named: Option<String>,
+}
+
+impl About {
+    fn of(text: &str, t: &str, props: &[String], args: &Map<String, Value>) -> About {
+        // A name is a word of its own: `path` in "file path", not in
+        // "xpath". A value counts as quoted where it stands on its own:
+        // `rows` in "insert_rows_or_columns" is not the value "rows".
+        let quoted_value = args.iter().find_map(|(k, v)| {
+            let s = v.as_str()?;
+            (s.len() >= 3 && word_at(text, s).is_some()).then(|| k.clone())
+        });
+        let mut mentioned: Vec<(usize, String)> = props
+            .iter()
+            .filter_map(|p| mention(t, p).map(|at| (at, p.clone())))
+            .collect();
+        mentioned.sort();
+        if mentioned.is_empty() {
+            // "invalid arXiv ID" is about `paper_id`: a name's last word,
+            // when only one property ends with it.
+            let by_last: Vec<&String> = props.iter().filter(|p| last_word_in(t, p)).collect();
+            if let [only] = by_last[..] {
+                mentioned.push((0, only.clone()));
+            }
+        }
+        let named = mentioned.first().map(|(_, p)| p.clone());
+        About {
+            quoted_value,
+            mentioned,
+            named,
+        }
+    }
+}
+
+/// What a refusal (lowercase) asks of a file or directory argument: an
+/// absolute path, a type of file, a file rather than a directory or the
+/// other way round.
+fn file_complaints(
+    t: &str,
+    property: Option<&String>,
+    args: &Map<String, Value>,
+) -> Vec<Complaint> {
+    let mut out = Vec::new();
+    let current = property.and_then(|p| args.get(p)).and_then(Value::as_str);
+    let current_ext = current
+        .and_then(|s| s.rsplit_once('.'))
+        .map(|(_, e)| e.to_lowercase());
+    let mut exts: Vec<String> = extensions(t)
+        .into_iter()
+        .filter(|e| Some(e) != current_ext.as_ref())
+        .collect();
+    // Kinds as words of their own: "workbook" in a tool's name
+    // (`list_workbooks`, which a refusal may quote) asks for nothing.
+    for (word, ext) in FILE_KINDS {
+        let named = word_at(t, word).is_some() || word_at(t, &format!("{word}s")).is_some();
+        if named && Some(ext.to_string()) != current_ext && !exts.iter().any(|e| e == ext) {
+            exts.push(ext.to_string());
+        }
+    }
+    exts.retain(|e| arguments::seed_for_extension(e).is_some());
+    let about_files = t.contains("file") || t.contains("path") || !extensions(t).is_empty();
+    if t.contains("must be absolute") || t.contains("absolute path") {
+        // Its example ("e.g. 'C:\\Reports\\q1.xlsx'") asks for no type.
+        if current.is_some_and(|c| !c.starts_with('/')) {
+            out.push(Complaint {
+                property: property.cloned(),
+                want: Want::Absolute,
+            });
+        }
+    } else if !exts.is_empty() && about_files {
+        out.push(Complaint {
+            property: property.cloned(),
+            want: Want::FileOfType(exts),
+        });
+    }
+    if t.contains("is a directory") || t.contains("eisdir") {
+        out.push(Complaint {
+            property: property.cloned(),
+            want: Want::File,
+        });
+    } else if t.contains("not a directory")
+        || t.contains("enotdir")
+        || t.contains("must be a directory")
+    {
+        out.push(Complaint {
+            property: property.cloned(),
+            want: Want::Directory,
+        });
+    }
+    out
+}
+
+/// What a refusal (lowercase) that names a property with a value asks
+/// that value to be; an existing thing only when nothing else was asked
+/// (`nothing_yet`).
+fn value_want(t: &str, nothing_yet: bool) -> Option<Want> {
+    let said = |words: &[&str]| words.iter().any(|w| t.contains(w));
+    if said(&["json"]) && said(&["invalid", "parse", "must be", "expected"]) {
+        Some(Want::Json)
     } else if said(&["url", "uri"]) && said(&["invalid", "valid", "must", "scheme", "protocol"]) {
-        out.push(Complaint {
-            property: Some(p),
-            want: Want::Url,
-        });
+        Some(Want::Url)
     } else if said(&["date"])
         && said(&[
             "invalid", "format", "must", "expected", "cannot", "past", "future",
         ])
     {
-        out.push(Complaint {
-            property: Some(p),
-            want: Want::Date,
-        });
+        Some(Want::Date)
     } else if said(&[
         "must be a number",
         "must be an integer",
@@ -776,35 +834,31 @@ fn free_text(text: &str, props: &[String], args: &Map<String, Value>) -> Vec<Com
         "expected number",
         "expected integer",
     ]) {
-        out.push(Complaint {
-            property: Some(p),
-            want: Want::Number,
-        });
-    } else if said(&[
-        "not found",
-        "does not exist",
-        "doesn't exist",
-        "no such",
-        "unknown",
-        "enoent",
-        "could not find",
-        "cannot find",
-        "invalid",
-        "should match",
-        "must match",
-        "not a valid",
-        "not valid",
-        "outside",
-        "not allowed",
-        "not permitted",
-    ]) && out.is_empty()
+        Some(Want::Number)
+    } else if nothing_yet
+        && said(&[
+            "not found",
+            "does not exist",
+            "doesn't exist",
+            "no such",
+            "unknown",
+            "enoent",
+            "could not find",
+            "cannot find",
+            "invalid",
+            "should match",
+            "must match",
+            "not a valid",
+            "not valid",
+            "outside",
+            "not allowed",
+            "not permitted",
+        ])
     {
-        out.push(Complaint {
-            property: Some(p),
-            want: Want::Existing,
-        });
+        Some(Want::Existing)
+    } else {
+        None
     }
-    out
 }
 
 /// Where `t` (lowercase) first names the property `p` as a word, in any
