@@ -242,55 +242,70 @@ pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
     verdict(v, reason, evidence, Some(r))
 }
 
+/// A verdict, its reason and its evidence.
+type Judged = (Verdict, Option<Reason>, Vec<String>);
+
 /// The verdict of a cell, its reason and evidence.
-fn classify(r: &Record) -> (Verdict, Option<Reason>, Vec<String>) {
+fn classify(r: &Record) -> Judged {
     let answered = r.lifecycle.is_some() && r.failed_step.as_deref() != Some("tools/list");
-    let mut evidence: Vec<String> = Vec::new();
     if answered {
-        // Hostile input that killed or hung it, or a call that did.
-        if let Some(rb) = &r.robustness {
-            for p in rb.valid_breakage.iter().chain(&rb.malformed_breakage) {
-                evidence.push(format!(
-                    "robustness: {} crashed or hung the server",
-                    quote(p)
-                ));
-            }
-        }
-        if matches!(r.outcome, Outcome::Crash | Outcome::Oom) {
-            evidence.push(format!(
-                "{} ended the server ({})",
-                r.failed_step.as_deref().unwrap_or("a call"),
-                r.outcome.name()
-            ));
-        }
-        if !evidence.is_empty() {
-            evidence.extend(last_lines(&r.evidence.stderr_tail, 1));
-            return (Verdict::NotFit, None, evidence);
-        }
-        if let Some(need) = no_call_answered(r) {
-            return need;
-        }
-        evidence.push(format!(
-            "handshake ({}) and tools/list answered: {} tools called, {} answered",
-            r.lifecycle.as_deref().unwrap_or("?"),
-            r.tools_ok.len() + r.tools_failed.len(),
-            r.tools_ok.len()
-        ));
-        if let Some(reach) = &r.reach {
-            evidence.push(format!(
-                "calls: {} of {} reached their tool ({} tried again as a refusal asked)",
-                reach.reached, reach.called, reach.retried
-            ));
-        }
-        if let Some(rb) = &r.robustness {
-            evidence.push(format!(
-                "robustness: {} of {} hostile inputs handled",
-                rb.handled, rb.sent
-            ));
-        }
-        return (Verdict::Fit, None, evidence);
+        answered_cell(r)
+    } else {
+        silent_cell(r)
     }
-    // No handshake: what the server said and did before it says why.
+}
+
+/// A server that answered the handshake and its listing: not fit when
+/// hostile input or a call ended it, else what its calls say.
+fn answered_cell(r: &Record) -> Judged {
+    let mut evidence: Vec<String> = Vec::new();
+    // Hostile input that killed or hung it, or a call that did.
+    if let Some(rb) = &r.robustness {
+        for p in rb.valid_breakage.iter().chain(&rb.malformed_breakage) {
+            evidence.push(format!(
+                "robustness: {} crashed or hung the server",
+                quote(p)
+            ));
+        }
+    }
+    if matches!(r.outcome, Outcome::Crash | Outcome::Oom) {
+        evidence.push(format!(
+            "{} ended the server ({})",
+            r.failed_step.as_deref().unwrap_or("a call"),
+            r.outcome.name()
+        ));
+    }
+    if !evidence.is_empty() {
+        evidence.extend(last_lines(&r.evidence.stderr_tail, 1));
+        return (Verdict::NotFit, None, evidence);
+    }
+    if let Some(need) = no_call_answered(r) {
+        return need;
+    }
+    evidence.push(format!(
+        "handshake ({}) and tools/list answered: {} tools called, {} answered",
+        r.lifecycle.as_deref().unwrap_or("?"),
+        r.tools_ok.len() + r.tools_failed.len(),
+        r.tools_ok.len()
+    ));
+    if let Some(reach) = &r.reach {
+        evidence.push(format!(
+            "calls: {} of {} reached their tool ({} tried again as a refusal asked)",
+            reach.reached, reach.called, reach.retried
+        ));
+    }
+    if let Some(rb) = &r.robustness {
+        evidence.push(format!(
+            "robustness: {} of {} hostile inputs handled",
+            rb.handled, rb.sent
+        ));
+    }
+    (Verdict::Fit, None, evidence)
+}
+
+/// No handshake: what the server said and did before it says why.
+fn silent_cell(r: &Record) -> Judged {
+    let mut evidence: Vec<String> = Vec::new();
     let said = format!(
         "{}\n{}",
         r.evidence.stderr_tail,
@@ -391,7 +406,7 @@ fn classify(r: &Record) -> (Verdict, Option<Reason>, Vec<String>) {
 /// tool's argument check. None when a call answered, or when the
 /// failures name nothing (the tools ran and said no: an answer a client
 /// gets).
-fn no_call_answered(r: &Record) -> Option<(Verdict, Option<Reason>, Vec<String>)> {
+fn no_call_answered(r: &Record) -> Option<Judged> {
     if !r.tools_ok.is_empty() || r.tools_failed.is_empty() {
         return None;
     }
