@@ -188,6 +188,45 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
     if names.is_empty() {
         return Err(AuditError::NoServers.into());
     }
+    let (columns, definitions) = columns(o)?;
+    let (servers, runtime_image) = server_metas(o, &catalogue, &names)?;
+    let kernel = crate::exe::default_artifact(
+        "kernel",
+        std::env::var_os("MCPVM_KERNEL").map(PathBuf::from),
+        "kernel/vmlinux",
+    )?;
+    let origins = catalogue
+        .origins
+        .iter()
+        .filter(|(name, _)| servers.contains_key(*name))
+        .map(|(n, o)| (n.clone(), o.clone()))
+        .collect();
+    let meta = Meta {
+        schema: 1,
+        mcpvm_version: env!("CARGO_PKG_VERSION").into(),
+        kernel_sha256: sha256_16(&kernel),
+        kernel: kernel.display().to_string(),
+        runtime_image,
+        catalogue: catalogue.source.clone(),
+        servers,
+        profiles: columns,
+        profile_definitions: definitions,
+        shard: o.shard,
+        started_at: record::now(),
+        warm: o.warm.is_some(),
+        order: matrix::ORDER.into(),
+        repeat: o.repeat.max(1),
+        origins,
+        gaps: Vec::new(),
+    };
+    Ok((meta, catalogue))
+}
+
+/// The audit's columns (its profiles, then the security column) and
+/// what each runs under.
+type Columns = (Vec<String>, BTreeMap<String, serde_json::Value>);
+
+fn columns(o: &AuditOptions) -> Result<Columns, Box<dyn std::error::Error>> {
     let profiles = Profiles::from_option(o.profiles_file.as_deref())?;
     let mut definitions = BTreeMap::new();
     let mut columns = o.profiles.clone();
@@ -206,6 +245,17 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
         definitions.insert(SECURITY.to_string(), observe);
         columns.push(SECURITY.to_string());
     }
+    Ok((columns, definitions))
+}
+
+/// What the audit records of each server named: its layer, lock and
+/// install where it built, why not where it did not; and the runtime
+/// image the layers run on.
+fn server_metas(
+    o: &AuditOptions,
+    catalogue: &Catalogue,
+    names: &[String],
+) -> Result<(BTreeMap<String, ServerMeta>, String), Box<dyn std::error::Error>> {
     let mut servers = BTreeMap::new();
     let mut runtime_image = String::new();
     let index = o
@@ -218,7 +268,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
             .map(|f| f.to_string_lossy().to_string())
             .unwrap_or_default()
     };
-    for name in &names {
+    for name in names {
         let entry = catalogue.get(name)?;
         // A server whose layer could not be built is a row with why (its
         // build's own error where the store kept it), not a stop.
@@ -267,36 +317,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
             },
         );
     }
-    let kernel = crate::exe::default_artifact(
-        "kernel",
-        std::env::var_os("MCPVM_KERNEL").map(PathBuf::from),
-        "kernel/vmlinux",
-    )?;
-    let origins = catalogue
-        .origins
-        .iter()
-        .filter(|(name, _)| servers.contains_key(*name))
-        .map(|(n, o)| (n.clone(), o.clone()))
-        .collect();
-    let meta = Meta {
-        schema: 1,
-        mcpvm_version: env!("CARGO_PKG_VERSION").into(),
-        kernel_sha256: sha256_16(&kernel),
-        kernel: kernel.display().to_string(),
-        runtime_image,
-        catalogue: catalogue.source.clone(),
-        servers,
-        profiles: columns,
-        profile_definitions: definitions,
-        shard: o.shard,
-        started_at: record::now(),
-        warm: o.warm.is_some(),
-        order: matrix::ORDER.into(),
-        repeat: o.repeat.max(1),
-        origins,
-        gaps: Vec::new(),
-    };
-    Ok((meta, catalogue))
+    Ok((servers, runtime_image))
 }
 
 /// Runs the audit; returns the process exit code (0: every cell ran).
