@@ -420,56 +420,13 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         return Err("--warm starts a microVM from a snapshot: give --vm or --server".into());
     }
     let command = if in_vm {
-        // `mcpvm run` would refuse these too, but once per spawn and
-        // inside the probe's report: say it once, here.
-        let checked = args.vm_options.check(!args.command.is_empty())?;
-        // `mcpvm run` gets the names on its command line and the values
-        // in its environment; its credentials and --secret's are
-        // redacted from the result.
-        opts.env = checked.env.clone();
-        opts.secrets = probes::redact::Secrets::new(checked.secrets.clone());
-        // A server that speaks HTTP is reached through --listen on a
-        // free loopback port.
-        let http_port = checked.server.as_ref().and_then(|s| s.http_port);
-        let mut vm_options = args.vm_options;
-        if http_port.is_some() && vm_options.listen.is_none() {
-            // Bound here and handed to `mcpvm run` as descriptor 3: the
-            // port is ours from choice to use, no other process can take
-            // it between.
-            let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ProbeCliError::RunDir)?;
-            vm_options.listen = Some(l.local_addr().map_err(ProbeCliError::RunDir)?);
-            vm_options.listen_fd = Some(3);
-            opts.fd3 = Some(std::sync::Arc::new(std::os::fd::OwnedFd::from(l)));
-        }
-        if let (Some(_), Some(addr)) = (http_port, vm_options.listen) {
-            // The run's token, chosen here: in the child's environment,
-            // and on every request.
-            let token = crate::run::inbound::fresh_token().map_err(ProbeCliError::RunDir)?;
-            opts.env
-                .push((crate::run::inbound::TOKEN_ENV.to_string(), token.clone()));
-            opts.http = Some(probes::http::Endpoint {
-                authority: addr.to_string(),
-                path: "/mcp".into(),
-                token: Some(token),
-            });
-        }
-        let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
-        let timings = dir.path().join("probe-timings.json");
-        let exe = crate::exe::vm().map_err(ProbeCliError::Exe)?;
-        let events = dir.path().join("probe-events.jsonl");
-        let run = RunArgs {
-            vm: vm_options,
-            timings: Some(timings.clone()),
-            events: Some(events.clone()),
-            warm: args.warm,
-            snapshots: args.snapshots,
-            command: args.command,
-            ..RunArgs::default()
-        };
-        let mut cmd = vec![exe.display().to_string(), "run".into()];
-        cmd.extend(run.to_args());
-        opts.vm_events = Some(events);
-        opts.vm_timings = Some(timings);
+        let (cmd, dir) = vm_command(
+            args.vm_options,
+            args.command,
+            args.warm,
+            args.snapshots,
+            &mut opts,
+        )?;
         rundir = Some(dir);
         cmd
     } else {
@@ -519,10 +476,77 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     } else {
         print!("{}", result.summary());
     }
-    let gate = args
-        .fail_on
-        .map(|at| (at, probes::gate::reaching(&result.findings, at)));
-    Ok(if let Some((at, n @ 1..)) = gate {
+    Ok(exit_code(args.fail_on, &result))
+}
+
+/// The `mcpvm run` command line that starts the server in its microVM,
+/// and the run directory that holds its timings and events: `opts`
+/// learns the environment, the secrets to redact, and where a server
+/// that speaks HTTP is reached.
+fn vm_command(
+    mut vm_options: VmOptions,
+    command: Vec<String>,
+    warm: bool,
+    snapshots: Option<PathBuf>,
+    opts: &mut ProbeOptions,
+) -> Result<(Vec<String>, RunDir), Box<dyn std::error::Error>> {
+    // `mcpvm run` would refuse these too, but once per spawn and
+    // inside the probe's report: say it once, here.
+    let checked = vm_options.check(!command.is_empty())?;
+    // `mcpvm run` gets the names on its command line and the values
+    // in its environment; its credentials and --secret's are
+    // redacted from the result.
+    opts.env = checked.env.clone();
+    opts.secrets = probes::redact::Secrets::new(checked.secrets.clone());
+    // A server that speaks HTTP is reached through --listen on a
+    // free loopback port.
+    let http_port = checked.server.as_ref().and_then(|s| s.http_port);
+    if http_port.is_some() && vm_options.listen.is_none() {
+        // Bound here and handed to `mcpvm run` as descriptor 3: the
+        // port is ours from choice to use, no other process can take
+        // it between.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ProbeCliError::RunDir)?;
+        vm_options.listen = Some(l.local_addr().map_err(ProbeCliError::RunDir)?);
+        vm_options.listen_fd = Some(3);
+        opts.fd3 = Some(std::sync::Arc::new(std::os::fd::OwnedFd::from(l)));
+    }
+    if let (Some(_), Some(addr)) = (http_port, vm_options.listen) {
+        // The run's token, chosen here: in the child's environment,
+        // and on every request.
+        let token = crate::run::inbound::fresh_token().map_err(ProbeCliError::RunDir)?;
+        opts.env
+            .push((crate::run::inbound::TOKEN_ENV.to_string(), token.clone()));
+        opts.http = Some(probes::http::Endpoint {
+            authority: addr.to_string(),
+            path: "/mcp".into(),
+            token: Some(token),
+        });
+    }
+    let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
+    let timings = dir.path().join("probe-timings.json");
+    let exe = crate::exe::vm().map_err(ProbeCliError::Exe)?;
+    let events = dir.path().join("probe-events.jsonl");
+    let run = RunArgs {
+        vm: vm_options,
+        timings: Some(timings.clone()),
+        events: Some(events.clone()),
+        warm,
+        snapshots,
+        command,
+        ..RunArgs::default()
+    };
+    let mut cmd = vec![exe.display().to_string(), "run".into()];
+    cmd.extend(run.to_args());
+    opts.vm_events = Some(events);
+    opts.vm_timings = Some(timings);
+    Ok((cmd, dir))
+}
+
+/// The probe's exit code: the gate's when findings reach it, 3 when a
+/// step failed, 4 when hostile input broke the server, else 0.
+fn exit_code(fail_on: Option<probes::gate::Severity>, result: &probes::ProbeResult) -> u8 {
+    let gate = fail_on.map(|at| (at, probes::gate::reaching(&result.findings, at)));
+    if let Some((at, n @ 1..)) = gate {
         eprintln!(
             "mcpvm probe: {n} finding(s) at or above {at} (--fail-on {at}): exit {}",
             probes::gate::FINDINGS_EXIT
@@ -534,7 +558,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         4
     } else {
         0
-    })
+    }
 }
 
 /// Where SARIF locates the findings: the catalogue entry of a named
