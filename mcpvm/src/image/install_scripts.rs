@@ -167,6 +167,98 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Writes the testbed's scripts into `w` and packs `stage` as the
+/// install microVM gets it; the archive's path.
+fn stage(w: &Path, stage: &Path) -> Result<PathBuf, String> {
+    for (name, text) in TESTBED {
+        let path = w.join("testbed").join(name);
+        std::fs::create_dir_all(path.parent().unwrap_or(w))
+            .and_then(|()| std::fs::write(&path, text))
+            .and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            })
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    // Symlinks stay symlinks (npm's .bin), as the workspace keeps them.
+    let stage_tar = w.join("stage.tar");
+    let pack = || -> std::io::Result<()> {
+        let mut b = tar::Builder::new(std::fs::File::create(&stage_tar)?);
+        b.follow_symlinks(false);
+        b.append_dir_all(".", stage)?;
+        b.finish()
+    };
+    pack().map_err(|e| format!("cannot pack {}: {e}", stage.display()))?;
+    Ok(stage_tar)
+}
+
+/// Shows the install microVM's progress and the scripts' own output as
+/// they come, both bounded and printable; the last lines of its stderr.
+fn relay(
+    child: &mut std::process::Child,
+    server: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<String> {
+    // The scripts' own output (the guest's stdout) is read beside the
+    // progress lines, so that neither pipe fills; what a script prints
+    // is kept bounded, and made printable before it reaches a terminal.
+    let stdout = child
+        .stdout
+        .take()
+        .map(|o| std::thread::spawn(move || last_lines(o)));
+    let mut said = Vec::new();
+    if let Some(err) = child.stderr.take() {
+        let mut reader = BufReader::new(err);
+        let mut line = Vec::new();
+        let mut live = std::collections::VecDeque::new();
+        while read_line_bounded(&mut reader, &mut line, MAX_LINE) {
+            let text = String::from_utf8_lossy(&line).into_owned();
+            if !shown_live(&mut live, &text) {
+                progress(&format!("{}: {}", server, printable(&text)));
+            }
+            said.push(text);
+            if said.len() > KEPT_LINES {
+                said.remove(0);
+            }
+        }
+    }
+    let (printed, dropped) = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
+    if dropped > 0 {
+        progress(&format!(
+            "{}: ({dropped} earlier lines of the scripts' output not shown)",
+            server
+        ));
+    }
+    for line in &printed {
+        progress(&format!("{}: {}", server, printable(line)));
+    }
+    said
+}
+
+/// Why the install microVM failed: its deadline, or what the guest's npm
+/// said (the testbed's own words when it failed itself).
+fn failure(status: std::process::ExitStatus, said: &[String], timeout_s: u64) -> String {
+    if status.code() == Some(124) {
+        return format!(
+            "the microVM did not finish in {timeout_s} s (the last lines of its output are above); \
+             give it longer with `mcpvm image build --sandbox-timeout SECS`"
+        );
+    }
+    let npm: Vec<&str> = said
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !l.starts_with("testbed: "))
+        .collect();
+    let cause = match mcpvm_images::build::cause(&npm.join("\n")) {
+        c if c.is_empty() => mcpvm_images::build::cause(&said.join("\n")),
+        c => c,
+    };
+    format!(
+        "exit {}: {cause}",
+        status.code().map_or("by signal".into(), |c| c.to_string()),
+    )
+}
+
 impl ScriptSandbox for MicroVm {
     fn run(
         &self,
@@ -181,25 +273,7 @@ impl ScriptSandbox for MicroVm {
             .tempdir()
             .map_err(|e| format!("cannot make a scratch directory: {e}"))?;
         let w = work.path();
-        for (name, text) in TESTBED {
-            let path = w.join("testbed").join(name);
-            std::fs::create_dir_all(path.parent().unwrap_or(w))
-                .and_then(|()| std::fs::write(&path, text))
-                .and_then(|()| {
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                })
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        }
-        // Symlinks stay symlinks (npm's .bin), as the workspace keeps them.
-        let stage_tar = w.join("stage.tar");
-        let pack = || -> std::io::Result<()> {
-            let mut b = tar::Builder::new(std::fs::File::create(&stage_tar)?);
-            b.follow_symlinks(false);
-            b.append_dir_all(".", job.stage)?;
-            b.finish()
-        };
-        pack().map_err(|e| format!("cannot pack {}: {e}", job.stage.display()))?;
+        let stage_tar = stage(w, job.stage)?;
 
         // Room for the tree twice (workspace and npm's work) in the guest.
         let mib = tree_bytes(job.stage) >> 20;
@@ -256,63 +330,10 @@ impl ScriptSandbox for MicroVm {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start testbed/run: {e}"))?;
-        // The scripts' own output (the guest's stdout) is read beside the
-        // progress lines, so that neither pipe fills; what a script prints
-        // is kept bounded, and made printable before it reaches a terminal.
-        let stdout = child
-            .stdout
-            .take()
-            .map(|o| std::thread::spawn(move || last_lines(o)));
-        let mut said = Vec::new();
-        if let Some(err) = child.stderr.take() {
-            let mut reader = BufReader::new(err);
-            let mut line = Vec::new();
-            let mut live = std::collections::VecDeque::new();
-            while read_line_bounded(&mut reader, &mut line, MAX_LINE) {
-                let text = String::from_utf8_lossy(&line).into_owned();
-                if !shown_live(&mut live, &text) {
-                    progress(&format!("{}: {}", job.server, printable(&text)));
-                }
-                said.push(text);
-                if said.len() > KEPT_LINES {
-                    said.remove(0);
-                }
-            }
-        }
+        let said = relay(&mut child, job.server, progress);
         let status = child.wait().map_err(|e| format!("testbed/run: {e}"))?;
-        let (printed, dropped) = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
-        if dropped > 0 {
-            progress(&format!(
-                "{}: ({dropped} earlier lines of the scripts' output not shown)",
-                job.server
-            ));
-        }
-        for line in &printed {
-            progress(&format!("{}: {}", job.server, printable(line)));
-        }
-        if status.code() == Some(124) {
-            return Err(format!(
-                "the microVM did not finish in {} s (the last lines of its output are above); \
-                 give it longer with `mcpvm image build --sandbox-timeout SECS`",
-                self.timeout_s
-            ));
-        }
         if !status.success() {
-            // What the guest's npm said on stderr, not the testbed's
-            // steps; the testbed's own words when it failed itself.
-            let npm: Vec<&str> = said
-                .iter()
-                .map(String::as_str)
-                .filter(|l| !l.starts_with("testbed: "))
-                .collect();
-            let cause = match mcpvm_images::build::cause(&npm.join("\n")) {
-                c if c.is_empty() => mcpvm_images::build::cause(&said.join("\n")),
-                c => c,
-            };
-            return Err(format!(
-                "exit {}: {cause}",
-                status.code().map_or("by signal".into(), |c| c.to_string()),
-            ));
+            return Err(failure(status, &said, self.timeout_s));
         }
         // What came back replaces the stage; the take-back in the VM's
         // host already refused links out, special files and modes.
