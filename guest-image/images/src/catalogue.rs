@@ -306,171 +306,19 @@ impl Catalogue {
 
     fn validate(&self) -> Result<(), CatalogueError> {
         for (name, e) in &self.servers {
-            let bad = |field, why: String| CatalogueError::Field {
+            let checked = match is_name(name) {
+                false => Err(("name", "use lowercase letters, digits and '-'".into())),
+                true => e
+                    .check_package()
+                    .and_then(|()| e.check_install())
+                    .and_then(|()| e.check_run()),
+            };
+            checked.map_err(|(field, why)| CatalogueError::Field {
                 source_name: self.source.clone(),
                 server: name.clone(),
                 field,
                 why,
-            };
-            if !is_name(name) {
-                return Err(bad("name", "use lowercase letters, digits and '-'".into()));
-            }
-            if e.package.is_empty() || e.package.contains(char::is_whitespace) {
-                return Err(bad(
-                    "package",
-                    format!("'{}' is not a package name", e.package),
-                ));
-            }
-            let exact = !e.version.is_empty()
-                && e.version
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
-            if !exact {
-                return Err(bad(
-                    "version",
-                    format!(
-                        "'{}' is not an exact version (ranges are not allowed)",
-                        e.version
-                    ),
-                ));
-            }
-            if let Some(src) = &e.source {
-                let (ext, kind) = match e.runtime {
-                    Runtime::Python => (
-                        ".whl",
-                        "a wheel (.whl): an sdist would run its code on the host",
-                    ),
-                    Runtime::Cargo => (".crate", "`cargo package`'s .crate"),
-                    _ => (".tgz", "`npm pack`'s .tgz"),
-                };
-                if !src.to_string_lossy().ends_with(ext) {
-                    return Err(bad("source", format!("'{}' is not {kind}", src.display())));
-                }
-            }
-            if e.command.is_empty()
-                || e.command.contains('/')
-                || e.command.contains(char::is_whitespace)
-            {
-                return Err(bad(
-                    "command",
-                    format!("'{}' must be the package's executable name", e.command),
-                ));
-            }
-            for pin in &e.pins {
-                if e.runtime == Runtime::Cargo {
-                    return Err(bad(
-                        "pins",
-                        "a crate's tree is its Cargo.lock; pins apply to npm and PyPI".into(),
-                    ));
-                }
-                let (name, version) = match e.runtime {
-                    Runtime::Python => pin.split_once("==").unwrap_or(("", "")),
-                    _ => pin.rsplit_once('@').unwrap_or(("", "")),
-                };
-                let exact = !version.is_empty()
-                    && version
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
-                if name.is_empty() || !exact {
-                    let form = match e.runtime {
-                        Runtime::Python => "name==1.2.3",
-                        _ => "name@1.2.3",
-                    };
-                    return Err(bad("pins", format!("'{pin}' is not an exact pin ({form})")));
-                }
-            }
-            for k in e.install_env.keys() {
-                if !is_env_key(k) {
-                    return Err(bad(
-                        "install_env",
-                        format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
-                    ));
-                }
-            }
-            if e.as_released && (e.source.is_some() || e.runtime == Runtime::Cargo) {
-                return Err(bad(
-                    "as_released",
-                    "applies to npm and PyPI packages from their registry (a local file or a crate has no registry date to resolve by)".into(),
-                ));
-            }
-            if e.ignore_scripts && !e.runtime.is_node() {
-                return Err(bad(
-                    "ignore_scripts",
-                    "applies to node packages only (pip runs no install scripts of its own)".into(),
-                ));
-            }
-            if !e.extras.is_empty() && e.runtime != Runtime::Python {
-                return Err(bad("extras", "applies to python packages only".into()));
-            }
-            for x in &e.extras {
-                let ok = !x.is_empty()
-                    && x.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
-                if !ok {
-                    return Err(bad("extras", format!("'{x}' is not an extra's name")));
-                }
-            }
-            for p in &e.apt {
-                // Debian policy: lowercase letters, digits, + - . ; two or more.
-                let ok = p.len() >= 2
-                    && p.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && p.bytes().all(|b| {
-                        b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b)
-                    });
-                if !ok {
-                    return Err(bad("apt", format!("'{p}' is not a Debian package name")));
-                }
-            }
-            match (e.transport, e.port) {
-                (Transport::Http, None) | (Transport::Http, Some(0)) => {
-                    return Err(bad(
-                        "port",
-                        "an http server needs the guest port it listens on".into(),
-                    ))
-                }
-                (Transport::Stdio, Some(_)) => {
-                    return Err(bad(
-                        "port",
-                        "only an http server (transport = \"http\") has a port".into(),
-                    ))
-                }
-                _ => {}
-            }
-            for r in &e.network {
-                withholding::network::Rule::parse(r).map_err(|why| bad("network", why))?;
-            }
-            for r in &e.roots {
-                if !r.starts_with('/') || r.split('/').any(|c| c == "." || c == "..") {
-                    return Err(bad(
-                        "roots",
-                        format!("'{r}' is not an absolute guest path without '.' or '..'"),
-                    ));
-                }
-            }
-            for k in &e.credentials {
-                if !is_env_key(k) {
-                    return Err(bad(
-                        "credentials",
-                        format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
-                    ));
-                }
-            }
-            for (k, v) in &e.env {
-                if !is_env_key(k) {
-                    return Err(bad(
-                        "env",
-                        format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
-                    ));
-                }
-                for p in placeholders(v) {
-                    if !e.credentials.iter().any(|c| c == p) {
-                        return Err(bad(
-                            "env",
-                            format!("{k} uses ${{{p}}}, which is not listed in credentials"),
-                        ));
-                    }
-                }
-            }
+            })?;
         }
         Ok(())
     }
@@ -486,7 +334,184 @@ impl Catalogue {
     }
 }
 
+/// What is wrong with an entry: the field, and why.
+type FieldError = (&'static str, String);
+
 impl Entry {
+    /// What to install: the package, its exact version, where it comes
+    /// from, the command it installs, its pins.
+    fn check_package(&self) -> Result<(), FieldError> {
+        if self.package.is_empty() || self.package.contains(char::is_whitespace) {
+            return Err((
+                "package",
+                format!("'{}' is not a package name", self.package),
+            ));
+        }
+        let exact = !self.version.is_empty()
+            && self
+                .version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
+        if !exact {
+            return Err((
+                "version",
+                format!(
+                    "'{}' is not an exact version (ranges are not allowed)",
+                    self.version
+                ),
+            ));
+        }
+        if let Some(src) = &self.source {
+            let (ext, kind) = match self.runtime {
+                Runtime::Python => (
+                    ".whl",
+                    "a wheel (.whl): an sdist would run its code on the host",
+                ),
+                Runtime::Cargo => (".crate", "`cargo package`'s .crate"),
+                _ => (".tgz", "`npm pack`'s .tgz"),
+            };
+            if !src.to_string_lossy().ends_with(ext) {
+                return Err(("source", format!("'{}' is not {kind}", src.display())));
+            }
+        }
+        if self.command.is_empty()
+            || self.command.contains('/')
+            || self.command.contains(char::is_whitespace)
+        {
+            return Err((
+                "command",
+                format!("'{}' must be the package's executable name", self.command),
+            ));
+        }
+        for pin in &self.pins {
+            if self.runtime == Runtime::Cargo {
+                return Err((
+                    "pins",
+                    "a crate's tree is its Cargo.lock; pins apply to npm and PyPI".into(),
+                ));
+            }
+            let (name, version) = match self.runtime {
+                Runtime::Python => pin.split_once("==").unwrap_or(("", "")),
+                _ => pin.rsplit_once('@').unwrap_or(("", "")),
+            };
+            let exact = !version.is_empty()
+                && version
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
+            if name.is_empty() || !exact {
+                let form = match self.runtime {
+                    Runtime::Python => "name==1.2.3",
+                    _ => "name@1.2.3",
+                };
+                return Err(("pins", format!("'{pin}' is not an exact pin ({form})")));
+            }
+        }
+        Ok(())
+    }
+
+    /// How it installs: its environment, registry date, scripts, extras
+    /// and Debian packages.
+    fn check_install(&self) -> Result<(), FieldError> {
+        for k in self.install_env.keys() {
+            if !is_env_key(k) {
+                return Err((
+                    "install_env",
+                    format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
+                ));
+            }
+        }
+        if self.as_released && (self.source.is_some() || self.runtime == Runtime::Cargo) {
+            return Err((
+                "as_released",
+                "applies to npm and PyPI packages from their registry (a local file or a crate has no registry date to resolve by)".into(),
+            ));
+        }
+        if self.ignore_scripts && !self.runtime.is_node() {
+            return Err((
+                "ignore_scripts",
+                "applies to node packages only (pip runs no install scripts of its own)".into(),
+            ));
+        }
+        if !self.extras.is_empty() && self.runtime != Runtime::Python {
+            return Err(("extras", "applies to python packages only".into()));
+        }
+        for x in &self.extras {
+            let ok = !x.is_empty()
+                && x.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+            if !ok {
+                return Err(("extras", format!("'{x}' is not an extra's name")));
+            }
+        }
+        for p in &self.apt {
+            // Debian policy: lowercase letters, digits, + - . ; two or more.
+            let ok = p.len() >= 2
+                && p.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && p.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b));
+            if !ok {
+                return Err(("apt", format!("'{p}' is not a Debian package name")));
+            }
+        }
+        Ok(())
+    }
+
+    /// How it runs: its transport, network rules, roots, credentials and
+    /// environment.
+    fn check_run(&self) -> Result<(), FieldError> {
+        match (self.transport, self.port) {
+            (Transport::Http, None) | (Transport::Http, Some(0)) => {
+                return Err((
+                    "port",
+                    "an http server needs the guest port it listens on".into(),
+                ))
+            }
+            (Transport::Stdio, Some(_)) => {
+                return Err((
+                    "port",
+                    "only an http server (transport = \"http\") has a port".into(),
+                ))
+            }
+            _ => {}
+        }
+        for r in &self.network {
+            withholding::network::Rule::parse(r).map_err(|why| ("network", why))?;
+        }
+        for r in &self.roots {
+            if !r.starts_with('/') || r.split('/').any(|c| c == "." || c == "..") {
+                return Err((
+                    "roots",
+                    format!("'{r}' is not an absolute guest path without '.' or '..'"),
+                ));
+            }
+        }
+        for k in &self.credentials {
+            if !is_env_key(k) {
+                return Err((
+                    "credentials",
+                    format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
+                ));
+            }
+        }
+        for (k, v) in &self.env {
+            if !is_env_key(k) {
+                return Err((
+                    "env",
+                    format!("'{k}' is not an environment key (A-Z, 0-9, _)"),
+                ));
+            }
+            for p in placeholders(v) {
+                if !self.credentials.iter().any(|c| c == p) {
+                    return Err((
+                        "env",
+                        format!("{k} uses ${{{p}}}, which is not listed in credentials"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Where the server's layer puts it in the guest.
     pub fn dir(name: &str) -> String {
         format!("/opt/mcp/{name}")
