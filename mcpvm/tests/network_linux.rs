@@ -281,6 +281,25 @@ fn the_catalogued_fetch_server_fetches_when_allowed_and_is_refused_otherwise() {
     assert!(seen.contains("dns allowed.test denied"), "{seen}");
 }
 
+/// A call whose server retries a refused upstream and never answers is
+/// cut soon after the first refused lookup, and says why, instead of
+/// waiting out the step timeout (200 s here).
+#[test]
+fn a_call_waiting_on_a_refused_upstream_is_cut_and_says_why() {
+    let c = case("retry_upstream");
+    let search = call(&c.json(), "search");
+    assert_eq!(search["outcome"], "timeout", "{search}");
+    let said = search["detail"]["error"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("api.upstream.test") && said.contains("cut there"),
+        "{search}"
+    );
+    let took = search["took_ms"].as_f64().unwrap();
+    assert!(took < 150_000.0, "cut before the step timeout: {took} ms");
+    let seen = search["effects"]["network"].to_string();
+    assert!(seen.contains("dns api.upstream.test denied"), "{seen}");
+}
+
 #[test]
 fn the_audit_shows_what_fetch_tried_under_each_profile() {
     let c = case("audit_fetch");

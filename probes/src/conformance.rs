@@ -16,6 +16,7 @@ use crate::exchange::Direction;
 use crate::feedback;
 use crate::options::{LifecycleChoice, ProbeOptions, ToolArgs};
 use crate::result::{Lifecycle, Outcome, ProbeResult, StepResult};
+use crate::upstream;
 use crate::wire::Wire;
 
 pub enum Handshake {
@@ -336,6 +337,33 @@ async fn call_once(
     }
 }
 
+/// [`call_once`], cut [`upstream::GRACE`] after the server's first
+/// refused or failed network try during it (the microVM's events say
+/// when), instead of at the step timeout.
+async fn call_watched(
+    client: &Client,
+    t: Duration,
+    name: &str,
+    args: &serde_json::Map<String, Value>,
+    events: Option<&std::path::Path>,
+) -> Answer {
+    let Some(path) = events else {
+        return call_once(client, t, name, args).await;
+    };
+    let watch = upstream::Watch::from_end(path);
+    tokio::select! {
+        answer = call_once(client, t, name, args) => answer,
+        tried = watch.refused() => Answer {
+            outcome: Outcome::Timeout,
+            key: "error",
+            said: format!(
+                "no answer {} s after the server's network try was refused or failed ({tried}): cut there, not at the step timeout",
+                upstream::GRACE.as_secs()
+            ),
+        },
+    }
+}
+
 /// Whether an answer reached the tool's code, and if not, why not: an
 /// answer that complains about the arguments did not, nor did silence.
 fn reached(
@@ -404,7 +432,8 @@ async fn call_tools(
         };
         let empty = serde_json::Map::new();
         let schema_of = listed.map_or(&empty, |t| &*t.input_schema);
-        let mut answer = call_once(client, t, &call.name, &args).await;
+        let events = opts.vm_events.as_deref();
+        let mut answer = call_watched(client, t, &call.name, &args, events).await;
         // The first try, judged alone: the figure without the retries.
         let first_reached = reached(&answer, schema_of, &args).is_ok();
         let mut attempts = Vec::new();
@@ -426,13 +455,13 @@ async fn call_tools(
             );
             (args, why) = (next, json!(reason));
             tried.push(args.clone());
-            answer = call_once(client, t, &call.name, &args).await;
+            answer = call_watched(client, t, &call.name, &args, events).await;
         }
         if answer.outcome == Outcome::Ok {
             arguments::remember(&answer.said, &mut hints.seen);
         }
         let mut detail = json!({"arguments": args, "why": why});
-        if answer.outcome != Outcome::Timeout {
+        if answer.outcome != Outcome::Timeout || !answer.said.is_empty() {
             detail[answer.key] = json!(answer.said);
         }
         // A result that gives the model orders is shown as one (whether

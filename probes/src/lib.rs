@@ -35,6 +35,7 @@ pub mod redact;
 pub mod result;
 pub mod robustness;
 pub mod sarif;
+pub mod upstream;
 pub mod wire;
 
 pub use probe::{probe_process, LifecycleChoice, ProbeError, ProbeOptions, ToolArgs};

@@ -74,6 +74,11 @@ P="mcpvm probe --json --images images --mem 768 --vcpus 1 --init-timeout 400 --s
 F='--catalogue net-catalogue.toml --only-given --call fetch={"url":"http://allowed.test/","raw":true}'
 case_ fetch_allowed $P $F --server fetch --profile observe
 case_ fetch_denied $P $F --server fetch --profile observe+deny-net
+# A server that looks its refused upstream up again and again and never
+# answers: the call is cut 20 s after the first refused lookup, not at the
+# step timeout (probes/src/upstream.rs).
+case_ retry_upstream $P --profile deny-net --allow-net api.upstream.test:443 --only-given \
+  --call 'search={"query":"mcpvm"}' --vm -- /bin/mcp-broken retry-upstream
 
 # The same server audited: the network section shows both cells.
 printf '[defaults]\nvcpus = 1\n' > testbed-profiles.toml
