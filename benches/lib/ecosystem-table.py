@@ -188,6 +188,13 @@ def costs(recs, out):
     for k, v in parts.most_common():
         out.write(f"| {k} | {v / 1000:.0f} | {100 * v / total:.0f} % |\n")
     out.write(f"| all cells | {total / 1000:.0f} | |\n")
+    # The servers that cost the most, both cells together: where a
+    # per-server rule pays off.
+    per = sorted(((sum((r.get("timings", {}).get("wall_ms") or 0) for r in c.values()), s)
+                  for s, c in recs.items()), reverse=True)
+    out.write("\n| slowest servers (both cells) | seconds | share |\n|---|---:|---:|\n")
+    for ms, s in per[:5]:
+        out.write(f"| {md(s, 40)} | {ms / 1000:.0f} | {100 * ms / total:.0f} % |\n")
 
 
 if __name__ == "__main__":
