@@ -382,41 +382,7 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         "source",
         "input",
     ]) {
-        let about = |words: &[&str]| words.iter().any(|w| d.contains(w) || tool.contains(w));
-        // The property's own name says the most (`image_path` in a
-        // workbook tool is an image), then the description and the tool.
-        let named = |words: &[&str]| words.iter().any(|w| n.contains(w));
-        let file = if named(&["image", "img", "picture", "photo", "logo", "icon"]) {
-            SEED_PNG
-        } else if named(&["sqlite", "database", "db_"]) || n == "db" {
-            SEED_SQLITE
-        } else if named(&["archive", "zip"]) {
-            SEED_ZIP
-        } else if named(&["csv"]) {
-            SEED_CSV
-        } else if named(&["drawio", "diagram"]) || about(&["drawio", "draw.io"]) {
-            SEED_DRAWIO
-        } else if about(&["excel", "xlsx", "workbook", "spreadsheet"]) {
-            SEED_XLSX
-        } else if about(&["javascript", "typescript", "eslint", "lint", ".js"]) {
-            SEED_JS
-        } else if d.contains("pdf") {
-            SEED_PDF
-        } else if about(&["sqlite", "database file"]) {
-            SEED_SQLITE
-        } else if about(&["python", ".py"]) {
-            SEED_PY
-        } else if d.contains("csv") {
-            SEED_CSV
-        } else if d.contains("json") {
-            SEED_JSON
-        } else if d.contains("markdown") || d.contains(".md") {
-            SEED_MARKDOWN
-        } else if d.contains("html") {
-            SEED_HTML
-        } else {
-            SEED_TEXT
-        };
+        let file = seed_file(&n, &d, &tool);
         return Some((in_ws(file), reason("a file (one in the seeded workspace)")));
     }
     if has(&["sheet", "sheet_name", "sheetname", "worksheet"]) {
@@ -438,25 +404,77 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         };
         return Some((v, reason("a URL (a local page)")));
     }
+    word_value(&n, &d, &has).map(|(v, what)| (v.to_string(), reason(what)))
+}
+
+/// The seeded file a file property asks for: its own name says the most
+/// (`image_path` in a workbook tool is an image), then the description
+/// (`d`) and the tool's name, all lowercase.
+fn seed_file(n: &str, d: &str, tool: &str) -> &'static str {
+    let about = |words: &[&str]| words.iter().any(|w| d.contains(w) || tool.contains(w));
+    // The property's own name says the most (`image_path` in a
+    // workbook tool is an image), then the description and the tool.
+    let named = |words: &[&str]| words.iter().any(|w| n.contains(w));
+    if named(&["image", "img", "picture", "photo", "logo", "icon"]) {
+        SEED_PNG
+    } else if named(&["sqlite", "database", "db_"]) || n == "db" {
+        SEED_SQLITE
+    } else if named(&["archive", "zip"]) {
+        SEED_ZIP
+    } else if named(&["csv"]) {
+        SEED_CSV
+    } else if named(&["drawio", "diagram"]) || about(&["drawio", "draw.io"]) {
+        SEED_DRAWIO
+    } else if about(&["excel", "xlsx", "workbook", "spreadsheet"]) {
+        SEED_XLSX
+    } else if about(&["javascript", "typescript", "eslint", "lint", ".js"]) {
+        SEED_JS
+    } else if d.contains("pdf") {
+        SEED_PDF
+    } else if about(&["sqlite", "database file"]) {
+        SEED_SQLITE
+    } else if about(&["python", ".py"]) {
+        SEED_PY
+    } else if d.contains("csv") {
+        SEED_CSV
+    } else if d.contains("json") {
+        SEED_JSON
+    } else if d.contains("markdown") || d.contains(".md") {
+        SEED_MARKDOWN
+    } else if d.contains("html") {
+        SEED_HTML
+    } else {
+        SEED_TEXT
+    }
+}
+
+/// A plain value a property's name (`n`) or description (`d`), both
+/// lowercase, asks for, and what it is; `has` says whether the name is
+/// or ends with one of the words.
+fn word_value(
+    n: &str,
+    d: &str,
+    has: &dyn Fn(&[&str]) -> bool,
+) -> Option<(&'static str, &'static str)> {
     if has(&[
         "query", "search", "q", "keyword", "keywords", "term", "pattern", "topic", "subject",
     ]) {
-        return Some(("mcpvm".into(), reason("a search term")));
+        return Some(("mcpvm", "a search term"));
     }
     if d.contains("hh:mm") || n == "time" || n.ends_with("_time") {
-        return Some(("12:00".into(), reason("a time of day")));
+        return Some(("12:00", "a time of day"));
     }
     if n == "date" || n.ends_with("_date") || d.contains("yyyy-mm-dd") {
-        return Some(("2026-01-01".into(), reason("a date")));
+        return Some(("2026-01-01", "a date"));
     }
     if has(&["timezone", "tz"]) {
-        return Some(("UTC".into(), reason("a timezone")));
+        return Some(("UTC", "a timezone"));
     }
     if has(&["lang", "language", "locale"]) {
-        return Some(("en".into(), reason("a language")));
+        return Some(("en", "a language"));
     }
     if has(&["email"]) {
-        return Some(("probe@example.com".into(), reason("an email address")));
+        return Some(("probe@example.com", "an email address"));
     }
     if has(&[
         "content",
@@ -469,19 +487,19 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
         "title",
         "note",
     ]) {
-        return Some(("hello from mcpvm".into(), reason("some text")));
+        return Some(("hello from mcpvm", "some text"));
     }
-    if ["revision", "rev", "ref", "commit", "sha", "target"].contains(&n.as_str())
+    if ["revision", "rev", "ref", "commit", "sha", "target"].contains(&n)
         || n.ends_with("_sha")
         || n.ends_with("_ref")
     {
-        return Some(("HEAD".into(), reason("a git revision")));
+        return Some(("HEAD", "a git revision"));
     }
     if has(&["id", "uuid", "key"]) {
-        return Some(("1".into(), reason("an id (none seen earlier)")));
+        return Some(("1", "an id (none seen earlier)"));
     }
     if has(&["name", "label", "tag", "entity"]) {
-        return Some(("mcpvm".into(), reason("a name")));
+        return Some(("mcpvm", "a name"));
     }
     None
 }
