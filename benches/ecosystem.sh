@@ -51,8 +51,12 @@ trap 'rm -f "$scenario"' EXIT
 files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux"
        --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" --file "$catalogue:popular.toml")
 # The store (2 GB for the whole corpus) is past what an initramfs can
-# carry into the testbed host: it travels on a disk.
-for f in "$store"/index.json "$store"/*.erofs; do files+=(--disk-file "$f:images/$(basename "$f")"); done
+# carry into the testbed host: it travels on a disk (listed again when
+# layers were built here since).
+store_files() {
+  disk=()
+  for f in "$store"/index.json "$store"/*.erofs; do disk+=(--disk-file "$f:images/$(basename "$f")"); done
+}
 resume=${MCPVM_ECOSYSTEM_RESUME:-}
 # The testbed host has one CPU (testbed/run): the audit is split into
 # shards, one testbed host per core, each running every N-th cell
@@ -83,6 +87,7 @@ end=\$(date +%s)
 # shards' journals into the reports, and a later run resumes from it
 # (MCPVM_ECOSYSTEM_RESUME).
 cp a/audit.json a/results.jsonl "\$MCPVM_OUT/"
+cp a/as-released.toml "\$MCPVM_OUT/" 2>/dev/null
 mv "\$MCPVM_OUT/audit.out" summary.json
 cells=\$(grep -c '"server"' a/results.jsonl)
 echo "ecosystem: shard \$(cat shard): \$cells cells recorded, the audit ran \$((end - start)) s (exit \$(cat "\$MCPVM_OUT/audit.rc"))"
@@ -92,29 +97,64 @@ SCEN
 # whole corpus): it gets the memory for them beside its guests.
 export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-$(( shards > 1 ? 7168 : 12288 ))}
 echo "ecosystem: auditing in $shards shard(s), one testbed host each" >&2
+# run_shards FROM I...: shards I... side by side, each on a testbed host
+# of its own, resumed from FROM/shard-I when FROM is given.
+run_shards() {
+  local from_dir=$1 i from f p failed=0
+  shift
+  store_files
+  local pids=()
+  for i in "$@"; do
+    mkdir -p "$out/shard-$i"
+    echo "$i/$shards" > "$out/shard-$i.id"
+    local sf=(--file "$out/shard-$i.id:shard")
+    if [ -n "$from_dir" ]; then
+      from=$from_dir/shard-$i
+      [ "$shards" = 1 ] && [ ! -d "$from" ] && from=$from_dir
+      # A copy, without the runs as released that could not be built
+      # where they ran: the audit makes those again (and writes the
+      # entries to build here, below).
+      local staged=$out/shard-$i.resume
+      rm -rf "$staged" && mkdir -p "$staged"
+      for f in audit.json results.jsonl; do
+        [ -f "$from/$f" ] || { echo "ecosystem: $from/$f is missing: not an earlier run's output with $shards shard(s)" >&2; exit 1; }
+        cp "$from/$f" "$staged/$f"
+        sf+=(--file "$staged/$f:resume/$f")
+      done
+      python3 "$top/benches/lib/unbuilt-released.py" "$staged/results.jsonl" || true
+    fi
+    "$top/testbed/run" --timeout 14400 --out "$out/shard-$i" "${files[@]}" "${disk[@]}" "${sf[@]}" -- sh scenario.sh \
+      > "$out/shard-$i.log" 2> >(sed -u "s/^/shard $i: /" >&2) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  for i in "$@"; do cat "$out/shard-$i.log"; done
+  [ "$failed" = 0 ] || echo "ecosystem: a testbed host failed; the merge below says what its shard lacks" >&2
+}
 start=$(date +%s)
-pids=()
-for (( i = 0; i < shards; i++ )); do
-  mkdir -p "$out/shard-$i"
-  echo "$i/$shards" > "$out/shard-$i.id"
-  sf=(--file "$out/shard-$i.id:shard")
-  if [ -n "$resume" ]; then
-    from=$resume/shard-$i
-    [ "$shards" = 1 ] && [ ! -d "$from" ] && from=$resume
-    for f in audit.json results.jsonl; do
-      [ -f "$from/$f" ] || { echo "ecosystem: $from/$f is missing: not an earlier run's output with $shards shard(s)" >&2; exit 1; }
-      sf+=(--file "$from/$f:resume/$f")
-    done
-  fi
-  "$top/testbed/run" --timeout 14400 --out "$out/shard-$i" "${files[@]}" "${sf[@]}" -- sh scenario.sh \
-    > "$out/shard-$i.log" 2> >(sed -u "s/^/shard $i: /" >&2) &
-  pids+=($!)
-done
-failed=0
-for p in "${pids[@]}"; do wait "$p" || failed=1; done
+run_shards "$resume" $(seq 0 $(( shards - 1 )))
 wall=$(( $(date +%s) - start ))
-for (( i = 0; i < shards; i++ )); do cat "$out/shard-$i.log"; done
-[ "$failed" = 0 ] || echo "ecosystem: a testbed host failed; the merge below says what its shard lacks" >&2
+# A server that died on today's dependencies is run again as released
+# (docs/audit.md, "Old releases"). The testbed host cannot build that
+# layer (no registry there, nor the package tools), so where that is why
+# the run failed, the layer is built here from the entry the audit wrote
+# (as-released.toml), the failed record is dropped and the shard resumed:
+# every cell it has is kept and only that run is made again.
+again=()
+for (( i = 0; i < shards; i++ )); do
+  j=$out/shard-$i
+  [ -f "$j/as-released.toml" ] && [ -f "$j/results.jsonl" ] || continue
+  python3 "$top/benches/lib/unbuilt-released.py" "$j/results.jsonl" || continue
+  echo "ecosystem: shard $i: building as released here what the testbed host could not ($j/as-released.toml)" >&2
+  "$t/bin/mcpvm" --json image build --catalogue "$j/as-released.toml" --catalogue-only --images "$store" \
+    > "$j/build-as-released.json" || echo "ecosystem: shard $i: a layer as released did not build; its row says why" >&2
+  again+=("$i")
+done
+if [ ${#again[@]} -gt 0 ]; then
+  start2=$(date +%s)
+  run_shards "$out" "${again[@]}"
+  echo "ecosystem: the runs as released took $(( $(date +%s) - start2 )) s more" >&2
+fi
 shard_dirs=()
 for (( i = 0; i < shards; i++ )); do [ -f "$out/shard-$i/audit.json" ] && shard_dirs+=("$out/shard-$i"); done
 [ ${#shard_dirs[@]} -gt 0 ] || { echo "ecosystem: no shard recorded anything" >&2; exit 1; }

@@ -165,6 +165,20 @@ const NETWORK_WORDS: &[&str] = &[
     "max retries exceeded",
 ];
 
+/// Words of a fault in a server's own code (a JavaScript TypeError or
+/// ReferenceError, a Python traceback), not of what it was given or
+/// lacks.
+const CODE_ERRORS: &[&str] = &[
+    "cannot read properties of undefined",
+    "cannot read properties of null",
+    "is not a function",
+    "is not defined",
+    "referenceerror",
+    "traceback (most recent call last)",
+    "attributeerror",
+    "unboundlocalerror",
+];
+
 /// The first of `words` the text holds (any case).
 fn contains_any(text: &str, words: &[&'static str]) -> Option<&'static str> {
     let lower = text.to_lowercase();
@@ -372,6 +386,23 @@ fn silent_cell(r: &Record) -> Judged {
             with_exit(quoted(w)),
         );
     }
+    // A cell without a handshake made every try before it: a server that
+    // reaches for its upstream while the first request waits has its
+    // tries counted to that request, not to its start (qdrant fetching
+    // its embedding model). Taken after what its own words name: a
+    // refused telemetry call is not why a server died.
+    let refused: Vec<String> = r
+        .network
+        .iter()
+        .filter(|n| n.contains(" denied") || n.contains(" failed"))
+        .map(|n| format!("network before the handshake: {}", quote(n)))
+        .collect();
+    if !refused.is_empty() {
+        let mut v = refused;
+        v.extend(exit.clone());
+        v.extend(last_lines(&r.evidence.stderr_tail, 1));
+        return (Verdict::Inconclusive, Some(Reason::NeedsNetwork), v);
+    }
     let code = r.evidence.exit["code"].as_i64();
     if matches!(code, Some(126 | 127))
         || contains_any(&said, &["exec format error", "not found"]).is_some()
@@ -439,6 +470,25 @@ fn no_call_answered(r: &Record) -> Option<Judged> {
                 )
             })
     };
+    if named.is_none()
+        && !said.is_empty()
+        && said.iter().all(|l| contains_any(l, CODE_ERRORS).is_some())
+    {
+        // Every call failed inside the server's own code: a client that
+        // calls as the listing says gets an internal error from each tool.
+        return Some((
+            Verdict::NotFit,
+            None,
+            vec![
+                format!("every call failed in the server's code: {}", quote(said[0])),
+                format!(
+                    "none of the {} calls answered (handshake ({}) and tools/list did)",
+                    r.tools_failed.len(),
+                    r.lifecycle.as_deref().unwrap_or("?"),
+                ),
+            ],
+        ));
+    }
     let (reason, line) = named?;
     Some((
         Verdict::Inconclusive,
@@ -734,6 +784,44 @@ mod tests {
         );
     }
 
+    /// mcp-server-qdrant 0.8.1 under deny-net: it fetches its embedding
+    /// model while the first request waits, so its tries count to that
+    /// request; with no handshake they were all before it.
+    #[test]
+    fn a_server_that_died_after_refused_tries_needs_the_network() {
+        let mut r = cell(
+            Outcome::Broken,
+            None,
+            "  File \"/opt/mcp/qdrant/fastembed/common/model_management.py\", line 752, in download_model\n    raise ValueError(f\"Could not load model {model.model} from any source.\")\nValueError: Could not load model sentence-transformers/all-MiniLM-L6-v2 from any source.",
+            code(1),
+        );
+        r.network = vec![
+            "dns huggingface.co denied (huggingface.co is not allowed)".into(),
+            "dns mobile.events.data.microsoft.com denied (mobile.events.data.microsoft.com is not allowed)".into(),
+        ];
+        let c = judged(&r);
+        assert_eq!(
+            (c.verdict, c.reason),
+            (Verdict::Inconclusive, Some(Reason::NeedsNetwork))
+        );
+        assert_eq!(
+            c.evidence[0],
+            "network before the handshake: dns huggingface.co denied (huggingface.co is not allowed)"
+        );
+        assert!(c
+            .evidence
+            .iter()
+            .any(|e| e.contains("Could not load model")));
+        // A try that worked says nothing of a need.
+        r.network = vec!["dns huggingface.co allowed".into()];
+        assert_eq!(judged(&r).reason, Some(Reason::NoHandshake));
+        // Its own words come first: a refused telemetry call is not why
+        // a server without its display died.
+        r.network = vec!["dns o1.ingest.sentry.io denied (not allowed)".into()];
+        r.evidence.stderr_tail = "Error: Missing X server or $DISPLAY".into();
+        assert_eq!(judged(&r).reason, Some(Reason::NeedsEnvironment));
+    }
+
     /// A server that answers the handshake but dies on an object-typed
     /// request id is not fit, and says which probe did it.
     #[test]
@@ -837,6 +925,29 @@ mod tests {
         let mut r = failing(&[cases[0].0]);
         r.tools_ok = vec!["c".into()];
         assert_eq!(judged(&r).verdict, Verdict::Fit);
+        // @modelcontextprotocol/server-gitlab 2025.4.25: every call fails
+        // in its own error handler (zod 4's error has no `errors`): not
+        // fit, whatever was given.
+        let gitlab = "tools/call:search_repositories: error: Mcp error: -32603: Cannot read properties of undefined (reading 'map')";
+        let c = judged(&failing(&[gitlab, gitlab]));
+        assert_eq!((c.verdict, c.reason), (Verdict::NotFit, None));
+        assert!(
+            c.evidence[0].starts_with("every call failed in the server's code: ")
+                && c.evidence[0].contains("reading 'map'"),
+            "{:?}",
+            c.evidence
+        );
+        // One call that names something else is not a fault of the code
+        // alone; Node's network error is a TypeError too.
+        let c = judged(&failing(&[
+            gitlab,
+            "tools/call:b: tool_error: 401 Unauthorized",
+        ]));
+        assert_eq!(c.reason, Some(Reason::NeedsCredentials));
+        let c = judged(&failing(&[
+            "tools/call:b: tool_error: TypeError: fetch failed",
+        ]));
+        assert_eq!(c.reason, Some(Reason::NeedsNetwork));
     }
 
     /// A summary of many servers counts them all and shows the worst
