@@ -552,13 +552,14 @@ fn as_released(mut c: Compat, today: &Record, again: &Record) -> Compat {
                 ..c
             };
         }
-        (Outcome::Error, false) => (
-            "not built",
+        (Outcome::Error, false) => ("not built", {
+            // The record says "as released: …" itself.
+            let why = again.evidence.errors.first().map_or("", String::as_str);
             format!(
                 "as released: {}",
-                quote(again.evidence.errors.first().map_or("", String::as_str))
-            ),
-        ),
+                quote(why.strip_prefix("as released: ").unwrap_or(why))
+            )
+        }),
         (_, false) => (
             "fails too",
             format!(

@@ -134,6 +134,13 @@ pub fn build(
         .as_ref()
         .ok()
         .and_then(|o| serde_json::from_slice::<mcpvm_images::build::Report>(&o.stdout).ok());
+    // Where the build could not run at all (a testbed host or a cluster
+    // node has no registry), the store may know why the layer did not
+    // build where it was tried (the bench builds it on the host).
+    let store = images
+        .clone()
+        .unwrap_or_else(mcpvm_images::store::default_dir);
+    let index = mcpvm_images::store::Index::load(&store).unwrap_or_default();
     let mut failed = BTreeMap::new();
     for s in servers.iter().filter(|s| names.contains(&derived(s))) {
         let why = match &report {
@@ -142,9 +149,10 @@ pub fn build(
                 .iter()
                 .find(|f| f.name == derived(s))
                 .map(|f| f.error.clone()),
-            None => Some(match &out {
-                Ok(o) => format!("mcpvm image build gave no report ({})", o.status),
-                Err(e) => format!("cannot run {}: {e}", tools.display()),
+            None => Some(match (tried_before(&index, file, &derived(s)), &out) {
+                (Some(why), _) => why,
+                (None, Ok(o)) => format!("mcpvm image build gave no report ({})", o.status),
+                (None, Err(e)) => format!("cannot run {}: {e}", tools.display()),
             }),
         };
         if let Some(why) = why {
@@ -152,6 +160,16 @@ pub fn build(
         }
     }
     failed
+}
+
+/// Why the store's last build of `name` failed, if it was of the entry
+/// `file` has for it now (its key): a failure of another entry is not
+/// this one's.
+fn tried_before(index: &mcpvm_images::store::Index, file: &Path, name: &str) -> Option<String> {
+    let f = index.failed.get(name)?;
+    let catalogue = Catalogue::choose(Some(file), true).ok()?;
+    let entry = catalogue.get(name).ok()?;
+    (index.key_of(name, entry) == f.key).then(|| f.error.clone())
 }
 
 /// The cell that runs `server`'s derived entry under `profile`.
@@ -224,5 +242,48 @@ mod tests {
             refile(r, "fetch"),
         );
         assert!(candidates(&records, &c, "baseline").is_empty(), "run once");
+    }
+
+    /// Where the build cannot run (a testbed host), the store's own record
+    /// of why the layer as released did not build is the reason, if it
+    /// was of this entry.
+    #[test]
+    fn a_build_that_cannot_run_gives_the_stores_reason() {
+        let c = Catalogue::parse(
+            "[servers.chroma]\npackage = \"chroma-mcp\"\nversion = \"0.2.6\"\nruntime = \"python\"\ncommand = \"chroma-mcp\"\n",
+            "test",
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("as-released.toml");
+        std::fs::write(&file, catalogue_text(&c, &["chroma".into()]).unwrap()).unwrap();
+        let store = dir.path().join("images");
+        std::fs::create_dir_all(&store).unwrap();
+        let derived_entry = Catalogue::choose(Some(&file), true).unwrap();
+        let mut index = mcpvm_images::store::Index::default();
+        let key = index.key_of(
+            "chroma-as-released",
+            derived_entry.get("chroma-as-released").unwrap(),
+        );
+        let why = "pypika==0.48.9 has no usable wheels";
+        index.failed.insert(
+            "chroma-as-released".into(),
+            mcpvm_images::store::FailedBuild {
+                key,
+                error: why.into(),
+            },
+        );
+        index.save(&store).unwrap();
+        let images = Some(store.clone());
+        let failed = build(Path::new("/bin/false"), &file, &["chroma".into()], &images);
+        assert_eq!(failed["chroma"], why);
+        // A failure of another entry (another key) is not this one's.
+        index.failed.get_mut("chroma-as-released").unwrap().key = "other".into();
+        index.save(&store).unwrap();
+        let failed = build(Path::new("/bin/false"), &file, &["chroma".into()], &images);
+        assert!(
+            failed["chroma"].starts_with("mcpvm image build gave no report"),
+            "{failed:?}"
+        );
     }
 }
