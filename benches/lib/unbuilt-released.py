@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Drops from an audit journal (results.jsonl) the runs as released whose
-layer could not be built where the audit ran; exits 0 when it dropped
+layer could not be built where the audit ran (the build could not run
+there at all: no registry, no package tools); exits 0 when it dropped
 any (the caller builds those layers and resumes), 1 when there were none.
+A build that ran and failed (the store's record of why) is kept: it is
+the row's reason.
 
     unbuilt-released.py results.jsonl
 
@@ -11,12 +14,15 @@ import json
 import os
 import sys
 
-SIGN = "as released: its layer did not build"
+SIGNS = (
+    "as released: its layer did not build: mcpvm image build gave no report",
+    "as released: its layer did not build: cannot run ",
+)
 
 
 def unbuilt(record):
     return record.get("profile") == "as-released" and any(
-        e.startswith(SIGN) for e in record.get("evidence", {}).get("errors", []))
+        e.startswith(SIGNS) for e in record.get("evidence", {}).get("errors", []))
 
 
 def main():
