@@ -562,14 +562,15 @@ fn as_released(
             ),
             None => released::refile(cx.run(&released::cell(s, first)), s),
         };
-        eprintln!(
-            "audit: {s} as released: {}{}",
-            r.outcome.name(),
-            match r.lifecycle {
-                Some(_) => " (it starts)",
-                None => " (it does not start either)",
-            }
-        );
+        let said = match (failed.get(s), &r.lifecycle) {
+            (Some(why), _) => format!(
+                " (its layer did not build: {})",
+                crate::logger::printable(why)
+            ),
+            (None, Some(_)) => " (it starts)".to_string(),
+            (None, None) => " (it does not start either)".to_string(),
+        };
+        eprintln!("audit: {s} as released: {}{said}", r.outcome.name());
         records.push(r);
     }
     released::append(journal, records).map_err(out_err(journal.path()))?;
