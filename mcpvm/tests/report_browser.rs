@@ -151,7 +151,11 @@ fn the_corpus_report_loads_in_chromium_and_shows_every_server() {
     let recorded: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(data.join("compat.json")).unwrap()).unwrap();
     assert_eq!(verdicts, recorded, "the report renders the run's verdicts");
-    assert_eq!(verdicts.len(), 55, "every server of the corpus has a verdict");
+    assert_eq!(
+        verdicts.len(),
+        55,
+        "every server of the corpus has a verdict"
+    );
 
     let dom = load(&page);
     assert!(dom.contains("Compatibility"), "{dom}");
