@@ -127,7 +127,12 @@ pub fn exit(result: Result<u8, Box<dyn std::error::Error>>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("mcpvm: {}", crate::hints::explain(e.as_ref()));
+            // The one place every error meets the terminal: names and text
+            // from catalogues, shards and servers are shown escaped.
+            eprintln!(
+                "mcpvm: {}",
+                crate::logger::printable_lines(&crate::hints::explain(e.as_ref()))
+            );
             ExitCode::from(1)
         }
     }

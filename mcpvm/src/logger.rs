@@ -104,23 +104,10 @@ pub fn init(start: Instant, verbose: bool, json: bool) {
 }
 
 /// `text` with control characters (terminal escape sequences among them)
-/// shown as `\u{…}` escapes: what a guest or server says must not drive
-/// the user's terminal.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return text.into();
-    }
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect::<String>()
-        .into()
-}
+/// and bidirectional overrides shown as `\u{…}` escapes: what a guest or
+/// server says must not drive the user's terminal (`protocol::text`, the
+/// one rule for every place such text meets a person).
+pub use mcpvm_protocol::text::{printable, printable_lines};
 
 #[cfg(test)]
 mod rate_tests {

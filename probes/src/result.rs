@@ -1,6 +1,7 @@
 //! The probe's output, stable and serialisable (docs/probe-result.md).
 
 use mcpvm_protocol::messages::{AnyEvent, EventLine};
+use mcpvm_protocol::text::printable;
 use serde::{Deserialize, Serialize};
 
 use crate::effects::{Effects, Recording};
@@ -358,9 +359,9 @@ impl ProbeResult {
         };
         let mut s = format!(
             "server {} {} (protocol {}, {lifecycle}): {} tools, {} prompts, {} resources, {} templates\n",
-            self.server_name.as_deref().unwrap_or("?"),
-            self.server_version.as_deref().unwrap_or(""),
-            self.protocol_version.as_deref().unwrap_or("?"),
+            printable(self.server_name.as_deref().unwrap_or("?")),
+            printable(self.server_version.as_deref().unwrap_or("")),
+            printable(self.protocol_version.as_deref().unwrap_or("?")),
             self.tools.len(),
             self.prompts.len(),
             self.resources.len(),
@@ -374,7 +375,7 @@ impl ProbeResult {
         for st in self.steps.iter().filter(|s| !s.step.starts_with("attack:")) {
             s += &format!(
                 "  {:<34} {:<10} at {:>9.1} ms (took {:.1} ms){}\n",
-                st.step,
+                printable(&st.step),
                 label(&st.outcome),
                 st.at_ms,
                 st.took_ms,
@@ -385,12 +386,16 @@ impl ProbeResult {
                 }
             );
             if let Some(e) = &st.effects {
-                s += &format!("  {:<34} did: {}\n", "", e.line());
+                s += &format!("  {:<34} did: {}\n", "", printable(&e.line()));
             }
         }
         if let Some(r) = &self.recording {
             for (phase, e) in &r.outside_calls {
-                s += &format!("  {:<34} did: {}\n", phase.replace('_', "-"), e.line());
+                s += &format!(
+                    "  {:<34} did: {}\n",
+                    printable(&phase.replace('_', "-")),
+                    printable(&e.line())
+                );
             }
             if r.dropped > 0 {
                 s += &format!(
@@ -406,16 +411,22 @@ impl ProbeResult {
                 s += &format!(
                     "  {attacks} attacks sent ({} findings), judged against the roots {}\n",
                     self.findings.len(),
-                    self.roots.join(", ")
+                    printable(&self.roots.join(", "))
                 )
             }
         }
         if !self.findings.is_empty() {
             s += "findings:\n";
             for f in &self.findings {
-                s += &format!("  {} ({}) in {}: {}\n", f.class, f.severity, f.step, f.why);
+                s += &format!(
+                    "  {} ({}) in {}: {}\n",
+                    f.class,
+                    f.severity,
+                    printable(&f.step),
+                    printable(&f.why)
+                );
                 if let Some(call) = &f.call {
-                    s += &format!("    reproduce with --call '{call}'\n");
+                    s += &format!("    reproduce with --call '{}'\n", printable(call));
                 }
             }
         }
@@ -448,7 +459,7 @@ impl ProbeResult {
                 .into_iter()
                 .rev()
             {
-                s += &format!("  | {line}\n");
+                s += &format!("  | {}\n", printable(line));
             }
         }
         if let Some(e) = &self.exit {
@@ -606,6 +617,37 @@ fn one() -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_summary_shows_what_the_server_chose_escaped_on_one_line() {
+        let mut r = ProbeResult::new(&["server".into()], "stdio");
+        // OSC 52 would write the clipboard, OSC 0 retitle the window,
+        // U+202E reorder the line; a newline would forge a line of ours.
+        r.server_name = Some("evil\u{1b}]52;c;cm0gLXJm\u{7}".into());
+        r.server_version = Some("1\u{1b}]0;pwned\u{7}\nverdict: 0 real-client failures".into());
+        r.steps.push(StepResult {
+            step: "tools/call:na\u{202e}me".into(),
+            outcome: Outcome::Ok,
+            at_ms: 1.0,
+            took_ms: 1.0,
+            detail: serde_json::Value::Null,
+            progress_notifications: 0,
+            exchange: Vec::new(),
+            effects: None,
+        });
+        r.stderr.tail = "boom \u{1b}[2J\u{9b}31m".into();
+        let s = r.summary();
+        assert!(
+            !s.chars()
+                .any(|c| c == '\u{1b}' || c == '\u{9b}' || c == '\u{202e}' || c == '\u{7}'),
+            "{s}"
+        );
+        assert!(s.contains("evil\\u{1b}]52;c;cm0gLXJm\\u{7}"), "{s}");
+        assert!(s.contains("tools/call:na\\u{202e}me"), "{s}");
+        assert!(s.contains("boom \\u{1b}[2J\\u{9b}31m"), "{s}");
+        // The version's newline is escaped: no forged verdict line.
+        assert_eq!(s.matches("\nverdict:").count(), 1, "{s}");
+    }
 
     #[test]
     fn a_result_reads_back_as_written() {

@@ -8,6 +8,8 @@
 //!   events, as JSON lines on CONTROL.
 //! - [`withholding`]: what the agent withholds from the server.
 //! - [`errors`]: how every process prints an error chain.
+//! - [`text`]: what another party chose, made safe for a terminal or a
+//!   page (one rule for every place such text meets a person).
 //! - [`timings`]: the phase times `mcpvm run --timings` writes for the
 //!   probe (a host-side contract between mcpvm's own processes).
 //!
@@ -47,5 +49,6 @@ pub mod egress;
 pub mod errors;
 pub mod messages;
 pub mod ports;
+pub mod text;
 pub mod timings;
 pub mod withholding;

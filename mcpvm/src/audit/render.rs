@@ -162,7 +162,10 @@ pub fn html(doc: &Document) -> String {
             }
         }
     };
-    page.into_string() + "\n"
+    // maud escapes markup; what would drive a reader's terminal (a raw
+    // ESC, when the file is shown with cat) or reorder a line (U+202E)
+    // is shown escaped as everywhere else. Our own template has neither.
+    crate::logger::printable_lines(&page.into_string()).into_owned() + "\n"
 }
 
 fn html_line(l: &Line) -> Markup {
@@ -369,6 +372,44 @@ mod tests {
             "{h}"
         );
         assert!(!h.contains("title=\"<img"), "{h}");
+    }
+
+    /// A raw ESC or a right-to-left override reaches neither format: both
+    /// show it escaped, in text, tables and tooltips alike.
+    #[test]
+    fn terminal_escapes_and_bidi_overrides_are_shown_escaped_in_both_formats() {
+        let evil = "evil\u{202e}gpj.exe \u{1b}]0;title\u{7} \u{2066}x";
+        let d = doc(vec![
+            Block::Para(Line::text(evil).strong(evil).code(evil)),
+            Block::Table(Table {
+                head: vec![evil.into(), evil.into()],
+                rows: vec![Row {
+                    head: evil.into(),
+                    cells: vec![Cell {
+                        lines: vec![evil.into()],
+                        shade: None,
+                        title: Some(evil.into()),
+                    }],
+                }],
+                grid: false,
+            }),
+            Block::Details {
+                summary: Line::text(evil),
+                body: Vec::new(),
+                output: Some(("stderr".into(), format!("{evil}\nsecond line"))),
+            },
+        ]);
+        for (format, text) in [("markdown", markdown(&d)), ("html", html(&d))] {
+            let bad: Vec<char> = text
+                .chars()
+                .filter(|&c| c != '\n' && mcpvm_protocol::text::is_unsafe(c))
+                .collect();
+            assert!(bad.is_empty(), "{format}: {bad:?}");
+            assert!(
+                text.contains("u{202e}") && text.contains("u{1b}"),
+                "{format}"
+            );
+        }
     }
 
     #[test]

@@ -3,14 +3,17 @@
 //! renderer (`render::markdown`) passes every span through one of these;
 //! HTML is maud's, which escapes by construction.
 
-/// Guest or server text for Markdown: one line, no control characters,
+use mcpvm_protocol::text::is_unsafe;
+
+/// Guest or server text for Markdown: one line, no control characters
+/// or bidirectional overrides,
 /// and nothing Markdown or HTML would read as markup.
 pub fn md(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
             '\n' | '\r' | '\t' => out.push(' '),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c if is_unsafe(c) => out.push_str(&c.escape_unicode().to_string()),
             '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '#' | '!' | '~' => {
                 out.push('\\');
                 out.push(c);
@@ -29,7 +32,7 @@ pub fn code(s: &str) -> String {
     for c in s.chars() {
         match c {
             '\n' | '\r' | '\t' => out.push(' '),
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c if is_unsafe(c) => out.push_str(&c.escape_unicode().to_string()),
             '`' => out.push('\''),
             '|' => out.push_str("\\|"),
             c => out.push(c),

@@ -8,6 +8,8 @@ use mcpvm_images::build::build;
 use mcpvm_images::catalogue::Catalogue;
 use mcpvm_images::store;
 
+use crate::logger::{printable, printable_lines};
+
 #[derive(Subcommand)]
 pub enum ImageCommand {
     /// Build (or find cached) the runtime image and server layers.
@@ -165,8 +167,8 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
                 .map(|b| format!("{:.1} MB", b as f64 / 1e6))
                 .unwrap_or_default(),
             r.lock.as_deref().unwrap_or("-"),
-            r.package,
-            r.version
+            printable(&r.package),
+            printable(&r.version)
         );
     }
     Ok(0)
@@ -244,7 +246,7 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 &dir,
                 jobs,
                 &sandbox,
-                &mut |msg| eprintln!("image: {msg}"),
+                &mut |msg| eprintln!("image: {}", printable_lines(msg)),
             )?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
@@ -269,7 +271,7 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                     );
                 }
                 for f in &report.failed {
-                    println!("{:<20} FAILED   {}", f.name, f.error);
+                    println!("{:<20} FAILED   {}", f.name, printable_lines(&f.error));
                 }
                 println!("store {} ({:.1} s)", report.store.display(), report.seconds);
             }

@@ -474,7 +474,8 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     if json {
         println!("{}", serde_json::to_string(&result)?);
     } else {
-        print!("{}", result.summary());
+        // The server chose its name, tools and stderr: shown escaped.
+        print!("{}", crate::logger::printable_lines(&result.summary()));
     }
     Ok(exit_code(args.fail_on, &result))
 }
@@ -498,9 +499,14 @@ fn vm_command(
     // redacted from the result.
     opts.env = checked.env.clone();
     opts.secrets = probes::redact::Secrets::new(checked.secrets.clone());
-    // A server that speaks HTTP is reached through --listen on a
-    // free loopback port.
-    let http_port = checked.server.as_ref().and_then(|s| s.http_port);
+    // A server that speaks HTTP (as catalogued, or a command given
+    // `--guest-port`) is reached through --listen on a free loopback
+    // port.
+    let http_port = checked
+        .server
+        .as_ref()
+        .and_then(|s| s.http_port)
+        .or(vm_options.guest_port);
     if http_port.is_some() && vm_options.listen.is_none() {
         // Bound here and handed to `mcpvm run` as descriptor 3: the
         // port is ours from choice to use, no other process can take

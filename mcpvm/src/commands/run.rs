@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use vmm::VmHandle;
 
+use crate::logger::printable_lines;
 use crate::run::channels::{HostChannels, Relays, Stdio, RELAY_DRAIN};
 use crate::run::events::EventSink;
 pub use crate::run::options::{Checked, RunArgs, VmOptions};
@@ -145,10 +146,12 @@ pub fn run(
             Some(Ok(Some(back))) if back.refused.is_empty() => {
                 log::info!("workspace: the guest's copy is back in place ({back})")
             }
-            Some(Ok(Some(back))) => eprintln!("mcpvm: workspace: {back}"),
+            Some(Ok(Some(back))) => {
+                eprintln!("mcpvm: workspace: {}", printable_lines(&back.to_string()))
+            }
             Some(Ok(None)) | None => {}
             // The server's status stays ours; the workspace problem is said.
-            Some(Err(e)) => eprintln!("mcpvm: {}", crate::error_chain(&e)),
+            Some(Err(e)) => eprintln!("mcpvm: {}", printable_lines(&crate::error_chain(&e))),
         }
     }
     if let Some(dir) = &args.snapshot_to {
