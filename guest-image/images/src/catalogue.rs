@@ -33,6 +33,39 @@ pub enum Runtime {
 pub const OWN_NODE: &str = ".mcpvm-node";
 
 impl Runtime {
+    /// A package name by its registry's grammar (`grammar`).
+    pub fn is_name(self, name: &str) -> bool {
+        match self {
+            Runtime::Python => crate::grammar::is_pypi_name(name),
+            Runtime::Cargo => crate::grammar::is_crate_name(name),
+            _ => crate::grammar::is_npm_name(name),
+        }
+    }
+
+    /// An exact version by its registry's grammar: one release, never a
+    /// tag or a range.
+    pub fn is_exact(self, version: &str) -> bool {
+        match self {
+            Runtime::Python => crate::grammar::is_pep440(version),
+            _ => crate::grammar::is_semver(version),
+        }
+    }
+
+    fn name_grammar(self) -> &'static str {
+        match self {
+            Runtime::Python => "a PyPI package name (PEP 508)",
+            Runtime::Cargo => "a crate name",
+            _ => "an npm package name",
+        }
+    }
+
+    fn version_grammar(self) -> &'static str {
+        match self {
+            Runtime::Python => "a PEP 440 release such as 2025.4.25 or 1.0rc1",
+            _ => "a full semver version such as 1.2.3 or 1.0.0-rc.1",
+        }
+    }
+
     pub fn is_node(self) -> bool {
         !matches!(self, Runtime::Python | Runtime::Cargo)
     }
@@ -216,7 +249,10 @@ pub enum CatalogueError {
     },
 }
 
-fn is_name(s: &str) -> bool {
+/// A server's name in a catalogue (and so in an audit, its journal and
+/// the files named after it): lowercase letters, digits and '-', at most
+/// 64 characters, so never a path.
+pub fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
@@ -341,23 +377,19 @@ impl Entry {
     /// What to install: the package, its exact version, where it comes
     /// from, the command it installs, its pins.
     fn check_package(&self) -> Result<(), FieldError> {
-        if self.package.is_empty() || self.package.contains(char::is_whitespace) {
+        if !self.runtime.is_name(&self.package) {
             return Err((
                 "package",
-                format!("'{}' is not a package name", self.package),
+                format!("'{}' is not {}", self.package, self.runtime.name_grammar()),
             ));
         }
-        let exact = !self.version.is_empty()
-            && self
-                .version
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
-        if !exact {
+        if !self.runtime.is_exact(&self.version) {
             return Err((
                 "version",
                 format!(
-                    "'{}' is not an exact version (ranges are not allowed)",
-                    self.version
+                    "'{}' is not an exact version ({}; tags such as latest and ranges such as 1 or 1.x are refused)",
+                    self.version,
+                    self.runtime.version_grammar()
                 ),
             ));
         }
@@ -394,14 +426,10 @@ impl Entry {
                 Runtime::Python => pin.split_once("==").unwrap_or(("", "")),
                 _ => pin.rsplit_once('@').unwrap_or(("", "")),
             };
-            let exact = !version.is_empty()
-                && version
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+');
-            if name.is_empty() || !exact {
+            if !self.runtime.is_name(name) || !self.runtime.is_exact(version) {
                 let form = match self.runtime {
-                    Runtime::Python => "name==1.2.3",
-                    _ => "name@1.2.3",
+                    Runtime::Python => "name==1.2.3, a PEP 508 name and a PEP 440 release",
+                    _ => "name@1.2.3, an npm name and a full semver version",
                 };
                 return Err(("pins", format!("'{pin}' is not an exact pin ({form})")));
             }
@@ -647,6 +675,14 @@ command = "mcp-server-memory"
 env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
 "#;
 
+    const PY: &str = r#"
+[servers.time]
+package = "mcp-server-time"
+version = "2026.10.19"
+runtime = "python"
+command = "mcp-server-time"
+"#;
+
     #[test]
     fn the_built_in_catalogue_is_valid_and_honest_about_needs() {
         let c = Catalogue::built_in();
@@ -812,8 +848,8 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
                 "apt: 'ripgrep; rm' is not a Debian package name",
             ),
             (
-                ONE.replace(
-                    "runtime = \"node\"",
+                PY.replace(
+                    "runtime = \"python\"",
                     "runtime = \"python\"\nignore_scripts = true",
                 ),
                 "ignore_scripts: applies to node packages only",
@@ -822,7 +858,8 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
                 ONE.replace(
                     "runtime = \"node\"",
                     "runtime = \"cargo\"\nas_released = true",
-                ),
+                )
+                .replace("@modelcontextprotocol/server-memory", "mcp-server-memory"),
                 "as_released: applies to npm and PyPI packages from their registry",
             ),
             (
@@ -834,9 +871,65 @@ env = { MEMORY_FILE_PATH = "/tmp/m.jsonl" }
             ),
             (
                 ONE.replace("runtime = \"node\"", "runtime = \"node\"\npins = [\"zod\"]"),
-                "not an exact pin (name@1.2.3)",
+                "not an exact pin (name@1.2.3",
+            ),
+            // Round 4: names that pip and npm read as their own options,
+            // and versions that are tags or ranges.
+            (
+                PY.replace(
+                    "runtime = \"python\"",
+                    "runtime = \"python\"\npins = [\"--log=/some/path==1.0\"]",
+                ),
+                "pins: '--log=/some/path==1.0' is not an exact pin",
+            ),
+            (
+                PY.replace(
+                    "runtime = \"python\"",
+                    "runtime = \"python\"\npins = [\"--index-url=http://127.0.0.1:9/simple==1.0\"]",
+                ),
+                "is not an exact pin",
+            ),
+            (
+                PY.replace(
+                    "package = \"mcp-server-time\"",
+                    "package = \"--index-url=http://127.0.0.1:9/\"",
+                ),
+                "package: '--index-url=http://127.0.0.1:9/' is not a PyPI package name",
+            ),
+            (
+                ONE.replace(
+                    "package = \"@modelcontextprotocol/server-memory\"",
+                    "package = \"--registry=x\"",
+                ),
+                "is not an npm package name",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\npins = [\"zod@latest\"]",
+                ),
+                "pins: 'zod@latest' is not an exact pin",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\npins = [\"-x@1.0.0\"]",
+                ),
+                "pins: '-x@1.0.0' is not an exact pin",
+            ),
+            (
+                PY.replace("version = \"2026.10.19\"", "version = \"1.*\""),
+                "version: '1.*' is not an exact version",
             ),
         ];
+        for v in ["latest", "next", "1", "1.x", "1.2", "^1.0.0"] {
+            let text = ONE.replace("version = \"2026.8.31\"", &format!("version = \"{v}\""));
+            let e = Catalogue::parse(&text, "cat.toml").unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("version: '{v}' is not an exact version")),
+                "{v}: {e}"
+            );
+        }
         for (text, needle) in cases {
             let e = Catalogue::parse(&text, "cat.toml").unwrap_err().to_string();
             assert!(

@@ -17,6 +17,8 @@
 //!   images, made reproducibly; [`process`]: host programs run and their
 //!   failures told; [`sandbox`]: the install-scripts job the embedder runs
 //!   in a microVM.
+//! - [`grammar`]: package names and exact versions by each registry's
+//!   own grammar (never an option, never a tag or a range).
 //! - [`lock`]: each layer's resolved dependency tree, kept so that a
 //!   rebuild installs the same one.
 //! - [`package`]: a server named on the command line (`npm:NAME@VERSION`,
@@ -29,6 +31,7 @@ pub mod build;
 pub mod cargo;
 pub mod catalogue;
 pub mod erofs;
+pub mod grammar;
 pub mod host_env;
 pub mod install;
 pub mod key;

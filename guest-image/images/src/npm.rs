@@ -224,6 +224,9 @@ impl Installer for Npm {
                     npm()
                         .args(["install", "--package-lock-only"])
                         .args(before.iter().map(|d| format!("--before={d}")))
+                        // Packages after `--`: never read as options
+                        // (their names are checked by `grammar` too).
+                        .arg("--")
                         .arg(&spec)
                         .args(&e.pins),
                 )?;

@@ -11,14 +11,6 @@ use sha2::{Digest, Sha256};
 
 use crate::catalogue::{Entry, Runtime, Transport};
 
-/// An exact version, as the catalogue takes them.
-pub fn is_exact(version: &str) -> bool {
-    !version.is_empty()
-        && version
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'+')
-}
-
 const FORMS: &str = "npm:NAME@VERSION, pypi:NAME==VERSION or cargo:NAME@VERSION, with an exact version (e.g. npm:@modelcontextprotocol/server-memory@2026.8.31, pypi:mcp-server-time==2026.10.19)";
 
 /// The entry for `spec` and the name its layer is stored under
@@ -46,16 +38,15 @@ pub fn entry(spec: &str) -> Result<(String, Entry), String> {
         },
         other => return Err(bad(&format!("'{other}' is not a kind of package"))),
     };
-    let name_ok = !package.is_empty()
-        && !package.ends_with('/')
-        && package
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"@/._-".contains(&b));
-    if !name_ok {
+    // Each registry's own grammar (`grammar`): a name is never an
+    // option of npm or pip, a version one release, never a tag or range.
+    if !runtime.is_name(&package) {
         return Err(bad(&format!("'{package}' is not a package name")));
     }
-    if !is_exact(version) {
-        return Err(bad(&format!("'{version}' is not an exact version")));
+    if !runtime.is_exact(version) {
+        return Err(bad(&format!(
+            "'{version}' is not an exact version (tags such as latest and ranges such as 1 or 1.x name whatever the registry holds on the day)"
+        )));
     }
     let name = store_name(kind, &package, version);
     let e = Entry {
@@ -261,10 +252,30 @@ mod tests {
             ("npm:left-pad", "no @VERSION"),
             ("npm:@scope/pkg", "no @VERSION"),
             ("npm:left-pad@^1.3", "not an exact version"),
-            ("npm:left-pad@latest@", "not an exact version"),
+            ("npm:left-pad@latest@", "not a package name"),
             ("pypi:mcp-server-time>=1", "no ==VERSION"),
             ("pypi:==1.0", "not a package name"),
             ("npm:a b@1.0.0", "not a package name"),
+            // Tags and ranges the registry resolves on the day.
+            (
+                "npm:@modelcontextprotocol/server-memory@latest",
+                "not an exact version",
+            ),
+            ("npm:left-pad@next", "not an exact version"),
+            ("npm:left-pad@1", "not an exact version"),
+            ("npm:left-pad@1.x", "not an exact version"),
+            ("pypi:mcp-server-time==1.*", "not an exact version"),
+            ("pypi:mcp-server-time==latest", "not an exact version"),
+            // Names npm or pip would read as their own options.
+            (
+                "npm:--registry=http://127.0.0.1:9/@1.0.0",
+                "not a package name",
+            ),
+            (
+                "pypi:--index-url=http://127.0.0.1:9/simple==1.0",
+                "not a package name",
+            ),
+            ("pypi:--log=/tmp/x==1.0", "not a package name"),
             ("gem:rails@7.1.0", "'gem' is not a kind"),
         ] {
             let e = entry(bad).unwrap_err();

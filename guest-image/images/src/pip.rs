@@ -116,6 +116,9 @@ impl Installer for Pip {
                     pip()
                         .args(["--dry-run", "--ignore-installed", "--report"])
                         .arg(&report)
+                        // Requirements after `--`: never read as options
+                        // (their names are checked by `grammar` too).
+                        .arg("--")
                         .arg(&spec)
                         .args(&e.pins),
                 );
