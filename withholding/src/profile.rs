@@ -491,12 +491,26 @@ fn unknown_family(f: &str) -> String {
     )
 }
 
-fn check_name(name: &str) -> Result<(), ProfileError> {
-    let ok = !name.is_empty()
+/// A profile's own name: lowercase letters, digits, '-' and '_', at most
+/// 64 characters.
+pub fn is_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
         && name
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
-    if ok {
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// A profile a run names: one name, or names joined by '+'
+/// (`ro-root+no-tmp`), at most 16 of them. What another machine's audit
+/// says it ran is checked by this before it is trusted.
+pub fn is_spec(spec: &str) -> bool {
+    let parts: Vec<&str> = spec.split('+').collect();
+    parts.len() <= 16 && parts.iter().all(|p| is_name(p))
+}
+
+fn check_name(name: &str) -> Result<(), ProfileError> {
+    if is_name(name) {
         Ok(())
     } else {
         Err(field_error(

@@ -93,7 +93,93 @@ impl ServerMeta {
     }
 }
 
+/// Most servers an audit holds: ten times the official registry's
+/// 32,800. A merge reads `audit.json` from other machines: these bound
+/// what it may make it allocate, before anything is sized by it.
+pub const MAX_SERVERS: usize = 400_000;
+/// Most profile columns.
+pub const MAX_PROFILES: usize = 64;
+/// Most cells (servers × profiles) of one audit.
+pub const MAX_CELLS: usize = 2_000_000;
+/// Most runs of one cell (`--repeat`).
+pub const MAX_REPEAT: usize = 1_000;
+
 impl Meta {
+    /// What an `audit.json` from another machine must hold before a merge
+    /// trusts it: server and profile names by the rules the catalogue
+    /// and the profiles file check their own by (so a name is never a
+    /// path, nor a line of a generated file), and counts a merge can
+    /// hold. The first problem, in words.
+    pub fn check(&self) -> Result<(), String> {
+        let shown = |s: &str| {
+            crate::logger::printable(&s.chars().take(80).collect::<String>()).into_owned()
+        };
+        if self.servers.len() > MAX_SERVERS {
+            return Err(format!(
+                "it names {} servers, more than an audit holds ({MAX_SERVERS})",
+                self.servers.len()
+            ));
+        }
+        if self.profiles.len() > MAX_PROFILES {
+            return Err(format!(
+                "it names {} profiles, more than an audit holds ({MAX_PROFILES})",
+                self.profiles.len()
+            ));
+        }
+        let cells = self.servers.len() * self.profiles.len();
+        if cells > MAX_CELLS {
+            return Err(format!(
+                "its matrix has {cells} cells, more than an audit holds ({MAX_CELLS})"
+            ));
+        }
+        if self.repeat == 0 || self.repeat > MAX_REPEAT {
+            return Err(format!(
+                "it says each cell ran {} times (1 to {MAX_REPEAT})",
+                self.repeat
+            ));
+        }
+        if self.shard.count == 0
+            || self.shard.index >= self.shard.count
+            || self.shard.count > cells.max(1024)
+        {
+            return Err(format!(
+                "shard {}/{} is no split of its {cells} cells",
+                self.shard.index, self.shard.count
+            ));
+        }
+        if let Some(s) = self
+            .servers
+            .keys()
+            .find(|s| !mcpvm_images::catalogue::is_name(s))
+        {
+            return Err(format!(
+                "'{}' is not a server name (lowercase letters, digits and '-', at most 64)",
+                shown(s)
+            ));
+        }
+        let profile_ok = |p: &str| withholding::profile::is_spec(p);
+        if let Some(p) = self.profiles.iter().find(|p| !profile_ok(p)) {
+            return Err(format!("'{}' is not a profile name (lowercase letters, digits, '-' and '_', joined by '+')", shown(p)));
+        }
+        if let Some(p) = self
+            .profile_definitions
+            .keys()
+            .find(|p| !self.profiles.contains(p))
+        {
+            return Err(format!(
+                "it defines profile '{}', which is not one of its columns",
+                shown(p)
+            ));
+        }
+        if let Some(s) = self.origins.keys().find(|s| !self.servers.contains_key(*s)) {
+            return Err(format!(
+                "it locates server '{}', which it does not audit",
+                shown(s)
+            ));
+        }
+        Ok(())
+    }
+
     /// A copy without its servers and their origins: the frame of a
     /// subset of them (a report page), without copying every server.
     pub fn clone_without_servers(&self) -> Meta {

@@ -112,6 +112,8 @@ pub enum AuditError {
         a: PathBuf,
         b: PathBuf,
     },
+    #[error("{path} cannot be merged: {why}; merge only the output of `mcpvm audit --shard`")]
+    BadShard { path: PathBuf, why: String },
     #[error("/dev/kvm on this host is kvm_pvm, which cannot boot the audit's Linux guests; run the audit on a host with VMX/SVM, or inside the testbed (benches/audit.sh shows how)")]
     Pvm,
     #[error("This host cannot run the audit's microVMs")]
@@ -651,12 +653,18 @@ pub fn write_reports(
     let dir = out.join("profiles");
     for s in meta.servers.keys() {
         if let Some(text) = report::proposal(meta, records, s) {
-            std::fs::create_dir_all(&dir).map_err(out_err(&dir))?;
+            // Under --out only: a link planted at `profiles` is refused,
+            // and `s` is a checked server name, never a path.
+            crate::files::own_dir(&dir).map_err(out_err(&dir))?;
             write_atomic(&dir.join(format!("{s}-minimal.toml")), &text)?;
         }
     }
     Ok(())
 }
+
+/// Largest `audit.json` a merge reads (one of `MAX_SERVERS` servers
+/// takes a few hundred bytes).
+const MAX_META_BYTES: u64 = 256 << 20;
 
 /// A shard given to a merge: its split, its directory, the cells its
 /// journal holds.
@@ -669,10 +677,24 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
     // Each shard given: its split, and the cells its journal holds.
     let mut given: Vec<Given> = Vec::new();
     for dir in shards {
-        let bytes = std::fs::read(dir.join("audit.json"))
-            .map_err(|_| AuditError::NotAudit { path: dir.clone() })?;
+        // Shards come from other machines: their files are read only,
+        // bounded, and everything in them checked before it is used.
+        let meta_path = dir.join("audit.json");
+        let bytes = match crate::files::read_regular(&meta_path, MAX_META_BYTES) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(AuditError::NotAudit { path: dir.clone() }.into())
+            }
+            r => r.map_err(|source| AuditError::BadShard {
+                path: meta_path.clone(),
+                why: source.to_string(),
+            })?,
+        };
         let m: Meta = serde_json::from_slice(&bytes)
             .map_err(|_| AuditError::NotAudit { path: dir.clone() })?;
+        m.check().map_err(|why| AuditError::BadShard {
+            path: meta_path.clone(),
+            why,
+        })?;
         let split = m.shard;
         if let Some((first, first_dir)) = &meta {
             let diff = first.same_inputs(&m);
@@ -687,9 +709,20 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
         } else {
             meta = Some((m, dir.clone()));
         }
-        let j = Journal::open(&dir.join("results.jsonl")).map_err(out_err(dir))?;
-        given.push((split, dir.clone(), j.records.keys().cloned().collect()));
-        records.extend(j.records);
+        let first = &meta.as_ref().expect("set above").0;
+        let journal = Journal::read(&dir.join("results.jsonl"), |r| {
+            let column = first.profiles.contains(&r.profile) || r.profile == released::PROFILE;
+            match first.servers.contains_key(&r.server) && column {
+                true => Ok(()),
+                false => Err("a record of a cell this audit does not have".into()),
+            }
+        })
+        .map_err(|source| AuditError::BadShard {
+            path: dir.join("results.jsonl"),
+            why: source.to_string(),
+        })?;
+        given.push((split, dir.clone(), journal.keys().cloned().collect()));
+        records.extend(journal);
     }
     let Some((mut meta, _)) = meta else {
         return Err(
@@ -1077,6 +1110,90 @@ mod tests {
             gaps(&meta, &mixed),
             Err(AuditError::ShardsDiffer { .. })
         ));
+    }
+
+    /// A shard directory with `meta` as its audit.json and `journal` as
+    /// its results.jsonl.
+    fn shard_dir(root: &Path, name: &str, meta: &serde_json::Value, journal: &str) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("audit.json"), meta.to_string()).unwrap();
+        std::fs::write(dir.join("results.jsonl"), journal).unwrap();
+        dir
+    }
+
+    /// Shards come from other machines: a name that is a path, a profile
+    /// that is TOML lines, a matrix too large to hold, a journal that is
+    /// a link: each refused with one error naming the file, and nothing
+    /// written anywhere but under --out.
+    #[test]
+    fn a_hostile_shard_is_refused_before_anything_is_written_or_sized() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = root.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        let base = serde_json::to_value(report::tests::meta()).unwrap();
+        let server = base["servers"]["git"].clone();
+        let merged = |dir: &Path| merge(&root.path().join("out"), &[dir.to_path_buf()], true);
+        let refused = |dir: &Path, why: &str| {
+            let e = merged(dir).unwrap_err().to_string();
+            assert!(e.contains("cannot be merged") && e.contains(why), "{e}");
+        };
+        for (n, name) in ["../../x/pwn", "/abs/victim/v", "a\nb", "Upper"]
+            .iter()
+            .enumerate()
+        {
+            let mut m = base.clone();
+            m["servers"][name] = server.clone();
+            let dir = shard_dir(root.path(), &format!("names{n}"), &m, "");
+            refused(&dir, "is not a server name");
+        }
+        let mut m = base.clone();
+        m["profiles"] = serde_json::json!(["baseline", "x\"]\n[profile.evil]\nallow = [\"execve"]);
+        refused(
+            &shard_dir(root.path(), "profile", &m, ""),
+            "is not a profile name",
+        );
+        // 20,000 × 20,000: refused at once, by its counts.
+        let mut m = base.clone();
+        let many: serde_json::Map<String, serde_json::Value> = (0..20_000)
+            .map(|i| (format!("s{i}"), server.clone()))
+            .collect();
+        m["servers"] = many.into();
+        m["profiles"] = (0..20_000).map(|i| format!("p{i}")).collect();
+        let t = std::time::Instant::now();
+        refused(
+            &shard_dir(root.path(), "huge", &m, ""),
+            "more than an audit holds",
+        );
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // A journal that links to a file of the user's: not read, not cut.
+        let dir = shard_dir(root.path(), "linked", &base, "");
+        let precious = victim.join("precious.jsonl");
+        std::fs::write(&precious, "not a journal, half a line").unwrap();
+        std::fs::remove_file(dir.join("results.jsonl")).unwrap();
+        std::os::unix::fs::symlink(&precious, dir.join("results.jsonl")).unwrap();
+        refused(&dir, "symbolic link");
+        assert_eq!(
+            std::fs::read_to_string(&precious).unwrap(),
+            "not a journal, half a line"
+        );
+        // A record of a cell the audit does not have.
+        let stray = serde_json::to_string(&record::Record::failed(
+            "intruder",
+            "baseline",
+            Outcome::Error,
+            "x".into(),
+            1.0,
+        ))
+        .unwrap();
+        refused(
+            &shard_dir(root.path(), "stray", &base, &(stray + "\n")),
+            "a cell this audit does not have",
+        );
+        // Nothing of any of them reached the victim's directory, nor --out.
+        assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 1);
+        assert!(!root.path().join("out").exists());
+        assert!(!root.path().join("x").exists());
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub fn write(
     verdicts: &[Compat],
 ) -> Result<(), AuditError> {
     let dir = out.join(DIR);
-    std::fs::create_dir_all(&dir).map_err(out_err(&dir))?;
+    crate::files::own_dir(&dir).map_err(out_err(&dir))?;
     let names: Vec<&String> = meta.servers.keys().collect();
     let verdict_of: HashMap<&str, Verdict> = verdicts
         .iter()

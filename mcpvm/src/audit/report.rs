@@ -553,7 +553,10 @@ pub fn proposal(meta: &Meta, records: &Records, server: &str) -> Option<String> 
     let mut doc = BTreeMap::new();
     doc.insert("profile", profiles);
     let body = toml::to_string_pretty(&doc).ok()?;
-    let note = |s: &str| s.replace(['\n', '\r'], " ");
+    // A TOML comment holds no control character: whatever a record or
+    // a shard names is one escaped line here.
+    let note = |s: &str| crate::logger::printable(s).into_owned();
+    let (profile, server) = (note(profile), note(server));
     Some(format!(
         "# Proposed by `mcpvm audit` from the {profile} run of {server} ({} {}):\n\
          # the {} system calls it made there. A call it makes only on paths that\n\
