@@ -366,6 +366,30 @@ fn mcpvm_probe_speaks_streamable_http_to_such_a_server() {
     }
 }
 
+/// A server under deny-net answers every POST with a redirect to an
+/// address of the host's (here a listener of the testbed host's own):
+/// the probe never connects there, and the failed step says where the
+/// redirect pointed.
+#[test]
+fn the_probe_follows_no_redirect_out_of_its_endpoint() {
+    let c = case("http_redirect");
+    assert_eq!(
+        results().file("redirect_target.txt"),
+        "seen:",
+        "the host connected where the server pointed: {c:?}"
+    );
+    let r = c.json();
+    let said = r.to_string();
+    assert!(
+        said.contains("a redirect to 'http://127.0.0.1:9999/stolen?k=1', not followed"),
+        "{said}"
+    );
+    let steps = r["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "{r}");
+    assert!(steps.iter().all(|s| s["outcome"] != "ok"), "{r}");
+    assert!(r["lifecycle"].is_null(), "{r}");
+}
+
 #[test]
 fn no_proxy_process_or_run_directory_is_left_behind() {
     let ps = results().file("ps.txt");

@@ -28,6 +28,9 @@ pub enum Direction {
     /// A line on the server's stdout that is not JSON: a protocol
     /// violation (a stray log line, garbage).
     Garbage,
+    /// What the transport said in place of a message: an HTTP answer
+    /// that carried none (a redirect not followed, an error status).
+    Transport,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -15,6 +15,13 @@
 //! came. The event stream's `data:` lines are read here, as bytes, for
 //! the same reason.
 //!
+//! The probe talks to one endpoint and nowhere else: no redirect is
+//! followed (reqwest's default follows ten, across hosts, sending the
+//! body again: a server under `deny-net` could make the host itself
+//! connect to any address, its own loopback services and the cloud
+//! metadata address included), and no proxy is used. A redirect is an
+//! answer that carried no message; the probe says where it pointed.
+//!
 //! The server may still be starting (in a microVM, `mcpvm run --listen`
 //! accepts before the guest does): a POST that gets no HTTP answer is
 //! sent again until it does.
@@ -76,9 +83,15 @@ pub struct Session {
     version: Option<String>,
 }
 
+/// Longest redirect target kept to say where a redirect pointed.
+const MAX_LOCATION: usize = 512;
+
 /// One HTTP answer, read message by message.
 pub struct Answer {
     pub status: u16,
+    /// Where a redirect (3xx) pointed: bounded, as the server said it
+    /// (not followed).
+    pub location: Option<String>,
     body: Body,
     read: usize,
 }
@@ -96,6 +109,8 @@ impl Session {
         let client = reqwest::Client::builder()
             // The endpoint is on this machine: never through a proxy.
             .no_proxy()
+            // Nothing the server answers opens a connection elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(io::Error::other)?;
@@ -226,6 +241,14 @@ impl Session {
 impl Answer {
     fn of(r: reqwest::Response) -> Answer {
         let status = r.status().as_u16();
+        let location = r.status().is_redirection().then(|| {
+            let raw = r
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                .unwrap_or_default();
+            raw.chars().take(MAX_LOCATION).collect()
+        });
         let stream = r
             .headers()
             .get(CONTENT_TYPE)
@@ -237,8 +260,22 @@ impl Answer {
         };
         Answer {
             status,
+            location,
             body,
             read: 0,
+        }
+    }
+
+    /// What an answer that carried no message said at the HTTP level:
+    /// its status, and for a redirect where it pointed.
+    pub fn without_message(&self) -> String {
+        match &self.location {
+            Some(to) => format!(
+                "HTTP {}: a redirect to '{}', not followed (the probe talks to the server's endpoint only)",
+                self.status,
+                mcpvm_protocol::text::printable(to)
+            ),
+            None => format!("HTTP {} with no message", self.status),
         }
     }
 
@@ -506,6 +543,51 @@ mod tests {
             ping.ends_with(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#),
             "{ping}"
         );
+    }
+
+    /// A server that answers the POST with a redirect to another
+    /// listener (any address: here one of the test's own): the host
+    /// never connects there, and the answer says where it pointed.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_redirect_is_not_followed_and_says_where_it_pointed() {
+        let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        elsewhere.set_nonblocking(true).unwrap();
+        let target = format!("http://{}/steal?k=secret", elsewhere.local_addr().unwrap());
+        let mut answers = Vec::new();
+        for status in [
+            "307 Temporary Redirect",
+            "308 Permanent Redirect",
+            "302 Found",
+        ] {
+            answers.push(http(
+                status,
+                "text/plain",
+                &format!("location: {target}\r\n"),
+                "",
+            ));
+        }
+        let (to, server) = scripted(answers);
+        let mut s = Session::new(to).unwrap();
+        for status in [307, 308, 302] {
+            let mut a = s
+                .post(br#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#)
+                .await
+                .unwrap();
+            assert_eq!(a.status, status);
+            assert_eq!(a.next().await.unwrap(), None);
+            let said = a.without_message();
+            assert!(
+                said.starts_with(&format!("HTTP {status}: a redirect to 'http://127.0.0.1:")),
+                "{said}"
+            );
+            assert!(said.contains("/steal?k=secret', not followed"), "{said}");
+        }
+        assert_eq!(server.join().unwrap().len(), 3);
+        // Nothing reached the redirect's target.
+        match elsewhere.accept() {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            other => panic!("the host connected where the server pointed: {other:?}"),
+        }
     }
 
     #[test]

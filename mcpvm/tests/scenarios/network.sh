@@ -121,5 +121,15 @@ case_ http_listen sh http.sh
 # port for --listen and POSTs there).
 case_ http_probe $P --catalogue net-catalogue.toml --server everything --only-given
 
+# A server that answers the probe's POSTs with a redirect to a listener
+# of the testbed host's own: the probe (the host) must not follow it
+# there, under deny-net as under any profile (docs/security.md, round 4).
+busybox nc -l -p 9999 > redirect_target.txt 2>&1 &
+target=$!
+case_ http_redirect mcpvm probe --json --vm --profile deny-net --init-timeout 120 --step-timeout 60 \
+  --listen 127.0.0.1:8932 --guest-port 3001 -- /bin/mcp-broken http-redirect 3001 'http://127.0.0.1:9999/stolen?k=1'
+kill $target 2>/dev/null; wait $target 2>/dev/null
+printf 'seen:%s' "$(cat redirect_target.txt)" > "$MCPVM_OUT/redirect_target.txt"
+
 ps > "$MCPVM_OUT/ps.txt" 2>&1
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1
