@@ -14,6 +14,7 @@ shift || true
 t=$top/target/mcpvm
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 "$top/benches/qemu-bundle.sh" "$work/qemu"
+peer=()
 . "$top/benches/lib/firecracker.sh"
 firecracker_peer boot firecracker "mcpvm and QEMU"
 "$top/testbed/run" --timeout 1800 \

@@ -3,6 +3,8 @@
 # popular.toml, docs/ecosystem.md) in microVMs on real KVM (the testbed
 # where /dev/kvm is kvm_pvm), one command from install to verdicts.
 #   benches/ecosystem.sh [SERVERS]    comma-separated; default: every one
+# MCPVM_ECOSYSTEM_CATALOGUE=FILE audits another catalogue (default the
+#   corpus, guest-image/corpus/popular.toml).
 # 1. builds the corpus's layers into their own store (cached by key; a
 #    server that does not install is recorded there with why);
 # 2. audits every server of the corpus under `deny-net` (its egress rules
@@ -31,25 +33,36 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 servers=${1:-}
+catalogue=${MCPVM_ECOSYSTEM_CATALOGUE:-$top/guest-image/corpus/popular.toml}
+[ -f "$catalogue" ] || { echo "ecosystem: no catalogue at $catalogue" >&2; exit 1; }
+# Every server of the corpus (or those named): the ones that did not
+# install are rows of the audit too. Names are checked before anything
+# runs, and reach the testbed's scenario as a file, never as its text.
+[ -n "$servers" ] || servers=$(sed -n 's/^\[servers\.\(.*\)\]$/\1/p' "$catalogue" | paste -sd, -)
+. "$top/benches/lib/names.sh"
+IFS=, read -r -a names <<< "$servers"
+[ ${#names[@]} -gt 0 ] || { echo "ecosystem: no servers in $catalogue" >&2; exit 1; }
+check_server_names ecosystem "${names[@]}"
+limit=${MCPVM_ECOSYSTEM_DEADLINE:-14000}
+case "$limit" in ''|*[!0-9]*) echo "ecosystem: MCPVM_ECOSYSTEM_DEADLINE takes seconds, got $(printf '%q' "$limit")" >&2; exit 1 ;; esac
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
-catalogue=$top/guest-image/corpus/popular.toml
 store=${MCPVM_CORPUS_IMAGES:-${MCPVM_CACHE:-$HOME/.cache/mcpvm}/corpus-images}
 build=(--catalogue "$catalogue" --catalogue-only --images "$store")
-[ -n "$servers" ] && build+=(--servers "$servers")
+[ -n "${1:-}" ] && build+=(--servers "$servers")
 out=${MCPVM_BENCH_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 echo "ecosystem: building the corpus's layers into $store" >&2
 start=$(date +%s)
 "$t/bin/mcpvm" --json image build "${build[@]}" > "$out/build.json" || echo "ecosystem: some layers did not build; their rows say why" >&2
 echo "ecosystem: layers ready in $(( $(date +%s) - start )) s" >&2
-# Every server of the corpus (or those named): the ones that did not
-# install are rows of the audit too.
-[ -n "$servers" ] || servers=$(sed -n 's/^\[servers\.\(.*\)\]$/\1/p' "$catalogue" | paste -sd, -)
 scenario=$(mktemp)
-trap 'rm -f "$scenario"' EXIT
+names_file=$(mktemp)
+trap 'rm -f "$scenario" "$names_file"' EXIT
+printf '%s\n' "$servers" > "$names_file"
 files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux"
-       --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" --file "$catalogue:popular.toml")
+       --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" --file "$catalogue:popular.toml"
+       --file "$names_file:servers")
 # The store (2 GB for the whole corpus) is past what an initramfs can
 # carry into the testbed host: it travels on a disk (listed again when
 # layers were built here since).
@@ -64,7 +77,6 @@ resume=${MCPVM_ECOSYSTEM_RESUME:-}
 # scale-out runs it (docs/scale-out.md).
 shards=${MCPVM_ECOSYSTEM_SHARDS:-$(nproc)}
 case "$shards" in ''|*[!0-9]*|0) echo "ecosystem: MCPVM_ECOSYSTEM_SHARDS takes a whole number of shards, got '$shards'" >&2; exit 1 ;; esac
-limit=${MCPVM_ECOSYSTEM_DEADLINE:-14000}
 probes=${MCPVM_ECOSYSTEM_PROBES---robustness --security}
 case " $probes " in *[!a-z\ -]*) echo "ecosystem: MCPVM_ECOSYSTEM_PROBES takes audit flags only, got '$probes'" >&2; exit 1 ;; esac
 cat > "$scenario" <<SCEN
@@ -79,7 +91,7 @@ mkdir -p a
 [ -d resume ] && cp resume/audit.json resume/results.jsonl a/
 start=\$(date +%s)
 CASE_LIMIT=$limit CASE_TEE=1 case_ audit \
-  mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers $servers \
+  mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers "\$(cat servers)" \
   --profiles deny-net $probes \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
   --run-timeout 900 --shard "\$(cat shard)" --out a
 end=\$(date +%s)
@@ -163,8 +175,10 @@ n=$(grep -c '"server"' "$out/results.jsonl" || true)
 servers_run=$(python3 -c 'import json,sys; print(len({json.loads(l)["server"] for l in open(sys.argv[1]) if l.strip()}))' "$out/results.jsonl")
 echo "ecosystem: $n cells of $servers_run servers in ${wall} s of wall time on $shards testbed host(s), from start to the last shard's end: $(( servers_run * 3600 / (wall > 0 ? wall : 1) )) servers an hour" >&2
 corpus_csv=$top/../shared/corpus/popular-servers.csv
+csv=()
+[ -f "$corpus_csv" ] && csv=(--csv "$corpus_csv")
 python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --results "$out/results.jsonl" \
-  --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" $([ -f "$corpus_csv" ] && echo --csv "$corpus_csv") > "$out/table.md"
+  --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" "${csv[@]}" > "$out/table.md"
 # How many calls reached their tools (docs/benchmarks.md).
 python3 "$top/benches/lib/reach-table.py" --results "$out/results.jsonl" --catalogue "$catalogue" > "$out/reach.md"
 # What the layers' install scripts did (docs/security-audit.md).

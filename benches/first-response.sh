@@ -13,6 +13,7 @@ runs=${1:-20}
 shift || true
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
+peer=()
 . "$top/benches/lib/firecracker.sh"
 firecracker_peer first-response firecracker "mcpvm and the bare process"
 "$top/testbed/run" --timeout 1800 \

@@ -9,7 +9,7 @@ rm -rf "$dir"; mkdir -p "$dir/lib" "$dir/share"
 cp -L "$q" "$dir/qemu-system-x86_64"
 ldd "$q" | awk '/=> \// {print $3} /^\t\/lib/ {print $1}' | while read -r lib; do cp -L "$lib" "$dir/lib/"; done
 cp -L /lib64/ld-linux-x86-64.so.2 "$dir/lib/"
-for f in bios-microvm.bin; do cp -L "/usr/share/qemu/$f" "$dir/share/"; done
+cp -L /usr/share/qemu/bios-microvm.bin "$dir/share/"
 cat > "$dir/qemu" <<'W'
 #!/bin/sh
 d=$(dirname "$0")

@@ -10,6 +10,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
+peer=()
 . "$top/benches/lib/firecracker.sh"
 firecracker_peer relay firecracker "mcpvm and bare cat"
 "$top/testbed/run" --timeout 3600 \

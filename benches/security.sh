@@ -10,6 +10,8 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 servers=("$@")
 [ ${#servers[@]} -gt 0 ] || servers=(memory time everything)
+. "$top/benches/lib/names.sh"
+check_server_names security "${servers[@]}"
 "$top/scripts/build" >&2
 t=$top/target/mcpvm
 store=$t/images
@@ -17,10 +19,10 @@ index=$store/index.json
 scenario=$(mktemp)
 if [ -n "${MCPVM_BENCH_OUT:-}" ]; then
   out=$MCPVM_BENCH_OUT; mkdir -p "$out"
-  trap 'rm -f "$scenario"' EXIT
+  trap 'rm -f "$scenario" "$scenario.servers"' EXIT
 else
   out=$(mktemp -d)
-  trap 'rm -rf "$scenario" "$out"' EXIT
+  trap 'rm -rf "$scenario" "$scenario.servers" "$out"' EXIT
 fi
 files=(--file "$index:images/index.json")
 runtime=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['runtime'])" "$index")
@@ -31,17 +33,18 @@ for s in "${servers[@]}"; do
 done
 cat > "$scenario" <<SCEN
 set -u
-for s in ${servers[*]}; do
+while read -r s; do
   cut -d' ' -f1 /proc/uptime > "\$MCPVM_OUT/\$s.uptime"
   mcpvm probe --json --security --server \$s --images images --mem 768 --vcpus 1 \
     --init-timeout 400 --step-timeout 60 > "\$MCPVM_OUT/\$s.json" 2> "\$MCPVM_OUT/\$s.err"
   cut -d' ' -f1 /proc/uptime >> "\$MCPVM_OUT/\$s.uptime"
-done
+done < servers
 SCEN
+printf '%s\n' "${servers[@]}" > "$scenario.servers"
 "$top/testbed/run" --timeout 3600 --out "$out" \
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux" \
   --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" \
-  "${files[@]}" -- sh scenario.sh
+  --file "$scenario.servers:servers" "${files[@]}" -- sh scenario.sh
 python3 - "$out" "${servers[@]}" <<'PY'
 import collections, json, os, sys
 out, servers = sys.argv[1], sys.argv[2:]
