@@ -39,6 +39,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         env: opts.env.clone(),
         http: opts.http.clone(),
         fd3: opts.fd3.clone(),
+        secrets: opts.secrets.clone(),
     };
     let mut wire = Wire::spawn_with(command, extras)?;
     let mut hs = conformance::handshake(&mut wire, opts, opts.lifecycle, &mut result.steps).await;

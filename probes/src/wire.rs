@@ -33,6 +33,10 @@ const MAX_LINE: usize = 64 << 20;
 const MAX_LINE_VALUES: usize = 1 << 20;
 /// How much of the server's stderr a report keeps.
 const STDERR_TAIL: usize = 8192;
+/// What is kept of stderr's end before secrets are redacted and the
+/// tail cut from it: room for the longest forms of a secret before the
+/// tail's start.
+const STDERR_WINDOW: usize = 4 * STDERR_TAIL;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
@@ -144,6 +148,9 @@ pub struct Extras {
     /// listening socket the probe bound, so that its port is held from
     /// choice to use).
     pub fd3: Option<Arc<std::os::fd::OwnedFd>>,
+    /// Values kept out of its stderr tail: redacted before the tail is
+    /// cut, so a cut never leaves part of one behind.
+    pub secrets: crate::redact::Secrets,
 }
 
 impl Wire {
@@ -338,10 +345,15 @@ impl Wire {
 
     pub fn stderr(&self) -> Stderr {
         let s = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
-        let tail: Vec<u8> = s.1.iter().copied().collect();
+        let window: Vec<u8> = s.1.iter().copied().collect();
+        let began_at_cut = s.0 > window.len() as u64;
         Stderr {
             bytes: s.0,
-            tail: String::from_utf8_lossy(&tail).into_owned(),
+            tail: self.extras.secrets.tail(
+                &String::from_utf8_lossy(&window),
+                began_at_cut,
+                STDERR_TAIL,
+            ),
         }
     }
 
@@ -487,8 +499,22 @@ async fn post_lines(
                 }
             }
         }
-        if answer.status >= 400 && messages == 0 {
-            log::info!("http: the server answered {} to a POST", answer.status);
+        if answer.status >= 300 && messages == 0 {
+            let said = answer.without_message();
+            log::info!("http: the server answered a POST with {said}");
+            exchange.record(Direction::Transport, said.as_bytes(), None);
+            // A redirect fails the request it answered, saying where it
+            // pointed: the step ends now, not at its timeout.
+            if answer.location.is_some() {
+                if let Some(id) = request_id(&line) {
+                    let failed = serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "id": id,
+                        "error": {"code": -32000, "message": said},
+                    });
+                    let _ = tx.send(failed).await;
+                }
+            }
         }
         if server_stream.is_none() && session.id().is_some() && initialized(&line) {
             if let Some(mut stream) = session.listen().await {
@@ -505,6 +531,16 @@ async fn post_lines(
         s.abort();
     }
     session.end().await;
+}
+
+/// The id of the request `line` is (none for a notification or a line
+/// that is not JSON).
+fn request_id(line: &[u8]) -> Option<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    v.get("method")?;
+    v.get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned()
 }
 
 /// The probe's line is the `notifications/initialized` notification.
@@ -616,9 +652,9 @@ async fn read_stderr(mut err: impl AsyncRead + Unpin, sink: Arc<Mutex<(u64, VecD
         }
         let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
         s.0 += n as u64;
-        let keep = &chunk[n.saturating_sub(STDERR_TAIL)..n];
+        let keep = &chunk[n.saturating_sub(STDERR_WINDOW)..n];
         s.1.extend(keep);
-        let excess = s.1.len().saturating_sub(STDERR_TAIL);
+        let excess = s.1.len().saturating_sub(STDERR_WINDOW);
         s.1.drain(..excess);
     }
 }
@@ -796,6 +832,34 @@ mod tests {
             let e = w.shutdown(Duration::from_secs(5)).await;
             assert!(e.exited_by_itself);
             assert_eq!(e.code, Some(0));
+        });
+    }
+
+    /// A server that prints its key and then just enough that the 8 KiB
+    /// tail's cut falls inside the key: none of the key is in the tail
+    /// (before, its last characters were).
+    #[test]
+    fn the_stderr_tail_keeps_no_part_of_a_secret_its_cut_fell_inside() {
+        rt().block_on(async {
+            let secret = "ghp_0123456789abcdefghijklmnopqrstuvwxyz";
+            let after = STDERR_TAIL - 20;
+            let script = format!(
+                "printf 'key={secret}' >&2; head -c {after} /dev/zero | tr '\\0' y >&2; exec sleep 0"
+            );
+            let extras = Extras {
+                secrets: crate::redact::Secrets::new([("GITHUB_TOKEN".to_string(), secret.to_string())]),
+                ..Extras::default()
+            };
+            let mut w = Wire::spawn_with(&sh(&script), extras).unwrap();
+            w.shutdown(Duration::from_secs(5)).await;
+            let s = w.stderr();
+            assert_eq!(s.bytes, (4 + secret.len() + after) as u64);
+            assert!(s.tail.len() <= STDERR_TAIL, "{}", s.tail.len());
+            assert!(s.tail.contains("GITHUB_TOKEN]"), "{}", &s.tail[..60]);
+            for piece in secret.as_bytes().windows(4) {
+                let piece = std::str::from_utf8(piece).unwrap();
+                assert!(!s.tail.contains(piece), "{piece} in {}", &s.tail[..60]);
+            }
         });
     }
 
