@@ -81,6 +81,10 @@ pub enum ClientError {
     },
     #[error("{path} is larger than {MAX_CONFIG} bytes: not a client configuration; give another with --config")]
     TooLarge { path: PathBuf },
+    #[error("{path} is not a regular file (a device, a FIFO or a directory): not a client configuration; give another with --config")]
+    NotFile { path: PathBuf },
+    #[error("{dir} is a link to {target}, outside this project: the project's configuration would be written there; remove the link or give the file with --config")]
+    OutOfProject { dir: PathBuf, target: PathBuf },
     #[error("{path} is not a JSON object ({why}): fix it or move it away, nothing was written")]
     NotObject { path: PathBuf, why: String },
     #[error("{path} already has a server named '{name}' (a different one): choose another name or give --force to replace it")]
@@ -162,6 +166,15 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, Box<dyn std::error::Err
         Some(p) => p,
         None => a.client.file(scope, home.as_deref())?,
     };
+    if path.is_relative() {
+        // A project's `.vscode` or `.cursor` that links elsewhere (a
+        // cloned repository can carry one) would take the write there.
+        let here = std::env::current_dir().map_err(|source| ClientError::Read {
+            path: ".".into(),
+            source,
+        })?;
+        inside_project(&here, &path)?;
+    }
     let mcpvm = crate::exe::vm()
         .and_then(|p| p.canonicalize())
         .map_err(ClientError::Exe)?;
@@ -201,22 +214,74 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, Box<dyn std::error::Err
     Ok(0)
 }
 
+/// The configuration at `path`, if there is one: a regular file (what
+/// it links to, for a configuration kept among dotfiles) of at most
+/// `MAX_CONFIG` bytes, read with that bound (a FIFO is not waited on,
+/// `/dev/zero` not read until memory runs out).
 fn read_config(path: &Path) -> Result<Option<String>, ClientError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let read = |source| ClientError::Read {
         path: path.to_path_buf(),
         source,
     };
-    match std::fs::metadata(path) {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(read(e)),
-        Ok(m) if m.len() > MAX_CONFIG => {
-            return Err(ClientError::TooLarge {
-                path: path.to_path_buf(),
-            })
-        }
-        Ok(_) => {}
+        Ok(f) => f,
+    };
+    if !file.metadata().map_err(read)?.file_type().is_file() {
+        return Err(ClientError::NotFile {
+            path: path.to_path_buf(),
+        });
     }
-    std::fs::read_to_string(path).map(Some).map_err(read)
+    let mut text = String::new();
+    file.take(MAX_CONFIG + 1)
+        .read_to_string(&mut text)
+        .map_err(read)?;
+    if text.len() as u64 > MAX_CONFIG {
+        return Err(ClientError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(Some(text))
+}
+
+/// Each directory on the way to `rel` (a project's `.vscode/mcp.json`)
+/// is in `project`, or a link that stays in it.
+fn inside_project(project: &Path, rel: &Path) -> Result<(), ClientError> {
+    let root = project
+        .canonicalize()
+        .unwrap_or_else(|_| project.to_path_buf());
+    let mut dir = project.to_path_buf();
+    let parents: Vec<_> = rel
+        .parent()
+        .into_iter()
+        .flat_map(|p| p.components())
+        .collect();
+    for c in parents {
+        dir.push(c);
+        let Ok(m) = std::fs::symlink_metadata(&dir) else {
+            // Not there yet: made as a directory of the project.
+            return Ok(());
+        };
+        if m.file_type().is_symlink() {
+            let target = dir
+                .canonicalize()
+                .unwrap_or_else(|_| std::fs::read_link(&dir).unwrap_or_default());
+            if !target.starts_with(&root) {
+                return Err(ClientError::OutOfProject {
+                    dir: dir.strip_prefix(project).unwrap_or(&dir).to_path_buf(),
+                    target,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Replaces `path` with `text`: a temporary file beside it, with the old
@@ -435,6 +500,59 @@ mod tests {
         }
         // An empty file is an empty configuration.
         assert!(add_server(Some("  \n"), "mcpServers", "m", &entry(), false).is_ok());
+    }
+
+    /// A file the user hands us is read with its bound: a device or a
+    /// FIFO is refused at once (the size check read `metadata().len()`,
+    /// 0 for both, and then read until out of memory, or hung).
+    #[test]
+    fn a_configuration_that_is_no_regular_file_is_refused_at_once() {
+        for dev in ["/dev/zero", "/dev/urandom"] {
+            let e = read_config(Path::new(dev)).unwrap_err();
+            assert!(matches!(e, ClientError::NotFile { .. }), "{e}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("mcp.json");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid path string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_config(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let big = d.path().join("big.json");
+        std::fs::write(&big, vec![b' '; MAX_CONFIG as usize + 1]).unwrap();
+        assert!(matches!(
+            read_config(&big),
+            Err(ClientError::TooLarge { .. })
+        ));
+        let link = d.path().join("linked.json");
+        std::fs::write(d.path().join("dotfile.json"), "{}").unwrap();
+        std::os::unix::fs::symlink(d.path().join("dotfile.json"), &link).unwrap();
+        assert_eq!(read_config(&link).unwrap().as_deref(), Some("{}"));
+        assert_eq!(read_config(&d.path().join("none.json")).unwrap(), None);
+    }
+
+    /// A cloned project whose `.vscode` links to the user's own settings
+    /// (or anywhere else): refused, since the write would land there.
+    #[test]
+    fn a_project_directory_that_links_out_of_the_project_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let project = d.path().join("project");
+        let elsewhere = d.path().join("home-config");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, project.join(".vscode")).unwrap();
+        let e = inside_project(&project, Path::new(".vscode/mcp.json")).unwrap_err();
+        assert!(matches!(e, ClientError::OutOfProject { .. }), "{e}");
+        assert!(e.to_string().contains("outside this project"), "{e}");
+        // A link that stays inside, a real directory, none yet: fine.
+        std::fs::create_dir_all(project.join("shared")).unwrap();
+        std::os::unix::fs::symlink(project.join("shared"), project.join(".cursor")).unwrap();
+        inside_project(&project, Path::new(".cursor/mcp.json")).unwrap();
+        inside_project(&project, Path::new(".mcp.json")).unwrap();
+        inside_project(&project, Path::new(".new/mcp.json")).unwrap();
+        std::fs::remove_file(project.join(".vscode")).unwrap();
+        std::fs::create_dir(project.join(".vscode")).unwrap();
+        inside_project(&project, Path::new(".vscode/mcp.json")).unwrap();
     }
 
     #[test]
