@@ -9,11 +9,13 @@
 //! or `cd` in DIR must not run guest code on the host. Refused, with the
 //! host's own copy kept where there is one: paths that leave DIR, symbolic
 //! links that point out of it, hard links, devices and FIFOs, GNU sparse
-//! entries (a TiB apparent size from a few bytes), and what tools run code
-//! from: anything under a `.git`, `.hg` or `.envrc` at any depth (a
-//! gitfile, `.git/commondir` pointing at a planted directory, a nested
-//! `sub/.git/config` all make `git status` run the guest's
-//! `core.fsmonitor`), symbolic links that lead into one, and directories
+//! entries (a TiB apparent size from a few bytes), and the configuration
+//! the host's tools act on ([`protected_name`]): anything under a hidden
+//! name (`.git`, `.envrc`, `.vscode`, `.cargo`, `.npmrc`, …) or a build,
+//! test or task file (`pyproject.toml`, `package.json`, `mise.toml`, …)
+//! at any depth (a gitfile, `.git/commondir` pointing at a planted
+//! directory, a nested `sub/.git/config` all make `git status` run the
+//! guest's `core.fsmonitor`), symbolic links that lead into one, and directories
 //! laid out as a bare git repository (git takes one for a repository when
 //! run inside it). The host's own copies of those stay. Files come back
 //! without setuid/setgid/sticky bits, without group or world write, and
@@ -303,18 +305,55 @@ pub fn jail(dir: &Path, writable: bool) -> Result<landlock::RulesetStatus, Strin
     Ok(status.ruleset)
 }
 
-/// Names tools on the host run code from (git's repository, Mercurial's
-/// `hgrc` hooks, direnv's `.envrc`): nothing at or under such a path
-/// component, at any depth, is taken from the guest, and the host's copies
-/// are kept. Compared ignoring case, as git itself does for `.git`.
-const PROTECTED: [&str; 3] = [".git", ".hg", ".envrc"];
+/// The rule for what comes back: the guest's files do, its
+/// configuration of the host's tools does not. Nothing at or under a
+/// path component that is hidden (a name starting with `.`: where tools
+/// keep the configuration, hooks and environment they act on when a
+/// folder is opened or entered: `.git`, `.hg`, `.envrc`, `.env`,
+/// `.vscode/tasks.json`, `.idea`, `.cargo/config.toml`, `.npmrc`,
+/// `.yarnrc.yml`, `.tool-versions`, `.mise.toml`, `.pre-commit-config.yaml`,
+/// `.devcontainer`, …) or one of [`COMMAND_FILES`] is taken from the
+/// guest, at any depth; the host's copies are kept, and each one the
+/// guest changed or added is said (docs/security.md, "Workspaces").
+/// Compared ignoring case, as git itself does for `.git`.
+///
+/// The files that name the commands a project's tools run, not hidden:
+/// mise's (its `[hooks]` and `_.source` run on `cd`), Python's build and
+/// test configuration (`pyproject.toml` build backends and hooks,
+/// `setup.py`, `setup.cfg`, `tox.ini`, `noxfile.py`, and `conftest.py`,
+/// which test discovery imports when an editor opens the folder),
+/// npm's scripts (`package.json`), cargo's (`Cargo.toml` and `build.rs`:
+/// rust-analyzer runs build scripts when it opens a workspace), make,
+/// just and task files, and the Nix and devbox environments.
+const COMMAND_FILES: [&str; 19] = [
+    "mise.toml",
+    "mise.local.toml",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "tox.ini",
+    "noxfile.py",
+    "conftest.py",
+    "package.json",
+    "Cargo.toml",
+    "build.rs",
+    "Makefile",
+    "GNUmakefile",
+    "justfile",
+    "Taskfile.yml",
+    "flake.nix",
+    "shell.nix",
+    "default.nix",
+    "devbox.json",
+];
 
-/// Whether `name` is one of [`PROTECTED`].
+/// Whether `name` is hidden or one of [`COMMAND_FILES`].
 fn protected_name(name: &std::ffi::OsStr) -> bool {
     let n = name.as_encoded_bytes();
-    PROTECTED
-        .iter()
-        .any(|p| n.eq_ignore_ascii_case(p.as_bytes()))
+    n.starts_with(b".")
+        || COMMAND_FILES
+            .iter()
+            .any(|p| n.eq_ignore_ascii_case(p.as_bytes()))
 }
 
 /// Whether any component of `rel` is protected.
@@ -330,6 +369,9 @@ enum Verdict {
         mask: u32,
     },
     Refuse(String),
+    /// Configuration of the host's tools: the host's copy stays; said
+    /// only where the guest's differs from it.
+    Keep(String),
 }
 
 /// Judges one entry: `rel` its path inside DIR (already checked not to
@@ -347,7 +389,10 @@ fn judge(
     use tar::EntryType as T;
     let refuse = |why: &str| Verdict::Refuse(format!("{}: {why}", rel.display()));
     if protected(rel) {
-        return refuse("the host's tools run code from it; the host's copy is kept");
+        return Verdict::Keep(format!(
+            "{}: configuration the host's tools act on (hidden, or a build, test or task file); the host's copy is kept",
+            rel.display()
+        ));
     }
     match kind {
         T::Regular | T::Continuous if size > room => refuse("over the size limit"),
@@ -545,6 +590,13 @@ fn unpack_judged(stream: impl Read, fresh: &Path, dir: &Path, limit: u64) -> io:
                     .refused
                     .push(crate::logger::printable(&why).into_owned());
             }
+            Verdict::Keep(why) => {
+                if changed(&mut e, kind, link.as_deref(), &dir.join(&rel))? {
+                    summary
+                        .refused
+                        .push(crate::logger::printable(&why).into_owned());
+                }
+            }
             Verdict::Take { mask } => {
                 if matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous) {
                     room -= size;
@@ -559,6 +611,45 @@ fn unpack_judged(stream: impl Read, fresh: &Path, dir: &Path, limit: u64) -> io:
         }
     }
     Ok(summary)
+}
+
+/// Whether the guest's entry `e` differs from the host's `host` (added,
+/// another kind, another link target, other bytes): the entries kept
+/// from the host are said only where the guest changed something. The
+/// entry's data is compared as it is read, never held whole.
+fn changed(
+    e: &mut impl Read,
+    kind: tar::EntryType,
+    link: Option<&Path>,
+    host: &Path,
+) -> io::Result<bool> {
+    use tar::EntryType as T;
+    // A directory is said through what is in it.
+    if kind == T::Directory {
+        return Ok(false);
+    }
+    let Ok(m) = std::fs::symlink_metadata(host) else {
+        return Ok(true);
+    };
+    Ok(match kind {
+        T::Symlink => {
+            !m.file_type().is_symlink() || std::fs::read_link(host).ok().as_deref() != link
+        }
+        T::Regular | T::Continuous if m.is_file() => {
+            let mut theirs = io::BufReader::new(std::fs::File::open(host)?);
+            let (mut a, mut b) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+            loop {
+                let n = e.read(&mut a)?;
+                if n == 0 {
+                    break theirs.read(&mut b[..1])? != 0;
+                }
+                if theirs.read_exact(&mut b[..n]).is_err() || a[..n] != b[..n] {
+                    break true;
+                }
+            }
+        }
+        _ => true,
+    })
 }
 
 /// Whether `d` is laid out as a git repository directory (git's own test,
@@ -869,6 +960,101 @@ mod tests {
         for refused in [".git/config", ".git/hooks/pre-commit", ".envrc"] {
             assert!(said.contains(refused), "{said}");
         }
+    }
+
+    /// Each file the issue of round 4 named runs code on the host when
+    /// the user's tools open the folder: none comes back, the host's copy
+    /// of each stays, each change is said; what the guest left as it was
+    /// is not; the guest's ordinary files come back.
+    #[test]
+    fn configuration_the_hosts_tools_run_stays_the_hosts() {
+        use tar::EntryType as T;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("ws");
+        std::fs::create_dir_all(dir.join(".vscode")).unwrap();
+        std::fs::write(dir.join(".vscode/tasks.json"), "{}\n").unwrap();
+        std::fs::write(dir.join("pyproject.toml"), "[project]\nname = \"x\"\n").unwrap();
+        std::fs::write(dir.join(".gitignore"), "target\n").unwrap();
+        let mut b = tar::Builder::new(Vec::new());
+        let evil: &[(&str, &[u8])] = &[
+            (
+                "./.vscode/tasks.json",
+                br#"{"tasks":[{"runOptions":{"runOn":"folderOpen"},"command":"evil"}]}"#,
+            ),
+            (
+                "./.cargo/config.toml",
+                b"[target.x86_64-unknown-linux-gnu]\nrunner = \"evil\"\n",
+            ),
+            ("./mise.toml", b"[hooks]\nenter = \"evil\"\n"),
+            ("./.tool-versions", b"evil-plugin 1.0\n"),
+            ("./.npmrc", b"script-shell=/tmp/evil\n"),
+            (
+                "./pyproject.toml",
+                b"[build-system]\nbuild-backend = \"evil\"\n",
+            ),
+            (
+                "./sub/package.json",
+                br#"{"scripts":{"postinstall":"evil"}}"#,
+            ),
+            ("./sub/.env", b"NODE_OPTIONS=--require /tmp/evil.js\n"),
+            ("./crate/build.rs", b"fn main() { evil() }\n"),
+        ];
+        append(&mut b, T::Directory, "./.vscode", None, 0o755, b"");
+        append(&mut b, T::Directory, "./.cargo", None, 0o755, b"");
+        append(&mut b, T::Directory, "./sub", None, 0o755, b"");
+        append(&mut b, T::Directory, "./crate", None, 0o755, b"");
+        for (path, data) in evil {
+            append(&mut b, T::Regular, path, None, 0o644, data);
+        }
+        // Unchanged: kept without a word.
+        append(&mut b, T::Regular, "./.gitignore", None, 0o644, b"target\n");
+        append(
+            &mut b,
+            T::Regular,
+            "./notes.md",
+            None,
+            0o644,
+            b"written by the server\n",
+        );
+        let tar = b.into_inner().unwrap();
+        let back = back(&tar[..], &dir, 1 << 20).unwrap();
+        let said = back.to_string();
+        for (path, _) in evil {
+            let rel = path.trim_start_matches("./");
+            assert!(
+                said.contains(&format!("{rel}: configuration the host's tools act on")),
+                "{rel}: {said}"
+            );
+        }
+        assert!(!said.contains(".gitignore"), "{said}");
+        assert_eq!(back.refused.len(), evil.len(), "{said}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".vscode/tasks.json")).unwrap(),
+            "{}\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("pyproject.toml")).unwrap(),
+            "[project]\nname = \"x\"\n"
+        );
+        for gone in [
+            ".cargo/config.toml",
+            "mise.toml",
+            ".tool-versions",
+            ".npmrc",
+            "sub/package.json",
+            "sub/.env",
+            "crate/build.rs",
+        ] {
+            assert!(!dir.join(gone).exists(), "{gone}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.join(".gitignore")).unwrap(),
+            "target\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("notes.md")).unwrap(),
+            "written by the server\n"
+        );
     }
 
     /// Runs `git status` in `at` as a user would (a prompt does it on
