@@ -241,6 +241,19 @@ put("reports", "audit", json.dumps({"meta": meta, "records": [
     record("deny-exec", "degraded", ["tools/call:x: error: <script>alert(1)</script> | [x](y)"], None),
 ]}).encode())
 
+# Shards to merge: audit.json, a NUL, results.jsonl. One that merges (so
+# the fuzzer starts from a whole merge), and the hostile shapes of round
+# 4: names that are paths and TOML lines, a matrix of 20,000 x 20,000.
+shard_record = record("baseline", "ok", [], [{"syscall": "read", "count": 1}])
+put("merge_shards", "whole", json.dumps(meta).encode() + b"\0" + json.dumps(shard_record).encode() + b"\n")
+hostile = dict(meta, servers={"../../x/pwn": meta["servers"]["git"], "/abs/victim": meta["servers"]["git"]})
+put("merge_shards", "path-names", json.dumps(hostile).encode() + b"\0")
+hostile = dict(meta, profiles=["baseline", 'x"]\n[profile.evil]\nallow = ["execve'])
+put("merge_shards", "toml-profile", json.dumps(hostile).encode() + b"\0")
+hostile = dict(meta, servers={f"s{i}": meta["servers"]["git"] for i in range(2000)},
+               profiles=[f"p{i}" for i in range(2000)])
+put("merge_shards", "huge-matrix", json.dumps(hostile).encode() + b"\0")
+
 # Snapshot state: a header and a body line as the VMM writes them.
 put("snapshot_state", "header-body",
     b'{"format":"mcpvm-snapshot","version":2,"body_sha256":"00","memory_bytes":4096}\n'
