@@ -728,6 +728,7 @@ mod tests {
             reach: None,
             learnt_calls: Default::default(),
             addresses_model: Vec::new(),
+            calls: Vec::new(),
             finished_at: 0,
         }
     }

@@ -188,8 +188,130 @@ pub struct Record {
     /// the detector the definitions checks use: shown, not judged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses_model: Vec<String>,
+    /// Each tool call the cell made (retries included, attacks not), as
+    /// it went: enough to judge it again with later rules (`audit
+    /// merge` re-derives verdicts from records) and for a reader to check
+    /// a verdict. At most [`MAX_CALLS`]; empty in records written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<Call>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
+}
+
+/// Calls a record keeps.
+pub const MAX_CALLS: usize = 256;
+/// Characters of a call's arguments and of its answer kept.
+const CALL_ARGUMENTS: usize = 300;
+const CALL_ANSWER: usize = 600;
+/// Network tries kept per call.
+const CALL_NET: usize = 8;
+
+/// One tool call of a cell: what was sent, what came back, what the VM
+/// saw during it. Bounded and printable; redacted as the probe's result
+/// is (its secrets never reach a record).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    pub tool: String,
+    /// The probe's outcome of the step (`ok`, `tool_error`, `error`,
+    /// `timeout`, …): what the result's flag and the transport said.
+    pub outcome: String,
+    /// The arguments sent, as JSON, cut.
+    pub arguments: String,
+    /// The answer: the result's text content (its parts joined), or the
+    /// JSON-RPC error's message; cut. Empty when nothing came back.
+    pub answer: String,
+    /// The result said `isError: true`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+    /// The lookups and connections the server tried while this call was
+    /// in flight, each with its verdict (`dns api.x.com denied (…)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub net: Vec<String>,
+    pub took_ms: f64,
+}
+
+impl Call {
+    /// The calls of a probe's steps, each with the network tries the
+    /// guest's events attribute to its request.
+    fn all(probe: &ProbeResult, events: &GuestEvents) -> Vec<Call> {
+        let printable = |t: &str, max: usize| clip(&crate::logger::printable(t), max);
+        probe
+            .steps
+            .iter()
+            .filter_map(|s| Some((s.step.strip_prefix("tools/call:")?, s)))
+            .take(MAX_CALLS)
+            .map(|(tool, s)| {
+                let sent = s.exchange.iter().find_map(|e| {
+                    let m = e.message.as_ref()?;
+                    (m.get("method")?.as_str()? == "tools/call").then_some(m)
+                });
+                let id = sent.and_then(|m| m.get("id"));
+                let answer = s.exchange.iter().find_map(|e| {
+                    let m = e.message.as_ref()?;
+                    (m.get("id") == id && m.get("method").is_none()).then_some(m)
+                });
+                let text = answer.map(answer_text).unwrap_or_default();
+                let net = events
+                    .0
+                    .iter()
+                    .filter(|e| match e.event.during() {
+                        Some(mcpvm_protocol::messages::During::Request {
+                            id: i, method, ..
+                        }) => Some(i) == id && method == "tools/call",
+                        _ => false,
+                    })
+                    .filter_map(|e| e.event.net())
+                    .filter_map(probes::effects::net_item)
+                    .fold(Vec::new(), |mut v, item| {
+                        if !v.contains(&item) && v.len() < CALL_NET {
+                            v.push(item);
+                        }
+                        v
+                    });
+                Call {
+                    tool: printable(tool, 128),
+                    outcome: outcome_name(s.outcome).to_string(),
+                    arguments: sent
+                        .and_then(|m| m.pointer("/params/arguments"))
+                        .map(|a| printable(&a.to_string(), CALL_ARGUMENTS))
+                        .unwrap_or_default(),
+                    answer: printable(&text, CALL_ANSWER),
+                    is_error: answer
+                        .and_then(|m| m.pointer("/result/isError"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    net,
+                    took_ms: s.took_ms,
+                }
+            })
+            .collect()
+    }
+}
+
+/// What an answer says: the text of its content parts (others named by
+/// their type), or its error's message.
+fn answer_text(m: &Value) -> String {
+    if let Some(e) = m.get("error") {
+        return e["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| e.to_string());
+    }
+    let parts = m.pointer("/result/content").and_then(Value::as_array);
+    match parts {
+        Some(parts) => parts
+            .iter()
+            .map(|p| match p["text"].as_str() {
+                Some(t) => t.to_string(),
+                None => format!("[{}]", p["type"].as_str().unwrap_or("?")),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => m
+            .pointer("/result/structuredContent")
+            .map(Value::to_string)
+            .unwrap_or_default(),
+    }
 }
 
 /// Tool names a record keeps.
@@ -343,6 +465,7 @@ impl Record {
             reach: None,
             learnt_calls: BTreeMap::new(),
             addresses_model: Vec::new(),
+            calls: Vec::new(),
             finished_at: now(),
         }
     }
@@ -443,6 +566,7 @@ impl Record {
                 })
                 .take(16)
                 .collect(),
+            calls: Call::all(probe, &events),
             finished_at: now(),
         }
     }
@@ -618,6 +742,94 @@ mod tests {
             step("initialize", "ok", json!({})),
             step("tools/list", "ok", json!(["a", "b"])),
         ]
+    }
+
+    /// An exchange line of a step.
+    fn line(dir: &str, message: Value) -> probes::exchange::Entry {
+        serde_json::from_value(json!({"at_ms": 1.0, "dir": dir, "bytes": 1, "message": message}))
+            .unwrap()
+    }
+
+    /// Each call keeps what was sent, what came back (an error put in an
+    /// ordinary result included) and the network tries made while it was
+    /// in flight: a later rule can judge it from the record alone.
+    #[test]
+    fn each_call_keeps_its_arguments_answer_flag_and_network_tries() {
+        let mut steps = ok_start();
+        let call = |id: u64, tool: &str, args: Value, result: Value| {
+            let mut s = step(&format!("tools/call:{tool}"), "ok", json!({}));
+            s.took_ms = 12.5;
+            s.exchange = vec![
+                line(
+                    "sent",
+                    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": tool, "arguments": args}}),
+                ),
+                line(
+                    "received",
+                    json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                ),
+            ];
+            s
+        };
+        steps.push(call(
+            3,
+            "slack_list_channels",
+            json!({"limit": 10}),
+            json!({"content": [{"type": "text", "text": "{\"error\":\"fetch failed\"}"}]}),
+        ));
+        let mut flagged = call(
+            4,
+            "read",
+            json!({"path": "/workspace/hello.txt"}),
+            json!({"content": [{"type": "text", "text": format!("no\u{1b}]0;x{}", "y".repeat(2000))},
+                {"type": "image", "data": "AA=="}], "isError": true}),
+        );
+        flagged.outcome = serde_json::from_value(json!("tool_error")).unwrap();
+        steps.push(flagged);
+        let during = json!({"phase": "request", "id": 3, "method": "tools/call", "tool": "slack_list_channels"});
+        let events = json!([
+            {"event": "net", "kind": "dns", "name": "slack.com", "allowed": false,
+             "reason": "deny-net", "during": during},
+            {"event": "net", "kind": "dns", "name": "slack.com", "allowed": false,
+             "reason": "deny-net", "during": during},
+            {"event": "net", "kind": "dns", "name": "telemetry.example", "allowed": false,
+             "reason": "deny-net", "during": {"phase": "start_up"}}
+        ]);
+        let r = Record::from_probe(
+            "s",
+            "deny-net",
+            &probe(steps, &[], Some("initialize"), events),
+            1500.0,
+        );
+        let [slack, read] = &r.calls[..] else {
+            panic!("{:?}", r.calls)
+        };
+        assert_eq!(slack.tool, "slack_list_channels");
+        assert_eq!(slack.outcome, "ok");
+        assert_eq!(slack.arguments, r#"{"limit":10}"#);
+        assert_eq!(slack.answer, r#"{"error":"fetch failed"}"#);
+        assert!(!slack.is_error);
+        assert_eq!(slack.net, ["dns slack.com denied (deny-net)"]);
+        assert_eq!(slack.took_ms, 12.5);
+        assert_eq!(read.outcome, "tool_error");
+        assert!(read.is_error && read.net.is_empty());
+        assert!(
+            read.answer.ends_with("y…") && read.answer.chars().count() == 601,
+            "{}",
+            read.answer
+        );
+        assert!(read.answer.starts_with("no\\u{1b}]0;x"), "{}", read.answer);
+        // The record reads back as written, and an old one without calls
+        // still reads.
+        let back: Record = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        let mut old = serde_json::to_value(&r).unwrap();
+        old.as_object_mut().unwrap().remove("calls");
+        assert!(serde_json::from_value::<Record>(old)
+            .unwrap()
+            .calls
+            .is_empty());
     }
 
     #[test]

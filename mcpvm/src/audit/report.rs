@@ -682,6 +682,7 @@ pub(super) mod tests {
             reach: None,
             learnt_calls: Default::default(),
             addresses_model: Vec::new(),
+            calls: Vec::new(),
             finished_at: 0,
         }
     }
