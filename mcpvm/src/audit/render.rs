@@ -325,24 +325,30 @@ mod tests {
         }
     }
 
+    /// A table whose every heading, cell and tooltip is `text` (a grid
+    /// when shaded).
+    fn table_of(text: &str, shade: Option<&'static str>) -> Block {
+        Block::Table(Table {
+            head: vec![text.into(), text.into()],
+            rows: vec![Row {
+                head: text.into(),
+                cells: vec![Cell {
+                    lines: vec![text.into()],
+                    shade,
+                    title: Some(text.into()),
+                }],
+            }],
+            grid: shade.is_some(),
+        })
+    }
+
     /// What a server said is text in both formats, whatever it holds.
     #[test]
     fn every_span_is_escaped_for_its_format() {
         let evil = "<img src=x> | # *b* `c` [l](javascript:x)\n\u{1b}[2J";
         let d = doc(vec![
             Block::Para(Line::text(evil).strong(evil).code(evil)),
-            Block::Table(Table {
-                head: vec![evil.into(), evil.into()],
-                rows: vec![Row {
-                    head: evil.into(),
-                    cells: vec![Cell {
-                        lines: vec![evil.into()],
-                        shade: Some("#fff"),
-                        title: Some(evil.into()),
-                    }],
-                }],
-                grid: true,
-            }),
+            table_of(evil, Some("#fff")),
             list([Line::text(evil)]),
         ]);
         let m = markdown(&d);
@@ -381,18 +387,7 @@ mod tests {
         let evil = "evil\u{202e}gpj.exe \u{1b}]0;title\u{7} \u{2066}x";
         let d = doc(vec![
             Block::Para(Line::text(evil).strong(evil).code(evil)),
-            Block::Table(Table {
-                head: vec![evil.into(), evil.into()],
-                rows: vec![Row {
-                    head: evil.into(),
-                    cells: vec![Cell {
-                        lines: vec![evil.into()],
-                        shade: None,
-                        title: Some(evil.into()),
-                    }],
-                }],
-                grid: false,
-            }),
+            table_of(evil, None),
             Block::Details {
                 summary: Line::text(evil),
                 body: Vec::new(),
