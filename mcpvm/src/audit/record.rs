@@ -235,6 +235,9 @@ impl Call {
     /// guest's events attribute to its request.
     fn all(probe: &ProbeResult, events: &GuestEvents) -> Vec<Call> {
         let printable = |t: &str, max: usize| clip(&crate::logger::printable(t), max);
+        // An answer keeps its lines (JSON a rule may parse again spans
+        // them); every other control is escaped.
+        let lines = |t: &str, max: usize| clip(&crate::logger::printable_lines(t), max);
         probe
             .steps
             .iter()
@@ -275,7 +278,7 @@ impl Call {
                         .and_then(|m| m.pointer("/params/arguments"))
                         .map(|a| printable(&a.to_string(), CALL_ARGUMENTS))
                         .unwrap_or_default(),
-                    answer: printable(&text, CALL_ANSWER),
+                    answer: lines(&text, CALL_ANSWER),
                     is_error: answer
                         .and_then(|m| m.pointer("/result/isError"))
                         .and_then(Value::as_bool)
@@ -776,7 +779,7 @@ mod tests {
             3,
             "slack_list_channels",
             json!({"limit": 10}),
-            json!({"content": [{"type": "text", "text": "{\"error\":\"fetch failed\"}"}]}),
+            json!({"content": [{"type": "text", "text": "{\n  \"error\": \"fetch failed\"\n}"}]}),
         ));
         let mut flagged = call(
             4,
@@ -808,7 +811,9 @@ mod tests {
         assert_eq!(slack.tool, "slack_list_channels");
         assert_eq!(slack.outcome, "ok");
         assert_eq!(slack.arguments, r#"{"limit":10}"#);
-        assert_eq!(slack.answer, r#"{"error":"fetch failed"}"#);
+        assert_eq!(slack.answer, "{\n  \"error\": \"fetch failed\"\n}");
+        let parsed: Value = serde_json::from_str(&slack.answer).unwrap();
+        assert_eq!(parsed["error"], "fetch failed");
         assert!(!slack.is_error);
         assert_eq!(slack.net, ["dns slack.com denied (deny-net)"]);
         assert_eq!(slack.took_ms, 12.5);
