@@ -164,17 +164,22 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, Box<dyn std::error::Err
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let path = match a.config {
         Some(p) => p,
-        None => a.client.file(scope, home.as_deref())?,
+        None => {
+            let path = a.client.file(scope, home.as_deref())?;
+            if path.is_relative() {
+                // The project's own file: a `.vscode` or `.cursor` that
+                // links elsewhere (a cloned repository can carry one)
+                // would take the write there. A file named with
+                // --config is where the user said.
+                let here = std::env::current_dir().map_err(|source| ClientError::Read {
+                    path: ".".into(),
+                    source,
+                })?;
+                inside_project(&here, &path)?;
+            }
+            path
+        }
     };
-    if path.is_relative() {
-        // A project's `.vscode` or `.cursor` that links elsewhere (a
-        // cloned repository can carry one) would take the write there.
-        let here = std::env::current_dir().map_err(|source| ClientError::Read {
-            path: ".".into(),
-            source,
-        })?;
-        inside_project(&here, &path)?;
-    }
     let mcpvm = crate::exe::vm()
         .and_then(|p| p.canonicalize())
         .map_err(ClientError::Exe)?;
