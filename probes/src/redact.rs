@@ -72,6 +72,17 @@ impl Secrets {
         text[from..].to_string()
     }
 
+    /// The first `keep` bytes of a stream's start (`window`: what was
+    /// read of it, longer than `keep`), redacted before it is cut.
+    pub fn head(&self, window: &str, keep: usize) -> String {
+        let text = self.text(window);
+        let mut to = keep.min(text.len());
+        while !text.is_char_boundary(to) {
+            to -= 1;
+        }
+        text[..to].to_string()
+    }
+
     /// `text` whose start is the end of a secret cut short (its longest
     /// such part) with that part replaced by the secret's name.
     fn without_leading_part(&self, text: &str) -> String {

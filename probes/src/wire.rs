@@ -37,6 +37,10 @@ const STDERR_TAIL: usize = 8192;
 /// tail cut from it: room for the longest forms of a secret before the
 /// tail's start.
 const STDERR_WINDOW: usize = 4 * STDERR_TAIL;
+/// How much of stderr's start a report keeps, and what is read of it
+/// first (room to redact a secret the cut falls inside).
+pub const STDERR_HEAD: usize = 4096;
+const STDERR_HEAD_WINDOW: usize = 4 * STDERR_HEAD;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
@@ -55,11 +59,25 @@ enum Out {
     Close,
 }
 
-/// What the server wrote to stderr: the byte count and the last bytes.
+/// What the server wrote to stderr: the byte count, the first bytes
+/// (why a server failed is often printed first, then buried under a
+/// stack trace) and the last.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Stderr {
     pub bytes: u64,
+    /// The first [`STDERR_HEAD`] bytes, when stderr was longer than the
+    /// tail holds (else the tail has it all).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub head: String,
     pub tail: String,
+}
+
+/// What is read of stderr as it comes: its start and a window of its end.
+#[derive(Debug, Default)]
+struct StderrBuf {
+    bytes: u64,
+    head: Vec<u8>,
+    window: VecDeque<u8>,
 }
 
 /// How the server process ended.
@@ -124,7 +142,7 @@ pub struct Wire {
     outbox: Outbox,
     incoming: Incoming,
     pub exchange: Exchange,
-    stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
+    stderr: Arc<Mutex<StderrBuf>>,
     first_stdout_byte: Arc<OnceLock<f64>>,
     ended: Option<ExitSummary>,
     /// When this process was started (the exchange's clock may be older).
@@ -198,7 +216,7 @@ impl Wire {
     fn spawn_recording(
         command: &[String],
         exchange: Exchange,
-        stderr: Arc<Mutex<(u64, VecDeque<u8>)>>,
+        stderr: Arc<Mutex<StderrBuf>>,
         extras: Arc<Extras>,
     ) -> Result<Wire, WireError> {
         let http = extras.http.clone();
@@ -345,10 +363,18 @@ impl Wire {
 
     pub fn stderr(&self) -> Stderr {
         let s = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
-        let window: Vec<u8> = s.1.iter().copied().collect();
-        let began_at_cut = s.0 > window.len() as u64;
+        let window: Vec<u8> = s.window.iter().copied().collect();
+        let began_at_cut = s.bytes > window.len() as u64;
+        let head = match s.bytes > STDERR_TAIL as u64 {
+            true => self
+                .extras
+                .secrets
+                .head(&String::from_utf8_lossy(&s.head), STDERR_HEAD),
+            false => String::new(),
+        };
         Stderr {
-            bytes: s.0,
+            bytes: s.bytes,
+            head,
             tail: self.extras.secrets.tail(
                 &String::from_utf8_lossy(&window),
                 began_at_cut,
@@ -644,18 +670,20 @@ fn values_over(line: &[u8], max: usize) -> bool {
     false
 }
 
-async fn read_stderr(mut err: impl AsyncRead + Unpin, sink: Arc<Mutex<(u64, VecDeque<u8>)>>) {
+async fn read_stderr(mut err: impl AsyncRead + Unpin, sink: Arc<Mutex<StderrBuf>>) {
     let mut chunk = vec![0u8; 64 * 1024];
     while let Ok(n) = err.read(&mut chunk).await {
         if n == 0 {
             break;
         }
         let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
-        s.0 += n as u64;
+        s.bytes += n as u64;
+        let room = STDERR_HEAD_WINDOW.saturating_sub(s.head.len());
+        s.head.extend_from_slice(&chunk[..n.min(room)]);
         let keep = &chunk[n.saturating_sub(STDERR_WINDOW)..n];
-        s.1.extend(keep);
-        let excess = s.1.len().saturating_sub(STDERR_WINDOW);
-        s.1.drain(..excess);
+        s.window.extend(keep);
+        let excess = s.window.len().saturating_sub(STDERR_WINDOW);
+        s.window.drain(..excess);
     }
 }
 

@@ -115,6 +115,11 @@ pub struct Evidence {
     pub denied: Vec<SyscallCount>,
     /// Failed steps: `step: outcome: what the server said`.
     pub errors: Vec<String>,
+    /// The server's first stderr lines, when it wrote more than the tail
+    /// holds: a cause printed first (a library that failed to load) is
+    /// then not lost under what followed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr_head: String,
     /// The server's last stderr lines.
     pub stderr_tail: String,
     /// How the server process ended (the probe's `exit`).
@@ -228,6 +233,25 @@ pub struct Call {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub net: Vec<String>,
     pub took_ms: f64,
+    /// The same tool called again with one value changed, when the first
+    /// answer was not an error: whether its answer depends on its input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub varied: Option<Varied>,
+}
+
+/// A call's second try with one value changed (`probes::arguments::vary`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Varied {
+    /// The property changed.
+    pub property: String,
+    /// The second answer's outcome.
+    pub outcome: String,
+    /// It answered exactly as the first call did.
+    pub same: bool,
+    /// It was refused by the arguments' validation (the tool's code never
+    /// saw it): says nothing of the tool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused_by_schema: bool,
 }
 
 impl Call {
@@ -285,6 +309,12 @@ impl Call {
                         .unwrap_or(false),
                     net,
                     took_ms: s.took_ms,
+                    varied: s.detail.get("varied").map(|v| Varied {
+                        property: printable(v["property"].as_str().unwrap_or_default(), 128),
+                        outcome: printable(v["outcome"].as_str().unwrap_or_default(), 32),
+                        same: v["same"] == true,
+                        refused_by_schema: v["refused_by_schema"] == true,
+                    }),
                 }
             })
             .collect()
@@ -538,6 +568,7 @@ impl Record {
             evidence: Evidence {
                 denied,
                 errors,
+                stderr_head: head(&probe.stderr, STDERR_TAIL),
                 stderr_tail: tail(&probe.stderr.tail, STDERR_TAIL),
                 exit: serde_json::to_value(&probe.exit).unwrap_or_default(),
                 oom,
@@ -688,6 +719,20 @@ fn clip(s: &str, max: usize) -> String {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
     }
+}
+
+/// The first `max` bytes of stderr when the tail kept does not hold it
+/// all; else empty.
+fn head(s: &probes::wire::Stderr, max: usize) -> String {
+    if s.bytes <= max as u64 {
+        return String::new();
+    }
+    let from = if s.head.is_empty() { &s.tail } else { &s.head };
+    let mut to = max.min(from.len());
+    while !from.is_char_boundary(to) {
+        to -= 1;
+    }
+    from[..to].to_string()
 }
 
 fn tail(s: &str, max: usize) -> String {

@@ -654,6 +654,7 @@ pub(super) mod tests {
                 } else {
                     vec!["tools/call:git_status: tool_error: <denied>".into()]
                 },
+                stderr_head: String::new(),
                 stderr_tail: "Traceback\nPermissionError: [Errno 1]\n".into(),
                 exit: serde_json::json!({"code": 0}),
                 oom: false,
