@@ -139,6 +139,9 @@ pub struct Hints {
     pub tool: String,
     /// What the tool says of itself: where a retry looks for examples.
     pub description: String,
+    /// The server's boundary as its catalogue entry or client gives it
+    /// (guest paths): a path a refusal asks for is tried there first.
+    pub roots: Vec<String>,
 }
 
 /// Files the seeded workspace holds (`mcpvm audit` writes them), by what
@@ -334,10 +337,13 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
             .any(|w| n == *w || n.ends_with(&format!("_{w}")) || n.ends_with(w))
     };
     let ws = hints.workspace.as_deref();
-    let relative = d.contains("relative");
-    let in_ws = |file: &str| match (ws, relative) {
-        (Some(w), false) => format!("{w}/{file}"),
-        _ => file.to_string(),
+    // Absolute even where a description says "relative": relative to
+    // what, the server's working directory, is not the workspace (a
+    // server started in `/` refuses `repo` as outside `/workspace/repo`).
+    let relative = ws.is_none();
+    let in_ws = |file: &str| match ws {
+        Some(w) => format!("{w}/{file}"),
+        None => file.to_string(),
     };
     let reason = |what: &str| format!("the name '{name}' asks for {what}");
     if n.contains("repo") {
@@ -526,6 +532,68 @@ pub fn remember(text: &str, seen: &mut Map<String, Value>) {
             _ => {}
         }
     }
+}
+
+/// The suffix a varied string gets: a value no server holds.
+pub const VARIED: &str = "-mcpvm-varied";
+
+/// `args` with one top-level value changed in a way the schema still
+/// accepts, and the property changed: the input of a second call whose
+/// answer shows whether the tool's answer depends on its input (a tool
+/// that answers the same whatever it is given shows nothing of the
+/// server working). An `enum` property takes another member; a plain
+/// string gets [`VARIED`] appended; a number moves by one within its
+/// bounds. Strings with a `format` or `pattern`, booleans, lists and
+/// objects are not changed. None when nothing can be.
+pub fn vary(
+    args: &Map<String, Value>,
+    schema: &Map<String, Value>,
+) -> Option<(Map<String, Value>, String)> {
+    let props = field(schema, "properties");
+    // Members of an enum first: another member is always valid.
+    let order = args
+        .iter()
+        .filter(|(k, _)| resolve(schema, &props[k.as_str()], 0).get("enum").is_some())
+        .chain(
+            args.iter()
+                .filter(|(k, _)| resolve(schema, &props[k.as_str()], 0).get("enum").is_none()),
+        );
+    for (name, value) in order {
+        let prop = resolve(schema, &props[name.as_str()], 0);
+        let changed = if let Some(members) = prop["enum"].as_array() {
+            members.iter().find(|m| *m != value).cloned()
+        } else {
+            match value {
+                Value::String(v)
+                    if !v.is_empty()
+                        && prop.get("format").is_none()
+                        && prop.get("pattern").is_none()
+                        && prop.get("const").is_none() =>
+                {
+                    let max = prop["maxLength"].as_u64().unwrap_or(u64::MAX) as usize;
+                    (v.chars().count() + VARIED.len() <= max).then(|| json!(format!("{v}{VARIED}")))
+                }
+                Value::Number(n) if prop.get("const").is_none() => {
+                    let max = prop["maximum"].as_f64().unwrap_or(f64::MAX);
+                    let min = prop["minimum"].as_f64().unwrap_or(f64::MIN);
+                    match (n.as_i64(), n.as_f64()) {
+                        (Some(i), _) if (i + 1) as f64 <= max => Some(json!(i + 1)),
+                        (Some(i), _) if (i - 1) as f64 >= min => Some(json!(i - 1)),
+                        (None, Some(f)) if f + 1.0 <= max => Some(json!(f + 1.0)),
+                        (None, Some(f)) if f - 1.0 >= min => Some(json!(f - 1.0)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            }
+        };
+        if let Some(v) = changed {
+            let mut out = args.clone();
+            out.insert(name.clone(), v);
+            return Some((out, name.clone()));
+        }
+    }
+    None
 }
 
 /// Arguments where every required property has the wrong type.
@@ -1046,14 +1114,19 @@ mod tests {
         );
         assert_eq!(why["mode"], "the first enum member");
         assert!(why["count"].as_str().unwrap().contains("integer"));
-        // Without a workspace, and for a relative path: no absolute guess.
+        // Without a workspace: no absolute guess. With one, absolute even
+        // where the description says relative (to the server's working
+        // directory, which is not the workspace).
         let (args, _) = generate_with(&s, &Hints::default());
         assert_eq!(args["path"], "notes.txt");
         let rel = obj(
             json!({"type": "object", "properties": {"path": {"type": "string",
             "description": "Path relative to the project, a CSV file"}}, "required": ["path"]}),
         );
-        assert_eq!(generate_with(&rel, &hints).0["path"], "table.csv");
+        assert_eq!(
+            generate_with(&rel, &hints).0["path"],
+            "/workspace/table.csv"
+        );
         let t = obj(
             json!({"type": "object", "properties": {"time": {"type": "string",
             "description": "Time to convert in 24-hour format (HH:MM)"}}, "required": ["time"]}),
@@ -1176,5 +1249,46 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("returned by the server"));
+    }
+    #[test]
+    fn a_varied_call_changes_one_value_the_schema_still_accepts() {
+        let schema = json!({"type": "object", "properties": {
+            "mode": {"type": "string", "enum": ["fast", "slow"]},
+            "path": {"type": "string"},
+            "when": {"type": "string", "format": "date"},
+            "count": {"type": "integer", "maximum": 3},
+        }});
+        let schema = schema.as_object().unwrap();
+        let args = |v: Value| v.as_object().unwrap().clone();
+        // An enum takes another member, first.
+        let (v, p) = vary(
+            &args(json!({"mode": "fast", "path": "/workspace/a"})),
+            schema,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.as_str(), &v["mode"], &v["path"]),
+            ("mode", &json!("slow"), &json!("/workspace/a"))
+        );
+        // A plain string gets the suffix; a formatted one is left.
+        let (v, p) = vary(
+            &args(json!({"when": "2024-01-01", "path": "/workspace/a"})),
+            schema,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.as_str(), &v["path"], &v["when"]),
+            (
+                "path",
+                &json!("/workspace/a-mcpvm-varied"),
+                &json!("2024-01-01")
+            )
+        );
+        // A number at its maximum moves down.
+        let (v, _) = vary(&args(json!({"count": 3})), schema).unwrap();
+        assert_eq!(v["count"], json!(2));
+        // Nothing to change: no second call.
+        assert!(vary(&args(json!({"when": "2024-01-01"})), schema).is_none());
+        assert!(vary(&Map::new(), schema).is_none());
     }
 }

@@ -147,12 +147,17 @@ pub async fn exercise(
     };
     if opts.security {
         // Each tool called, attacked from the arguments it was called
-        // with; not one that left a valid call unanswered (every payload
+        // with; not one whose call was refused for its arguments, nor one
+        // that left a valid call unanswered (every payload
         // would wait out the step timeout to learn nothing).
         let targets: Vec<crate::attacks::Target> = result
             .steps
             .iter()
             .filter(|s| !matches!(s.outcome, Outcome::Skipped | Outcome::Timeout))
+            // An attack starts from arguments that reached the tool's
+            // code: from a call refused for its arguments, a payload
+            // would be refused the same way, and say nothing.
+            .filter(|s| s.detail["reached"] != false)
             .filter_map(|s| {
                 let tool = s.step.strip_prefix("tools/call:")?;
                 let args = s.detail.get("arguments")?.as_object()?;
@@ -395,6 +400,7 @@ async fn call_tools(
     let mut slowest: Slowest = None;
     let mut hints = arguments::Hints {
         workspace: opts.workspace.clone(),
+        roots: opts.roots.clone(),
         ..arguments::Hints::default()
     };
     // Calls in a row that got no answer within the step timeout.
@@ -484,7 +490,7 @@ async fn call_tools(
         }
         let step = s.end(wire, answer.outcome, detail);
         if step.outcome == Outcome::Ok && slowest.as_ref().is_none_or(|x| step.took_ms > x.0) {
-            slowest = Some((step.took_ms, call.name.clone(), args));
+            slowest = Some((step.took_ms, call.name.clone(), args.clone()));
         }
         let closed = step.outcome == Outcome::Closed;
         match step.outcome {
@@ -494,6 +500,32 @@ async fn call_tools(
         result.steps.push(step);
         if closed {
             return None;
+        }
+        // An answer shows the server working only if it depends on what
+        // was asked: the same tool again with one value changed (after
+        // the step, so its timing is the first call's alone). The same
+        // answer, or none, says it ignores its input.
+        if answer.outcome == Outcome::Ok {
+            if let Some((varied, property)) = arguments::vary(&args, schema_of) {
+                let s = begin(wire, &format!("tools/call:{}", call.name));
+                let again = call_watched(client, t, &call.name, &varied, events).await;
+                if again.outcome == Outcome::Closed {
+                    // A valid call that ended the server is a step of its
+                    // own: the crash is what a client would meet.
+                    let detail = json!({"arguments": varied, "why": format!("{property} varied"), "error": again.said});
+                    result.steps.push(s.end(wire, Outcome::Closed, detail));
+                    return None;
+                }
+                if let Some(last) = result.steps.last_mut() {
+                    last.detail["varied"] = json!({
+                        "property": property,
+                        "arguments": varied,
+                        "outcome": again.outcome,
+                        "same": again.outcome == answer.outcome && again.said == answer.said,
+                        "refused_by_schema": feedback::refused_by_schema(&again.said, schema_of),
+                    });
+                }
+            }
         }
     }
     Some(slowest)

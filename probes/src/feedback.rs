@@ -107,6 +107,22 @@ pub fn complains(text: &str, schema: &Map<String, Value>, args: &Map<String, Val
         || read(text, schema, args).iter().any(tied)
 }
 
+/// Whether an answer is the SDK's or the schema validator's refusal of
+/// the arguments (an invalid-params error, zod's or pydantic's issue
+/// list): an answer the tool's own code never saw. A refusal in the
+/// tool's own words ("no such file") is not one.
+pub fn refused_by_schema(text: &str, schema: &Map<String, Value>) -> bool {
+    let text = head(text);
+    let t = text.to_lowercase();
+    let props = arguments::property_names(schema);
+    t.contains("-32602")
+        || t.contains("invalid arguments")
+        || t.contains("invalid params")
+        || t.contains("validation error")
+        || !zod_issues(text, &props).is_empty()
+        || !pydantic_errors(text, &props).is_empty()
+}
+
 /// The next arguments to try after `text` refused `args`, and why; None
 /// when the refusal says nothing the probe can act on, or every change it
 /// asks for was tried already.
@@ -222,14 +238,18 @@ fn candidates(
             "a directory, as it asked: the seeded workspace".into(),
         )],
         Want::File | Want::Existing if is_path_like(prop, current) => {
-            [arguments::SEED_TEXT, arguments::SEED_JSON]
-                .iter()
-                .map(|f| {
-                    (
-                        in_workspace(f, hints, current),
-                        format!("an existing file: the seeded {f}"),
-                    )
-                })
+            quoted_paths(said, hints, current)
+                .into_iter()
+                .chain(
+                    [arguments::SEED_TEXT, arguments::SEED_JSON]
+                        .iter()
+                        .map(|f| {
+                            (
+                                in_workspace(f, hints, current),
+                                format!("an existing file: the seeded {f}"),
+                            )
+                        }),
+                )
                 .collect()
         }
         Want::Existing | Want::File => existing_values(prop, said, schema, hints),
@@ -403,16 +423,39 @@ fn ext_of(file: &str) -> &str {
     file.rsplit('.').next().unwrap_or(file)
 }
 
-/// `file` in the workspace, in the form the current value had (relative
-/// when it was relative).
-fn in_workspace(file: &str, hints: &Hints, current: Option<&Value>) -> Value {
-    let relative = current
-        .and_then(Value::as_str)
-        .is_some_and(|c| !c.starts_with('/'));
-    Value::String(match (&hints.workspace, relative) {
-        (Some(w), false) => format!("{w}/{file}"),
-        _ => file.to_string(),
+/// `file` in the workspace, absolute: the server's working directory is
+/// not the workspace, so a relative path would name another file.
+fn in_workspace(file: &str, hints: &Hints, _current: Option<&Value>) -> Value {
+    Value::String(match &hints.workspace {
+        Some(w) => format!("{w}/{file}"),
+        None => file.to_string(),
     })
+}
+
+/// Absolute paths a refusal quotes ("outside the allowed repository
+/// '/workspace/repo'"), then the roots the server was given: where a
+/// path it refused should be, by its own word first. At most four.
+fn quoted_paths(said: &str, hints: &Hints, current: Option<&Value>) -> Vec<(Value, String)> {
+    let mut out: Vec<(Value, String)> = Vec::new();
+    let mut push = |p: &str, why: String| {
+        let v = Value::String(p.to_string());
+        if out.len() < 4 && Some(&v) != current && !out.iter().any(|(o, _)| *o == v) {
+            out.push((v, why));
+        }
+    };
+    for q in ['\'', '"', '`'] {
+        let parts: Vec<&str> = head(said).split(q).collect();
+        // The odd parts are the quoted ones.
+        for p in parts.iter().skip(1).step_by(2).take(16) {
+            if p.starts_with('/') && p.len() <= 1024 && !p.contains(char::is_whitespace) {
+                push(p, format!("the path its refusal quoted ({q}{p}{q})"));
+            }
+        }
+    }
+    for r in &hints.roots {
+        push(r, format!("a root the server was given ({r})"));
+    }
+    out
 }
 
 /// A value the server returned earlier under this property's name, or
@@ -1345,8 +1388,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            next["file_path"], "diagram.drawio",
-            "relative stays relative"
+            next["file_path"], "/workspace/diagram.drawio",
+            "absolute: the server's working directory is not the workspace"
         );
     }
 
@@ -1381,5 +1424,36 @@ mod tests {
         // A multi-byte character across the read limit.
         let edge = format!("{}é path is required", "x".repeat(READ_BYTES - 1));
         let _ = read(&edge, &schema, &args);
+    }
+    #[test]
+    fn a_path_refused_as_outside_its_root_is_tried_where_the_refusal_says() {
+        // mcp-server-git started in `/` with --repository /workspace/repo.
+        let schema = json!({"type": "object", "properties": {"repo_path": {"type": "string"}},
+            "required": ["repo_path"]});
+        let schema = schema.as_object().unwrap();
+        let args = json!({"repo_path": "/workspace/notes.txt"})
+            .as_object()
+            .unwrap()
+            .clone();
+        let said = "Repository path '/workspace/notes.txt' is outside the allowed repository '/workspace/repo'";
+        let (next, why) = retry(said, schema, &args, &hints(), &[args.clone()]).unwrap();
+        assert_eq!(next["repo_path"], json!("/workspace/repo"), "{why}");
+        assert!(why.contains("quoted"), "{why}");
+        // Nothing quoted: the roots given come first.
+        let h = Hints {
+            roots: vec!["/workspace/repo".into()],
+            ..hints()
+        };
+        let said = "repo_path: no such repository";
+        let (next, why) = retry(said, schema, &args, &h, &[args.clone()]).unwrap();
+        assert_eq!(next["repo_path"], json!("/workspace/repo"), "{why}");
+        // A relative path is never generated while a workspace is known.
+        let args = json!({"repo_path": "repo"}).as_object().unwrap().clone();
+        let said = "Repository path 'repo' does not exist";
+        let (next, _) = retry(said, schema, &args, &hints(), &[args.clone()]).unwrap();
+        assert!(
+            next["repo_path"].as_str().unwrap().starts_with('/'),
+            "{next:?}"
+        );
     }
 }
