@@ -169,6 +169,32 @@ fn the_corpus_report_loads_in_chromium_and_shows_every_server() {
         assert!(row.contains(verdict), "{server}: {verdict} not in {row}");
     }
 
+    // Every row's evidence whole in a 1400-pixel window: nothing runs
+    // off the right edge (a quoted JSON answer or URL has no spaces to
+    // break at). The page measures itself once laid out.
+    let measured = out.path().join("measured.html");
+    let html = std::fs::read_to_string(&page).unwrap().replace(
+        "</body>",
+        "<script>document.body.setAttribute('data-overflow', document.documentElement.scrollWidth - document.documentElement.clientWidth)</script></body>",
+    );
+    std::fs::write(&measured, html).unwrap();
+    let (dom, _) = browse(&measured, &["--window-size=1400,900", "--dump-dom"]);
+    let overflow: i64 = dom
+        .split("data-overflow=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "the page did not measure itself: {}",
+                &dom[..dom.len().min(400)]
+            )
+        });
+    assert!(
+        overflow <= 0,
+        "the report is {overflow} px wider than a 1400 px window"
+    );
+
     let shots = repo().join("target/screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let shot = shots.join("ecosystem-report.png");

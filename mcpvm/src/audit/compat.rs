@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::calls::{self, Cause, Shown};
 use super::document::{Block, Cell, Line, Row, Table};
 use super::meta::ServerMeta;
 use super::record::{Outcome, Record};
@@ -42,6 +43,9 @@ pub enum Reason {
     InstallTimeout,
     NoHandshake,
     LaunchError,
+    /// It answered, and no tool was shown working, with nothing missing
+    /// named: every answer static, empty, or a refusal in its own words.
+    NoWorkingTool,
 }
 
 impl Verdict {
@@ -65,6 +69,7 @@ impl Reason {
             Reason::InstallTimeout => "install_timeout",
             Reason::NoHandshake => "no_handshake",
             Reason::LaunchError => "launch_error",
+            Reason::NoWorkingTool => "no_working_tool",
         }
     }
 }
@@ -86,6 +91,14 @@ pub struct Compat {
     /// as released (released.rs): `starts`, `fails too` or `not built`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub as_released: Option<String>,
+    /// Tools shown working, of those called (judged from each call's
+    /// answer: `calls.rs`); absent for records that kept no calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working: Option<[usize; 2]>,
+    /// Its entry's network rules against what it tried (`allow.rs`);
+    /// absent when it tried nothing but telemetry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<super::allow::Check>,
 }
 
 /// The words that say a server wants a key it was not given.
@@ -149,6 +162,11 @@ const ENVIRONMENT_WORDS: &[&str] = &[
     "extension",
     "display",
     "could not find",
+    "couldn't find a valid icu",
+    "libicu",
+    "error while loading shared libraries",
+    "cannot open shared object file",
+    "dllnotfoundexception",
     "executable doesn't exist",
 ];
 
@@ -231,6 +249,8 @@ pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
         evidence: evidence.into_iter().take(MAX_EVIDENCE).collect(),
         judged_on: on.map(|r| format!("{} × {}", r.server, r.profile)),
         as_released: None,
+        working: None,
+        network: None,
     };
     if let Some(why) = &meta.install_error {
         let reason = match contains_any(why, &["timed out", "timeout", "took longer"]) {
@@ -253,7 +273,34 @@ pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
         );
     };
     let (v, reason, evidence) = classify(r);
-    verdict(v, reason, evidence, Some(r))
+    Compat {
+        working: working_count(r),
+        ..verdict(v, reason, evidence, Some(r))
+    }
+}
+
+/// `[shown working, called]` of a cell that kept its calls.
+fn working_count(r: &Record) -> Option<[usize; 2]> {
+    if r.calls.is_empty() {
+        return None;
+    }
+    let judged = calls::per_tool(&r.calls, &r.tools_listed, &not_reached(r));
+    let called = judged
+        .iter()
+        .filter(|(_, s)| *s != Shown::NotCalled)
+        .count();
+    let working = judged
+        .iter()
+        .filter(|(_, s)| matches!(s, Shown::Working(_)))
+        .count();
+    Some([working, called])
+}
+
+fn not_reached(r: &Record) -> Vec<String> {
+    r.reach
+        .as_ref()
+        .map(|x| x.not_reached.clone())
+        .unwrap_or_default()
 }
 
 /// A verdict, its reason and its evidence.
@@ -293,6 +340,11 @@ fn answered_cell(r: &Record) -> Judged {
         evidence.extend(last_lines(&r.evidence.stderr_tail, 1));
         return (Verdict::NotFit, None, evidence);
     }
+    // A record that kept its calls is judged by what each answer says;
+    // older ones by the rules they were recorded under.
+    if !r.calls.is_empty() {
+        return by_calls(r);
+    }
     if let Some(need) = no_call_answered(r) {
         return need;
     }
@@ -317,11 +369,112 @@ fn answered_cell(r: &Record) -> Judged {
     (Verdict::Fit, None, evidence)
 }
 
+/// A server that answered its handshake and listing, judged by its
+/// calls: `fit` when at least one tool was shown working (`calls.rs`),
+/// `not_fit` when every call failed in its own code, else `inconclusive`
+/// with the cause most failing calls share.
+fn by_calls(r: &Record) -> Judged {
+    let judged = calls::per_tool(&r.calls, &r.tools_listed, &not_reached(r));
+    let called = judged
+        .iter()
+        .filter(|(_, s)| *s != Shown::NotCalled)
+        .count();
+    let working: Vec<&str> = judged
+        .iter()
+        .filter_map(|(_, s)| match s {
+            Shown::Working(how) => Some(how.as_str()),
+            _ => None,
+        })
+        .collect();
+    let failed = judged
+        .iter()
+        .filter(|(_, s)| matches!(s, Shown::Failed(..)))
+        .count();
+    let shared = calls::shared_cause(&judged);
+    let nothing = judged.iter().find_map(|(_, s)| match s {
+        Shown::Nothing(why) => Some(why.clone()),
+        _ => None,
+    });
+    let head = format!("{} of {called} tools shown working", working.len());
+    let mut evidence = Vec::new();
+    if !working.is_empty() {
+        evidence.push(format!(
+            "{head}: {}",
+            quote(
+                &working
+                    .iter()
+                    .take(3)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        ));
+        if let Some((cause, n, line)) = &shared {
+            evidence.push(format!(
+                "{n} failed, most {}: {}",
+                cause_words(cause),
+                quote(line)
+            ));
+        }
+        if let Some(rb) = &r.robustness {
+            evidence.push(format!(
+                "robustness: {} of {} hostile inputs handled",
+                rb.handled, rb.sent
+            ));
+        }
+        return (Verdict::Fit, None, evidence);
+    }
+    evidence.push(format!(
+        "{head} (handshake ({}) and tools/list answered)",
+        r.lifecycle.as_deref().unwrap_or("?")
+    ));
+    if let Some((Cause::Code, n, line)) = &shared {
+        if *n == failed && failed == called {
+            evidence.push(format!(
+                "every call failed in the server's code: {}",
+                quote(line)
+            ));
+            return (Verdict::NotFit, None, evidence);
+        }
+    }
+    let reason = match &shared {
+        Some((Cause::Network(_), ..)) => Reason::NeedsNetwork,
+        Some((Cause::Credentials, ..)) => Reason::NeedsCredentials,
+        Some((Cause::Environment, ..)) => Reason::NeedsEnvironment,
+        Some((Cause::Arguments, ..)) => Reason::NeedsArguments,
+        _ => Reason::NoWorkingTool,
+    };
+    if let Some((cause, n, line)) = &shared {
+        evidence.push(format!(
+            "{n} of {called} calls failed {}: {}",
+            cause_words(cause),
+            quote(line)
+        ));
+    }
+    evidence.extend(nothing.map(|w| format!("answered, showing nothing: {}", quote(&w))));
+    (Verdict::Inconclusive, Some(reason), evidence)
+}
+
+/// A cause in words, with the hosts a network one names.
+fn cause_words(c: &Cause) -> String {
+    match c {
+        Cause::Network(h) if h.is_empty() => "for the network".into(),
+        Cause::Network(h) => format!("for the network ({} refused)", h.join(", ")),
+        Cause::Credentials => "for a credential".into(),
+        Cause::Environment => "for something outside the server".into(),
+        Cause::Arguments => "refused for their arguments".into(),
+        Cause::Code => "in the server's code".into(),
+        Cause::Timeout => "with no answer in time".into(),
+        Cause::Refused => "as the tool refused them".into(),
+    }
+}
+
 /// No handshake: what the server said and did before it says why.
 fn silent_cell(r: &Record) -> Judged {
     let mut evidence: Vec<String> = Vec::new();
     let said = format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
+        r.evidence.stderr_head,
         r.evidence.stderr_tail,
         r.evidence.errors.join("\n")
     );
@@ -355,9 +508,12 @@ fn silent_cell(r: &Record) -> Judged {
         );
     }
     // Tries the egress proxy refused or saw fail before the handshake.
+    // Telemetry and update checks refused are never why it stopped.
+    let needed = |n: &&String| calls::net_try(n).is_some_and(|(h, _)| !calls::is_telemetry(h));
     let refused: Vec<String> = r
         .start_network
         .iter()
+        .filter(needed)
         .map(|n| format!("network before the handshake: {}", quote(n)))
         .collect();
     if !refused.is_empty() {
@@ -395,6 +551,7 @@ fn silent_cell(r: &Record) -> Judged {
         .network
         .iter()
         .filter(|n| n.contains(" denied") || n.contains(" failed"))
+        .filter(needed)
         .map(|n| format!("network before the handshake: {}", quote(n)))
         .collect();
     if !refused.is_empty() {
@@ -523,44 +680,49 @@ pub fn all(
         .filter_map(|(s, m)| {
             let cell = records.get(&(s.clone(), first.clone()));
             let again = records.get(&(s.clone(), super::released::PROFILE.to_string()));
-            (cell.is_some() || m.install_error.is_some()).then(|| match (cell, again) {
-                (Some(today), Some(again)) => as_released(judge(s, m, cell), today, again),
-                _ => judge(s, m, cell),
+            (cell.is_some() || m.install_error.is_some()).then(|| match cell {
+                Some(today) => Compat {
+                    network: super::allow::check(&m.network, today),
+                    ..as_released(judge(s, m, cell), today, again)
+                },
+                None => judge(s, m, cell),
             })
         })
         .collect()
 }
 
-/// A server that died at start on today's dependencies, judged with its
-/// run as released: one that starts then is `not_fit` (broken for anyone
-/// installing it today), with both runs' evidence; one that does not
-/// keeps its verdict, and says so.
-fn as_released(mut c: Compat, today: &Record, again: &Record) -> Compat {
-    let broke = super::released::dependency_break(&today.evidence.stderr_tail)
-        .map(|l| format!("today's dependencies: stderr: {}", quote(l)));
-    let (said, evidence) = match (again.outcome, again.lifecycle.is_some()) {
-        (_, true) => {
-            c.verdict = Verdict::NotFit;
-            c.reason = None;
-            let line = format!(
-                "as released (its dependencies as on its publication date): it starts, handshake and tools/list answered, {} tools called: broken for anyone installing it today",
+/// A server that died at start on today's dependencies (a cause in its
+/// dependency tree on its stderr: `released::dependency_break`) is
+/// `not_fit`: broken for anyone installing it today. Its row says whether
+/// it starts as released (its dependencies as on its publication date),
+/// does not either, or why that was not tried.
+fn as_released(mut c: Compat, today: &Record, again: Option<&Record>) -> Compat {
+    let broke = (today.lifecycle.is_none())
+        .then(|| {
+            super::released::dependency_break(&today.evidence.stderr_tail)
+                .or_else(|| super::released::dependency_break(&today.evidence.stderr_head))
+        })
+        .flatten();
+    let Some(broke) = broke else {
+        return c;
+    };
+    let (said, line) = match again {
+        Some(again) if again.lifecycle.is_some() => (
+            "starts",
+            format!(
+                "as released (its dependencies as on its publication date): it starts, handshake and tools/list answered, {} tools called",
                 again.tools_ok.len() + again.tools_failed.len()
-            );
-            c.evidence = broke.into_iter().chain([line]).collect();
-            return Compat {
-                as_released: Some("starts".into()),
-                ..c
-            };
-        }
-        (Outcome::Error, false) => ("not built", {
+            ),
+        ),
+        Some(again) if again.outcome == Outcome::Error => ("not built", {
             // The record says "as released: …" itself.
             let why = again.evidence.errors.first().map_or("", String::as_str);
             format!(
-                "as released: {}",
+                "as released: not tried, {}",
                 quote(why.strip_prefix("as released: ").unwrap_or(why))
             )
         }),
-        (_, false) => (
+        Some(again) => (
             "fails too",
             format!(
                 "as released: it does not start either{}",
@@ -570,9 +732,19 @@ fn as_released(mut c: Compat, today: &Record, again: &Record) -> Compat {
                     .unwrap_or_default()
             ),
         ),
+        None => (
+            "not tried",
+            "as released: not tried (its entry is not from a registry, or is already the release's own tree)".to_string(),
+        ),
     };
-    c.evidence.truncate(MAX_EVIDENCE - 1);
-    c.evidence.push(evidence);
+    c.verdict = Verdict::NotFit;
+    c.reason = None;
+    c.evidence = vec![format!(
+        "dies at start on today's dependencies: stderr: {}",
+        quote(broke)
+    )];
+    c.evidence.extend(exit_line(today));
+    c.evidence.push(line);
     Compat {
         as_released: Some(said.into()),
         ..c
@@ -965,6 +1137,8 @@ mod tests {
             evidence: vec!["e".into()],
             judged_on: None,
             as_released: None,
+            working: None,
+            network: None,
         };
         let mut all: Vec<Compat> = (0..50)
             .map(|i| v(&format!("ok{i:02}"), Verdict::Fit, None))
@@ -1061,7 +1235,7 @@ mod tests {
             serde_json::json!({"code": 0}),
         );
         again.profile = crate::audit::released::PROFILE.into();
-        let c = as_released(judged.clone(), &today, &again);
+        let c = as_released(judged.clone(), &today, Some(&again));
         assert_eq!((c.verdict, c.reason), (Verdict::NotFit, None));
         assert_eq!(c.as_released.as_deref(), Some("starts"));
         assert!(
@@ -1069,16 +1243,27 @@ mod tests {
             "{:?}",
             c.evidence
         );
-        assert!(c.evidence[1].contains("broken for anyone installing it today"));
-        // As released it dies too: the verdict stands, and says so.
+        assert!(
+            c.evidence.last().unwrap().contains("it starts"),
+            "{:?}",
+            c.evidence
+        );
+        // As released it dies too, or it was not tried: broken today all
+        // the same (chroma-mcp 0.2.6 on today's pydantic), and the row
+        // says which.
         let dead = cell(
             Outcome::Broken,
             None,
             "SyntaxError: bad",
             serde_json::json!({"code": 1}),
         );
-        let c = as_released(judged, &today, &dead);
-        assert_eq!(c.verdict, Verdict::Inconclusive);
+        let c = as_released(judged.clone(), &today, None);
+        assert_eq!(
+            (c.verdict, c.as_released.as_deref()),
+            (Verdict::NotFit, Some("not tried"))
+        );
+        let c = as_released(judged, &today, Some(&dead));
+        assert_eq!(c.verdict, Verdict::NotFit);
         assert_eq!(c.as_released.as_deref(), Some("fails too"));
         assert!(
             c.evidence

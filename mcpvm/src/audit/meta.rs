@@ -78,6 +78,10 @@ pub struct ServerMeta {
     /// recorded it when the layer was built (`backdoor` findings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install: Option<mcpvm_images::build::InstallRecord>,
+    /// The network rules its catalogue entry gives (`host:port`), which
+    /// the audit checks against what its tools tried (`allow.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<String>,
 }
 
 impl ServerMeta {
@@ -88,6 +92,7 @@ impl ServerMeta {
             package: entry.package.clone(),
             version: entry.version.clone(),
             runtime: format!("{:?}", entry.runtime).to_lowercase(),
+            network: entry.network.clone(),
             ..ServerMeta::default()
         }
     }
@@ -99,6 +104,8 @@ impl ServerMeta {
 pub const MAX_SERVERS: usize = 400_000;
 /// Most profile columns.
 pub const MAX_PROFILES: usize = 64;
+/// Most network rules one server's entry gives.
+pub const MAX_RULES: usize = 64;
 /// Most cells (servers × profiles) of one audit.
 pub const MAX_CELLS: usize = 2_000_000;
 /// Most runs of one cell (`--repeat`).
@@ -154,6 +161,16 @@ impl Meta {
         {
             return Err(format!(
                 "'{}' is not a server name (lowercase letters, digits and '-', at most 64)",
+                shown(s)
+            ));
+        }
+        if let Some((s, _)) = self
+            .servers
+            .iter()
+            .find(|(_, m)| m.network.len() > MAX_RULES || m.network.iter().any(|r| r.len() > 300))
+        {
+            return Err(format!(
+                "server '{}' has more than {MAX_RULES} network rules, or one longer than 300 characters",
                 shown(s)
             ));
         }

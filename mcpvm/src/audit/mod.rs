@@ -7,6 +7,8 @@
 //! wall limit is enforced by killing it (the VM has its own `--timeout`
 //! too, and powers off when its stdin closes).
 
+pub mod allow;
+pub mod calls;
 pub mod compat;
 pub mod coverage;
 pub mod document;

@@ -102,6 +102,7 @@ fn summary(meta: &Meta, records: &Records, verdicts: &[Compat], index: Vec<Item>
         WORST,
         "Every server's row, its matrix cells and its findings are on its page.",
     ));
+    blocks.extend(super::allow::section(&report::checks(verdicts)));
     blocks.push(Block::Heading(2, "Pages".into()));
     blocks.push(Block::Para(Line::text(format!(
         "{PAGE} servers a page, in name order; findings.sarif and compat.json hold every server."

@@ -457,13 +457,20 @@ fn servers(meta: &Meta, records: &Records) -> Vec<Block> {
     blocks
 }
 
+/// Each server's network rules checked, for the section.
+pub fn checks(verdicts: &[compat::Compat]) -> Vec<(String, super::allow::Check)> {
+    verdicts
+        .iter()
+        .filter_map(|c| Some((c.server.clone(), c.network.clone()?)))
+        .collect()
+}
+
 /// The whole report as data, each section built once.
 pub fn document(meta: &Meta, records: &Records) -> Document {
     let mut blocks = header(meta, records);
-    blocks.extend(compat::section(
-        &compat::all(meta, records),
-        meta.servers.len(),
-    ));
+    let verdicts = compat::all(meta, records);
+    blocks.extend(compat::section(&verdicts, meta.servers.len()));
+    blocks.extend(super::allow::section(&checks(&verdicts)));
     blocks.extend(super::coverage::section(meta, records));
     blocks.push(Block::Heading(2, "What each profile did".into()));
     blocks.extend(findings(meta, records));
