@@ -146,18 +146,14 @@ pub async fn exercise(
         return tools;
     };
     if opts.security {
-        // Each tool called, attacked from the arguments it was called
-        // with; not one whose call was refused for its arguments, nor one
-        // that left a valid call unanswered (every payload
+        // Each tool called, attacked from the arguments its calls got
+        // furthest with (the feedback loop's last); not one that left a
+        // valid call unanswered (every payload
         // would wait out the step timeout to learn nothing).
         let targets: Vec<crate::attacks::Target> = result
             .steps
             .iter()
             .filter(|s| !matches!(s.outcome, Outcome::Skipped | Outcome::Timeout))
-            // An attack starts from arguments that reached the tool's
-            // code: from a call refused for its arguments, a payload
-            // would be refused the same way, and say nothing.
-            .filter(|s| s.detail["reached"] != false)
             .filter_map(|s| {
                 let tool = s.step.strip_prefix("tools/call:")?;
                 let args = s.detail.get("arguments")?.as_object()?;

@@ -1316,4 +1316,189 @@ mod tests {
         assert_eq!(v["verdict"], "inconclusive");
         assert_eq!(v["reason"], "needs_credentials");
     }
+    fn called(tool: &str, args: &str, answer: &str) -> crate::audit::record::Call {
+        crate::audit::record::Call {
+            tool: tool.into(),
+            outcome: "ok".into(),
+            arguments: args.into(),
+            answer: answer.into(),
+            ..Default::default()
+        }
+    }
+
+    /// slack-legacy 2025.4.25 offline, as the audit recorded it: eight
+    /// unflagged `{"error":"fetch failed"}` answers, slack.com refused
+    /// during each. Recorded `fit` before; nothing works.
+    #[test]
+    fn unflagged_failures_with_their_lookups_refused_are_not_fit_evidence() {
+        let mut r = cell(
+            Outcome::Ok,
+            Some("initialize"),
+            "",
+            serde_json::json!({"code": 0}),
+        );
+        r.calls = [
+            "slack_list_channels",
+            "slack_get_users",
+            "slack_post_message",
+        ]
+        .iter()
+        .map(|t| crate::audit::record::Call {
+            net: vec!["dns slack.com denied (slack.com is not allowed)".into()],
+            ..called(t, r#"{"channel_id":"1"}"#, r#"{"error":"fetch failed"}"#)
+        })
+        .collect();
+        let c = judged(&r);
+        assert_eq!(
+            (c.verdict, c.reason),
+            (Verdict::Inconclusive, Some(Reason::NeedsNetwork))
+        );
+        assert_eq!(c.working, Some([0, 3]));
+        assert!(
+            c.evidence[0].starts_with("0 of 3 tools shown working"),
+            "{:?}",
+            c.evidence
+        );
+        assert!(
+            c.evidence[1].contains("slack.com refused"),
+            "{:?}",
+            c.evidence
+        );
+    }
+
+    /// hubspot 0.4.0 offline: its one answer is a fixed feedback link, the
+    /// rest fail for api.hubspot.com. Recorded `fit` before.
+    #[test]
+    fn a_static_answer_beside_failing_calls_does_not_make_a_server_fit() {
+        let mut r = cell(
+            Outcome::Ok,
+            Some("initialize"),
+            "",
+            serde_json::json!({"code": 0}),
+        );
+        let mut list = called(
+            "hubspot-list-objects",
+            r#"{"objectType":"contacts"}"#,
+            "Error listing HubSpot contacts: fetch failed",
+        );
+        list.is_error = true;
+        list.outcome = "tool_error".into();
+        list.net = vec!["dns api.hubspot.com denied (not allowed)".into()];
+        r.calls = vec![
+            list,
+            called(
+                "hubspot-generate-feedback-link",
+                "{}",
+                "Share Feedback link with the user: https://developers.hubspot.com/mcp",
+            ),
+        ];
+        let c = judged(&r);
+        assert_eq!(
+            (c.verdict, c.reason),
+            (Verdict::Inconclusive, Some(Reason::NeedsNetwork))
+        );
+        assert!(
+            c.evidence.iter().any(|e| e.contains("takes no input")),
+            "{:?}",
+            c.evidence
+        );
+    }
+
+    /// time: an answer that changes with its input makes it fit, and the
+    /// verdict says how many tools were shown working first.
+    #[test]
+    fn a_tool_shown_working_makes_a_server_fit_k_of_n_first() {
+        let mut r = cell(
+            Outcome::Ok,
+            Some("initialize"),
+            "",
+            serde_json::json!({"code": 0}),
+        );
+        let mut now = called(
+            "get_current_time",
+            r#"{"timezone":"UTC"}"#,
+            r#"{"timezone": "UTC", "datetime": "2026-12-05T14:26:38+00:00"}"#,
+        );
+        now.varied = Some(crate::audit::record::Varied {
+            property: "timezone".into(),
+            outcome: "tool_error".into(),
+            same: false,
+            refused_by_schema: false,
+        });
+        let mut bad = called(
+            "convert_time",
+            r#"{"time":"x"}"#,
+            "Error executing tool convert_time: Invalid time format",
+        );
+        bad.is_error = true;
+        r.calls = vec![now, bad];
+        let c = judged(&r);
+        assert_eq!(c.verdict, Verdict::Fit);
+        assert_eq!(c.working, Some([1, 2]));
+        assert!(
+            c.evidence[0].starts_with("1 of 2 tools shown working: get_current_time"),
+            "{:?}",
+            c.evidence
+        );
+    }
+
+    /// Every call failing inside the server's own code: not fit.
+    #[test]
+    fn every_call_failing_in_the_servers_code_is_not_fit() {
+        let mut r = cell(
+            Outcome::Ok,
+            Some("initialize"),
+            "",
+            serde_json::json!({"code": 0}),
+        );
+        r.calls = ["a", "b"]
+            .iter()
+            .map(|t| crate::audit::record::Call {
+                outcome: "error".into(),
+                ..called(
+                    t,
+                    r#"{"x":"y"}"#,
+                    "Cannot read properties of undefined (reading 'map')",
+                )
+            })
+            .collect();
+        let c = judged(&r);
+        assert_eq!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
+    }
+
+    /// A refused telemetry host at start (onnxruntime's) is not why a
+    /// server stopped; the host it needed is.
+    #[test]
+    fn telemetry_refused_at_start_is_never_the_need() {
+        let mut r = cell(
+            Outcome::Broken,
+            None,
+            "ValueError: Could not load model",
+            serde_json::json!({"code": 1}),
+        );
+        r.start_network = vec![
+            "dns mobile.events.data.microsoft.com denied (not allowed)".into(),
+            "dns huggingface.co denied (not allowed)".into(),
+        ];
+        let c = judged(&r);
+        assert_eq!(c.reason, Some(Reason::NeedsNetwork));
+        assert!(c.evidence[0].contains("huggingface.co"), "{:?}", c.evidence);
+        assert!(
+            !c.evidence.iter().any(|e| e.contains("microsoft")),
+            "{:?}",
+            c.evidence
+        );
+    }
+
+    /// The cause printed first is read even when the tail kept only the
+    /// stack trace after it (azure's missing ICU library).
+    #[test]
+    fn the_stderr_head_is_read_for_the_cause() {
+        let mut r = cell(Outcome::Broken, None, "   at Azure.Mcp.Server.Program.ConfigureServices()\n   at OpenTelemetry.Sdk.get_SuppressInstrumentation()", serde_json::json!({"code": 134}));
+        r.evidence.stderr_head =
+            "Process terminated. Couldn't find a valid ICU package installed on the system.".into();
+        let c = judged(&r);
+        assert_eq!(c.reason, Some(Reason::NeedsEnvironment), "{:?}", c.evidence);
+        assert!(c.evidence[0].contains("ICU"), "{:?}", c.evidence);
+    }
 }

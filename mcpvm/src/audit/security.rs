@@ -76,21 +76,6 @@ pub fn summary(r: &Record) -> String {
             s.attacks
         );
     }
-    // Tools whose own call was refused for its arguments get no attack:
-    // a payload in them would be refused the same way.
-    let unattacked: Vec<&str> = r
-        .reach
-        .iter()
-        .flat_map(|r| &r.not_reached)
-        .filter_map(|n| n.split_once(": ").map(|(t, _)| t))
-        .filter(|t| !s.tools.iter().any(|x| x == t))
-        .collect();
-    if !unattacked.is_empty() {
-        said += &format!(
-            "; not attacked, their calls never got past the argument check: {}",
-            unattacked.join(", ")
-        );
-    }
     said
 }
 
