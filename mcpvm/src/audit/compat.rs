@@ -95,6 +95,9 @@ pub struct Compat {
     /// answer: `calls.rs`); absent for records that kept no calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working: Option<[usize; 2]>,
+    /// Each tool shown working, with how it was shown (at most 64).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub working_tools: Vec<String>,
     /// Its entry's network rules against what it tried (`allow.rs`);
     /// absent when it tried nothing but telemetry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -250,6 +253,7 @@ pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
         judged_on: on.map(|r| format!("{} × {}", r.server, r.profile)),
         as_released: None,
         working: None,
+        working_tools: Vec::new(),
         network: None,
     };
     if let Some(why) = &meta.install_error {
@@ -273,27 +277,34 @@ pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
         );
     };
     let (v, reason, evidence) = classify(r);
+    let (working, working_tools) = shown_working(r);
     Compat {
-        working: working_count(r),
+        working,
+        working_tools,
         ..verdict(v, reason, evidence, Some(r))
     }
 }
 
-/// `[shown working, called]` of a cell that kept its calls.
-fn working_count(r: &Record) -> Option<[usize; 2]> {
+/// `[shown working, called]` of a cell that kept its calls, and each
+/// working tool with how it was shown.
+fn shown_working(r: &Record) -> (Option<[usize; 2]>, Vec<String>) {
     if r.calls.is_empty() {
-        return None;
+        return (None, Vec::new());
     }
     let judged = calls::per_tool(&r.calls, &r.tools_listed, &not_reached(r));
     let called = judged
         .iter()
         .filter(|(_, s)| *s != Shown::NotCalled)
         .count();
-    let working = judged
+    let tools: Vec<String> = judged
         .iter()
-        .filter(|(_, s)| matches!(s, Shown::Working(_)))
-        .count();
-    Some([working, called])
+        .filter_map(|(_, s)| match s {
+            Shown::Working(how) => Some(quote(how)),
+            _ => None,
+        })
+        .collect();
+    let shown = [tools.len(), called];
+    (Some(shown), tools.into_iter().take(64).collect())
 }
 
 fn not_reached(r: &Record) -> Vec<String> {
@@ -824,7 +835,12 @@ fn section_of(
             cells: vec![
                 Cell::text(format!("{} {}", c.package, c.version)),
                 Cell {
-                    lines: vec![c.verdict.name().to_string()],
+                    lines: std::iter::once(c.verdict.name().to_string())
+                        .chain(
+                            c.working
+                                .map(|[k, n]| format!("{k} of {n} tools shown working")),
+                        )
+                        .collect(),
                     shade: Some(c.verdict.colour()),
                     title: c.judged_on.clone(),
                 },
@@ -1138,6 +1154,7 @@ mod tests {
             judged_on: None,
             as_released: None,
             working: None,
+            working_tools: Vec::new(),
             network: None,
         };
         let mut all: Vec<Compat> = (0..50)
