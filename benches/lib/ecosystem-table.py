@@ -5,7 +5,9 @@
         --index STORE/index.json [--build build.json] [--csv popular-servers.csv]
 
 One row a server: version, install (layer size, build time), cold first
-response, tools answered, verdict with reason and its first evidence,
+response, tools shown working of those called (compat.json's `working`;
+for older records, calls answered without an error flag), verdict with
+reason and its first evidence,
 robustness, security findings by rule, network tries, and the 922-server
 run's status for the same package. Then the summary counts. Every value a
 server chose (names, messages, stderr) is clipped and escaped for Markdown:
@@ -120,7 +122,7 @@ def main():
             prior[row["package"]] = row.get("automatelab_2026_05_status") or ""
 
     out = sys.stdout
-    out.write("| server | version | install | first response | tools | verdict | evidence | robustness | security | network tries | 922-server run |\n")
+    out.write("| server | version | install | first response | tools working | verdict | evidence | robustness | security | network tries | 922-server run |\n")
     out.write("|---|---|---|---|---|---|---|---|---|---|---|\n")
     counts = collections.Counter()
     for v in sorted(compat, key=lambda v: v["server"]):
@@ -134,8 +136,12 @@ def main():
         if base:
             hs = base.get("timings", {}).get("handshake_ms")
             first = f"{hs / 1000:.1f} s" if hs is not None else "none"
-            ok, failed = len(base.get("tools_ok", [])), len(base.get("tools_failed", []))
-            tools = f"{ok}/{ok + failed}"
+            if v.get("working"):
+                k, n = v["working"]
+                tools = f"{k}/{n}"
+            else:
+                ok, failed = len(base.get("tools_ok", [])), len(base.get("tools_failed", []))
+                tools = f"{ok}/{ok + failed} answered"
         evidence = "; ".join(v.get("evidence", [])[:2])
         sec = security_cell(cells.get("security"))
         out.write(
