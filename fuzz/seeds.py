@@ -245,7 +245,21 @@ put("reports", "audit", json.dumps({"meta": meta, "records": [
 # the fuzzer starts from a whole merge), and the hostile shapes of round
 # 4: names that are paths and TOML lines, a matrix of 20,000 x 20,000.
 shard_record = record("baseline", "ok", [], [{"syscall": "read", "count": 1}])
+meta = dict(meta, shard={"index": 0, "count": 1})
 put("merge_shards", "whole", json.dumps(meta).encode() + b"\0" + json.dumps(shard_record).encode() + b"\n")
+# A cell that kept its calls (judged one by one, audit/calls.rs) and an
+# entry with network rules to check: answers shaped as failures, a
+# varied call, lookups refused during a call, hostile text.
+with_rules = dict(meta, servers={"git": dict(meta["servers"]["git"], network=["*.x.com:443", "api.y.com:443"])})
+called = dict(shard_record, calls=[
+    {"tool": "a", "outcome": "ok", "arguments": '{"q":"x"}', "answer": '{"error":"fetch failed"}',
+     "net": ["dns api.z.com denied (not allowed)", "dns o1.ingest.sentry.io denied (x)"], "took_ms": 1.0},
+    {"tool": "b", "outcome": "ok", "arguments": '{"q":"x"}', "answer": "data \u202e<b>",
+     "varied": {"property": "q", "outcome": "tool_error", "same": False}, "took_ms": 1.0},
+    {"tool": "c", "outcome": "tool_error", "is_error": True, "arguments": "{}", "answer": "Error: ENOTFOUND api.q.com",
+     "took_ms": 1.0},
+], network=["dns api.z.com denied (not allowed)"])
+put("merge_shards", "calls", json.dumps(with_rules).encode() + b"\0" + json.dumps(called).encode() + b"\n")
 hostile = dict(meta, servers={"../../x/pwn": meta["servers"]["git"], "/abs/victim": meta["servers"]["git"]})
 put("merge_shards", "path-names", json.dumps(hostile).encode() + b"\0")
 hostile = dict(meta, profiles=["baseline", 'x"]\n[profile.evil]\nallow = ["execve'])

@@ -470,7 +470,7 @@ fn by_calls(r: &Record) -> Judged {
 fn cause_words(c: &Cause) -> String {
     match c {
         Cause::Network(h) if h.is_empty() => "for the network".into(),
-        Cause::Network(h) => format!("for the network ({} refused)", h.join(", ")),
+        Cause::Network(h) => format!("for the network ({})", h.join(", ")),
         Cause::Credentials => "for a credential".into(),
         Cause::Environment => "for something outside the server".into(),
         Cause::Arguments => "refused for their arguments".into(),
