@@ -596,6 +596,22 @@ pub fn vary(
     None
 }
 
+/// Whether two answers differ only where the changed value is repeated
+/// back: `second` with the changed value put back as it was is `first`
+/// ("Watching topic: x" and "Watching topic: x-mcpvm-varied"). Such an
+/// answer depends on its input only by quoting it.
+pub fn only_echoes(first: &str, second: &str, was: &Value, now: &Value) -> bool {
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let (was, now) = (text(was), text(now));
+    first != second
+        && !now.is_empty()
+        && second.contains(&now)
+        && second.replace(&now, &was) == first
+}
+
 /// Arguments where every required property has the wrong type.
 pub fn wrong_types(schema: &Map<String, Value>) -> Map<String, Value> {
     let root = schema;
@@ -1290,5 +1306,28 @@ mod tests {
         // Nothing to change: no second call.
         assert!(vary(&args(json!({"when": "2024-01-01"})), schema).is_none());
         assert!(vary(&Map::new(), schema).is_none());
+    }
+    #[test]
+    fn an_answer_that_only_quotes_its_changed_input_is_an_echo() {
+        let (a, b) = (json!("mcpvm"), json!("mcpvm-mcpvm-varied"));
+        assert!(only_echoes(
+            "Watching topic: mcpvm",
+            "Watching topic: mcpvm-mcpvm-varied",
+            &a,
+            &b
+        ));
+        assert!(!only_echoes(
+            "Found 3 papers on mcpvm",
+            "Found 0 papers on mcpvm-mcpvm-varied",
+            &a,
+            &b
+        ));
+        assert!(!only_echoes("same", "same", &a, &b));
+        assert!(!only_echoes(
+            "The sum of 1 and 1 is 2.",
+            "The sum of 2 and 1 is 3.",
+            &json!(1),
+            &json!(2)
+        ));
     }
 }

@@ -518,6 +518,9 @@ async fn call_tools(
                         "arguments": varied,
                         "outcome": again.outcome,
                         "same": again.outcome == answer.outcome && again.said == answer.said,
+                        "echoes_input": again.outcome == answer.outcome
+                            && arguments::only_echoes(&answer.said, &again.said, &args[&property], &varied[&property]),
+                        "text": again.said.chars().take(4096).collect::<String>(),
                         "refused_by_schema": feedback::refused_by_schema(&again.said, schema_of),
                     });
                 }

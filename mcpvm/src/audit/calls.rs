@@ -461,6 +461,10 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool) -> Shown {
             "{}: answered; the call with '{}' changed was refused by validation, so dependence on the input is not shown",
             c.tool, v.property
         )),
+        Some(v) if v.echoes_input => Shown::Nothing(format!(
+            "{}: answers with '{}' repeated back, nothing else changes",
+            c.tool, v.property
+        )),
         Some(v) if v.same => Shown::Nothing(format!(
             "{}: answers the same when '{}' changes ({})",
             c.tool,
@@ -573,6 +577,7 @@ mod tests {
             outcome: "ok".into(),
             same,
             refused_by_schema: false,
+            ..Default::default()
         })
     }
 
@@ -695,9 +700,19 @@ mod tests {
             judge(&c, &[], false),
             Shown::Working("get_current_time: answers differently when 'timezone' changes".into())
         );
-        // A second call refused by validation shows nothing either.
+        // A second call refused by validation shows nothing either, nor
+        // one whose answer only repeats the changed value back.
         c.varied.as_mut().unwrap().refused_by_schema = true;
         assert!(matches!(judge(&c, &[], false), Shown::Nothing(_)));
+        let mut watch = call(
+            "watch_topic",
+            r#"{"topic":"mcpvm"}"#,
+            "Watching topic: mcpvm",
+        );
+        watch.varied = varied("topic", false);
+        assert!(matches!(judge(&watch, &[], false), Shown::Working(_)));
+        watch.varied.as_mut().unwrap().echoes_input = true;
+        assert!(matches!(judge(&watch, &[], false), Shown::Nothing(_)));
     }
 
     #[test]

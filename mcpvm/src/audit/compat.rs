@@ -1441,6 +1441,7 @@ mod tests {
             outcome: "tool_error".into(),
             same: false,
             refused_by_schema: false,
+            ..Default::default()
         });
         let mut bad = called(
             "convert_time",

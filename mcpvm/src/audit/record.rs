@@ -252,6 +252,13 @@ pub struct Varied {
     /// saw it): says nothing of the tool.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub refused_by_schema: bool,
+    /// The two answers differ only where the changed value is repeated
+    /// back ("Watching x" / "Watching x-mcpvm-varied").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub echoes_input: bool,
+    /// The second answer, cut as a call's answer is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub answer: String,
 }
 
 impl Call {
@@ -314,6 +321,8 @@ impl Call {
                         outcome: printable(v["outcome"].as_str().unwrap_or_default(), 32),
                         same: v["same"] == true,
                         refused_by_schema: v["refused_by_schema"] == true,
+                        echoes_input: v["echoes_input"] == true,
+                        answer: lines(v["text"].as_str().unwrap_or_default(), CALL_ANSWER / 2),
                     }),
                 }
             })
