@@ -537,29 +537,38 @@ pub fn remember(text: &str, seen: &mut Map<String, Value>) {
 /// The suffix a varied string gets: a value no server holds.
 pub const VARIED: &str = "-mcpvm-varied";
 
-/// `args` with one top-level value changed in a way the schema still
-/// accepts, and the property changed: the input of a second call whose
-/// answer shows whether the tool's answer depends on its input (a tool
-/// that answers the same whatever it is given shows nothing of the
-/// server working). An `enum` property takes another member; a plain
-/// string gets [`VARIED`] appended; a number moves by one within its
-/// bounds. Strings with a `format` or `pattern`, booleans, lists and
-/// objects are not changed. None when nothing can be.
-pub fn vary(
-    args: &Map<String, Value>,
-    schema: &Map<String, Value>,
-) -> Option<(Map<String, Value>, String)> {
+/// A varied call: its arguments, the property changed (a JSON pointer
+/// below the top level: `entities/0/name`), and its value before and
+/// after.
+pub struct Varied {
+    pub arguments: Map<String, Value>,
+    pub property: String,
+    pub was: Value,
+    pub now: Value,
+}
+
+/// `args` with one value changed in a way the schema still accepts: the
+/// input of a second call whose answer shows whether the tool's answer
+/// depends on its input (a tool that answers the same whatever it is
+/// given shows nothing of the server working). A top-level `enum`
+/// property takes another member; a plain string gets [`VARIED`]
+/// appended; a number moves by one within its bounds. Strings with a
+/// `format` or `pattern`, and booleans, are not changed. When no
+/// top-level value can be, the first string inside a list or an object
+/// is (`entities/0/name`). None when nothing can be.
+pub fn vary(args: &Map<String, Value>, schema: &Map<String, Value>) -> Option<Varied> {
     let props = field(schema, "properties");
+    let prop_of = |k: &str| resolve(schema, &props[k], 0);
     // Members of an enum first: another member is always valid.
     let order = args
         .iter()
-        .filter(|(k, _)| resolve(schema, &props[k.as_str()], 0).get("enum").is_some())
+        .filter(|(k, _)| prop_of(k).get("enum").is_some())
         .chain(
             args.iter()
-                .filter(|(k, _)| resolve(schema, &props[k.as_str()], 0).get("enum").is_none()),
+                .filter(|(k, _)| prop_of(k).get("enum").is_none()),
         );
     for (name, value) in order {
-        let prop = resolve(schema, &props[name.as_str()], 0);
+        let prop = prop_of(name);
         let changed = if let Some(members) = prop["enum"].as_array() {
             members.iter().find(|m| *m != value).cloned()
         } else {
@@ -587,10 +596,63 @@ pub fn vary(
                 _ => None,
             }
         };
-        if let Some(v) = changed {
-            let mut out = args.clone();
-            out.insert(name.clone(), v);
-            return Some((out, name.clone()));
+        if let Some(now) = changed {
+            let mut arguments = args.clone();
+            arguments.insert(name.clone(), now.clone());
+            return Some(Varied {
+                arguments,
+                property: name.clone(),
+                was: value.clone(),
+                now,
+            });
+        }
+    }
+    // Inside lists and objects: the first non-empty string.
+    let whole = Value::Object(args.clone());
+    let at = first_string(&whole, String::new(), 0)?;
+    let was = whole.pointer(&at)?.clone();
+    let now = json!(format!("{}{VARIED}", was.as_str()?));
+    let mut changed = whole;
+    *changed.pointer_mut(&at)? = now.clone();
+    let Value::Object(arguments) = changed else {
+        return None;
+    };
+    Some(Varied {
+        arguments,
+        property: at.trim_start_matches('/').to_string(),
+        was,
+        now,
+    })
+}
+
+/// The JSON pointer of the first non-empty string nested in `v` (not at
+/// its top level), depth first, at most four levels down.
+fn first_string(v: &Value, at: String, depth: usize) -> Option<String> {
+    if depth > 4 {
+        return None;
+    }
+    let children: Vec<(String, &Value)> = match v {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v))
+            .collect(),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i.to_string(), v))
+            .collect(),
+        _ => return None,
+    };
+    for (k, child) in children {
+        let here = format!("{at}/{k}");
+        match child {
+            Value::String(s) if depth > 0 && !s.is_empty() => return Some(here),
+            Value::Object(_) | Value::Array(_) => {
+                if let Some(found) = first_string(child, here, depth + 1) {
+                    return Some(found);
+                }
+            }
+            _ => {}
         }
     }
     None
@@ -1277,23 +1339,32 @@ mod tests {
         let schema = schema.as_object().unwrap();
         let args = |v: Value| v.as_object().unwrap().clone();
         // An enum takes another member, first.
-        let (v, p) = vary(
+        let v = vary(
             &args(json!({"mode": "fast", "path": "/workspace/a"})),
             schema,
         )
         .unwrap();
         assert_eq!(
-            (p.as_str(), &v["mode"], &v["path"]),
+            (
+                v.property.as_str(),
+                &v.arguments["mode"],
+                &v.arguments["path"]
+            ),
             ("mode", &json!("slow"), &json!("/workspace/a"))
         );
+        assert_eq!((v.was, v.now), (json!("fast"), json!("slow")));
         // A plain string gets the suffix; a formatted one is left.
-        let (v, p) = vary(
+        let v = vary(
             &args(json!({"when": "2024-01-01", "path": "/workspace/a"})),
             schema,
         )
         .unwrap();
         assert_eq!(
-            (p.as_str(), &v["path"], &v["when"]),
+            (
+                v.property.as_str(),
+                &v.arguments["path"],
+                &v.arguments["when"]
+            ),
             (
                 "path",
                 &json!("/workspace/a-mcpvm-varied"),
@@ -1301,12 +1372,25 @@ mod tests {
             )
         );
         // A number at its maximum moves down.
-        let (v, _) = vary(&args(json!({"count": 3})), schema).unwrap();
-        assert_eq!(v["count"], json!(2));
+        let v = vary(&args(json!({"count": 3})), schema).unwrap();
+        assert_eq!(v.arguments["count"], json!(2));
+        // A list of objects (server-memory's create_entities): the first
+        // string inside it.
+        let v = vary(
+            &args(json!({"entities": [{"name": "mcpvm", "observations": ["x"]}]})),
+            schema,
+        )
+        .unwrap();
+        assert_eq!(v.property, "entities/0/name");
+        assert_eq!(
+            v.arguments["entities"][0]["name"],
+            json!("mcpvm-mcpvm-varied")
+        );
         // Nothing to change: no second call.
         assert!(vary(&args(json!({"when": "2024-01-01"})), schema).is_none());
         assert!(vary(&Map::new(), schema).is_none());
     }
+
     #[test]
     fn an_answer_that_only_quotes_its_changed_input_is_an_echo() {
         let (a, b) = (json!("mcpvm"), json!("mcpvm-mcpvm-varied"));

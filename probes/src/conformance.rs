@@ -502,9 +502,10 @@ async fn call_tools(
         // the step, so its timing is the first call's alone). The same
         // answer, or none, says it ignores its input.
         if answer.outcome == Outcome::Ok {
-            if let Some((varied, property)) = arguments::vary(&args, schema_of) {
+            if let Some(v) = arguments::vary(&args, schema_of) {
+                let (varied, property) = (&v.arguments, &v.property);
                 let s = begin(wire, &format!("tools/call:{}", call.name));
-                let again = call_watched(client, t, &call.name, &varied, events).await;
+                let again = call_watched(client, t, &call.name, varied, events).await;
                 if again.outcome == Outcome::Closed {
                     // A valid call that ended the server is a step of its
                     // own: the crash is what a client would meet.
@@ -519,7 +520,7 @@ async fn call_tools(
                         "outcome": again.outcome,
                         "same": again.outcome == answer.outcome && again.said == answer.said,
                         "echoes_input": again.outcome == answer.outcome
-                            && arguments::only_echoes(&answer.said, &again.said, &args[&property], &varied[&property]),
+                            && arguments::only_echoes(&answer.said, &again.said, &v.was, &v.now),
                         "text": again.said.chars().take(4096).collect::<String>(),
                         "refused_by_schema": feedback::refused_by_schema(&again.said, schema_of),
                     });
