@@ -170,8 +170,9 @@ fn tempfile_dir() -> Result<PathBuf, BuildError> {
 }
 
 /// Removes the working directories (`mcpvm-image-PID`,
-/// `mcpvm-scripts-PID-…`) that builds killed before they could clean up
-/// left in `base`: those whose process is gone.
+/// `mcpvm-scripts-PID-…`, and a store's `.stage-NAME-PID`) that builds
+/// killed before they could clean up left in `base`: those whose process
+/// is gone.
 pub fn sweep_stale(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
@@ -183,6 +184,11 @@ pub fn sweep_stale(base: &Path) {
             .strip_prefix("mcpvm-image-")
             .or_else(|| name.strip_prefix("mcpvm-scripts-"))
             .and_then(|rest| rest.split('-').next())
+            .or_else(|| {
+                // `.stage-NAME-PID`: a server name may hold '-'.
+                name.strip_prefix(".stage-")
+                    .and_then(|rest| rest.rsplit('-').next())
+            })
             .and_then(|p| p.parse::<i32>().ok());
         if let Some(pid) = pid {
             if pid > 0 && !Path::new("/proc").join(pid.to_string()).exists() {
@@ -299,6 +305,7 @@ pub fn build(
 ) -> Result<Report, BuildError> {
     let t0 = Instant::now();
     std::fs::create_dir_all(store).map_err(io_err(store))?;
+    sweep_stale(store);
     let mut index = Index::load_or_new(store)?;
     let selected = select(catalogue, names, update)?;
 
@@ -735,13 +742,16 @@ mod tests {
             format!("mcpvm-scripts-{live}-Zz9q"),
             "mcpvm-scripts-Ab3xyz".to_string(),
             "unrelated-123".to_string(),
+            // A store's install stage, of a killed build and of this one.
+            format!(".stage-aws-documentation-{dead}"),
+            format!(".stage-git-{live}"),
         ];
         for n in &names {
             std::fs::create_dir_all(base.path().join(n).join("inner")).unwrap();
         }
         sweep_stale(base.path());
         let left: Vec<bool> = names.iter().map(|n| base.path().join(n).exists()).collect();
-        assert_eq!(left, [false, false, true, true, true, true]);
+        assert_eq!(left, [false, false, true, true, true, true, false, true]);
     }
 
     #[test]
