@@ -189,8 +189,10 @@ const ENVIRONMENT_WORDS: &[&str] = &[
     "shared librar",
 ];
 
-/// Words of a fault in a server's own code.
-const CODE_WORDS: &[&str] = &[
+/// Words of a fault in a server's own code (a JavaScript TypeError or
+/// ReferenceError, a Python traceback), not of what it was given or
+/// lacks.
+pub const CODE_WORDS: &[&str] = &[
     "cannot read properties of undefined",
     "cannot read properties of null",
     "is not a function",

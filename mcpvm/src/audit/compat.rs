@@ -186,20 +186,6 @@ const NETWORK_WORDS: &[&str] = &[
     "max retries exceeded",
 ];
 
-/// Words of a fault in a server's own code (a JavaScript TypeError or
-/// ReferenceError, a Python traceback), not of what it was given or
-/// lacks.
-const CODE_ERRORS: &[&str] = &[
-    "cannot read properties of undefined",
-    "cannot read properties of null",
-    "is not a function",
-    "is not defined",
-    "referenceerror",
-    "traceback (most recent call last)",
-    "attributeerror",
-    "unboundlocalerror",
-];
-
 /// The first of `words` the text holds (any case).
 fn contains_any(text: &str, words: &[&'static str]) -> Option<&'static str> {
     let lower = text.to_lowercase();
@@ -640,7 +626,9 @@ fn no_call_answered(r: &Record) -> Option<Judged> {
     };
     if named.is_none()
         && !said.is_empty()
-        && said.iter().all(|l| contains_any(l, CODE_ERRORS).is_some())
+        && said
+            .iter()
+            .all(|l| contains_any(l, calls::CODE_WORDS).is_some())
     {
         // Every call failed inside the server's own code: a client that
         // calls as the listing says gets an internal error from each tool.
