@@ -8,7 +8,8 @@ One row a server: version, install (layer size, build time), cold first
 response, tools shown working of those called (compat.json's `working`;
 for older records, calls answered without an error flag), verdict with
 reason and its first evidence,
-robustness, security findings by rule, network tries, and the 922-server
+robustness, security findings by rule with the share of attacks that
+reached their tool's code, network tries, and the 922-server
 run's status for the same package. Then the summary counts. Every value a
 server chose (names, messages, stderr) is clipped and escaped for Markdown:
 a server's text is data here, never markup.
@@ -69,9 +70,15 @@ def security_cell(r):
     if s.get("not_judged"):
         return "not judged: " + md(s["not_judged"], 60)
     rules = collections.Counter(f"{f['class']}/{f['rule']}" for f in s.get("findings", []))
+    # Attacks refused for an argument their payload was not in never
+    # reached the code they aim at: the share that did is beside the
+    # findings.
+    missed = ((r or {}).get("reach") or {}).get("attacks_not_reached", 0)
+    attacks = s.get("attacks", 0)
+    reached = f"{attacks - missed} of {attacks} attacks reached"
     if not rules:
-        return f"none ({s['attacks']} attacks)"
-    return ", ".join(f"**{md(k, 50)}** ×{n}" for k, n in sorted(rules.items()))
+        return f"none ({reached})"
+    return ", ".join(f"**{md(k, 50)}** ×{n}" for k, n in sorted(rules.items())) + f" ({reached})"
 
 
 def network_cell(cells):
