@@ -189,19 +189,6 @@ impl Wire {
         )
     }
 
-    /// [`Wire::spawn`] of a server that speaks Streamable HTTP at `http`
-    /// (`crate::http`): lines go there as POSTs, and its stdout is kept
-    /// as a log beside stderr.
-    pub fn spawn_http(command: &[String], http: crate::http::Endpoint) -> Result<Wire, WireError> {
-        Self::spawn_with(
-            command,
-            Extras {
-                http: Some(http),
-                ..Extras::default()
-            },
-        )
-    }
-
     /// Starts `command` again as a new server process whose lines and
     /// stderr join this one's record (one timeline for a whole probe run).
     pub fn respawn(&self, command: &[String]) -> Result<Wire, WireError> {

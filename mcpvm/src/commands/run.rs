@@ -4,8 +4,8 @@
 //! exit status becomes ours.
 //!
 //! [`run`] is the recipe; its steps live in `crate::run` (the plan, the
-//! channels and their relays, events, the snapshot's template client) and
-//! `crate::warm` (the warm-start cache).
+//! channels and their relays, events, the snapshot's template client, and
+//! `run::warm`, the warm-start cache).
 
 use std::fs::File;
 use std::io::{self, Write};

@@ -91,7 +91,8 @@ impl Muxer {
         }
     }
 
-    pub fn connection_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn connection_count(&self) -> usize {
         self.conns.len()
     }
 
