@@ -498,37 +498,58 @@ async fn call_tools(
             return None;
         }
         // An answer shows the server working only if it depends on what
-        // was asked: the same tool again with one value changed (after
-        // the step, so its timing is the first call's alone). The same
-        // answer, or none, says it ignores its input.
+        // was asked: the same tool again with one value changed.
         if answer.outcome == Outcome::Ok {
-            if let Some(v) = arguments::vary(&args, schema_of) {
-                let (varied, property) = (&v.arguments, &v.property);
-                let s = begin(wire, &format!("tools/call:{}", call.name));
-                let again = call_watched(client, t, &call.name, varied, events).await;
-                if again.outcome == Outcome::Closed {
-                    // A valid call that ended the server is a step of its
-                    // own: the crash is what a client would meet.
-                    let detail = json!({"arguments": varied, "why": format!("{property} varied"), "error": again.said});
-                    result.steps.push(s.end(wire, Outcome::Closed, detail));
+            match call_varied(client, wire, opts, &call.name, &args, schema_of, &answer).await {
+                Some(Ok(varied)) => {
+                    if let Some(last) = result.steps.last_mut() {
+                        last.detail["varied"] = varied;
+                    }
+                }
+                Some(Err(closed)) => {
+                    result.steps.push(closed);
                     return None;
                 }
-                if let Some(last) = result.steps.last_mut() {
-                    last.detail["varied"] = json!({
-                        "property": property,
-                        "arguments": varied,
-                        "outcome": again.outcome,
-                        "same": again.outcome == answer.outcome && again.said == answer.said,
-                        "echoes_input": again.outcome == answer.outcome
-                            && arguments::only_echoes(&answer.said, &again.said, &v.was, &v.now),
-                        "text": again.said.chars().take(4096).collect::<String>(),
-                        "refused_by_schema": feedback::refused_by_schema(&again.said, schema_of),
-                    });
-                }
+                None => {}
             }
         }
     }
     Some(slowest)
+}
+
+/// [`call_tools`]' second call of a tool that answered: one value of its
+/// arguments changed (`arguments::vary`), made after the step so that
+/// the step's timing is the first call's alone. What it showed, for the
+/// step's `detail.varied`; a step of its own when the server went away
+/// in it (the crash is what a client would meet); None when nothing
+/// could be changed.
+async fn call_varied(
+    client: &Client,
+    wire: &Wire,
+    opts: &ProbeOptions,
+    name: &str,
+    args: &serde_json::Map<String, Value>,
+    schema: &serde_json::Map<String, Value>,
+    first: &Answer,
+) -> Option<Result<Value, StepResult>> {
+    let v = arguments::vary(args, schema)?;
+    let s = begin(wire, &format!("tools/call:{name}"));
+    let events = opts.vm_events.as_deref();
+    let again = call_watched(client, opts.step_timeout, name, &v.arguments, events).await;
+    if again.outcome == Outcome::Closed {
+        let detail = json!({"arguments": v.arguments, "why": format!("{} varied", v.property), "error": again.said});
+        return Some(Err(s.end(wire, Outcome::Closed, detail)));
+    }
+    Some(Ok(json!({
+        "property": v.property,
+        "arguments": v.arguments,
+        "outcome": again.outcome,
+        "same": again.outcome == first.outcome && again.said == first.said,
+        "echoes_input": again.outcome == first.outcome
+            && arguments::only_echoes(&first.said, &again.said, &v.was, &v.now),
+        "text": again.said.chars().take(4096).collect::<String>(),
+        "refused_by_schema": feedback::refused_by_schema(&again.said, schema),
+    })))
 }
 
 /// Calls in a row left unanswered after which a server is taken as hung

@@ -23,7 +23,7 @@ pub fn is_unsafe(c: char) -> bool {
 /// `text` for one line: every unsafe character, line breaks included,
 /// shown escaped.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    escape(text, |c| is_unsafe(c))
+    escape(text, is_unsafe)
 }
 
 /// `text` over lines (an error's hint, a summary, a stderr tail): line
