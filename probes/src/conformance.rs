@@ -462,28 +462,7 @@ async fn call_tools(
         if answer.outcome == Outcome::Ok {
             arguments::remember(&answer.said, &mut hints.seen);
         }
-        let mut detail = json!({"arguments": args, "why": why});
-        if answer.outcome != Outcome::Timeout || !answer.said.is_empty() {
-            detail[answer.key] = json!(answer.said);
-        }
-        // A result that gives the model orders is shown as one (whether
-        // it is a finding is the definitions checks' to say).
-        if let Some(excerpt) = crate::definitions::speaks_to_model(&answer.said) {
-            detail["addresses_model"] = json!(excerpt);
-        }
-        if !attempts.is_empty() {
-            detail["attempts"] = Value::Array(attempts);
-            detail["first_reached"] = json!(first_reached);
-        }
-        // Whether the call got past the argument check, for the audit's
-        // coverage; the user's own arguments are judged the same way.
-        match reached(&answer, schema_of, &args) {
-            Ok(()) => detail["reached"] = json!(true),
-            Err(why) => {
-                detail["reached"] = json!(false);
-                detail["reach"] = json!(why);
-            }
-        }
+        let detail = call_detail(&answer, &args, why, attempts, first_reached, schema_of);
         let step = s.end(wire, answer.outcome, detail);
         if step.outcome == Outcome::Ok && slowest.as_ref().is_none_or(|x| step.took_ms > x.0) {
             slowest = Some((step.took_ms, call.name.clone(), args.clone()));
@@ -515,6 +494,41 @@ async fn call_tools(
         }
     }
     Some(slowest)
+}
+
+/// A call step's detail: the last call's arguments and why they were
+/// chosen, its answer, the earlier attempts, whether it reached the tool.
+fn call_detail(
+    answer: &Answer,
+    args: &serde_json::Map<String, Value>,
+    why: Value,
+    attempts: Vec<Value>,
+    first_reached: bool,
+    schema: &serde_json::Map<String, Value>,
+) -> Value {
+    let mut detail = json!({"arguments": args, "why": why});
+    if answer.outcome != Outcome::Timeout || !answer.said.is_empty() {
+        detail[answer.key] = json!(answer.said);
+    }
+    // A result that gives the model orders is shown as one (whether
+    // it is a finding is the definitions checks' to say).
+    if let Some(excerpt) = crate::definitions::speaks_to_model(&answer.said) {
+        detail["addresses_model"] = json!(excerpt);
+    }
+    if !attempts.is_empty() {
+        detail["attempts"] = Value::Array(attempts);
+        detail["first_reached"] = json!(first_reached);
+    }
+    // Whether the call got past the argument check, for the audit's
+    // coverage; the user's own arguments are judged the same way.
+    match reached(answer, schema, args) {
+        Ok(()) => detail["reached"] = json!(true),
+        Err(why) => {
+            detail["reached"] = json!(false);
+            detail["reach"] = json!(why);
+        }
+    }
+    detail
 }
 
 /// [`call_tools`]' second call of a tool that answered: one value of its
