@@ -661,17 +661,59 @@ fn first_string(v: &Value, at: String, depth: usize) -> Option<String> {
 /// Whether two answers differ only where the changed value is repeated
 /// back: `second` with the changed value put back as it was is `first`
 /// ("Watching topic: x" and "Watching topic: x-mcpvm-varied"). Such an
-/// answer depends on its input only by quoting it.
+/// answer depends on its input only by quoting it. Clock readings are
+/// not told apart (`"last_checked": "2026-12-05T17:01:02"`, an epoch in
+/// milliseconds: [`without_clocks`]); other numbers are ("Found 3" /
+/// "Found 0"). A `second` cut short (ending in `…`) is compared with as
+/// much of `first`.
 pub fn only_echoes(first: &str, second: &str, was: &Value, now: &Value) -> bool {
     let text = |v: &Value| match v {
         Value::String(s) => s.clone(),
         v => v.to_string(),
     };
     let (was, now) = (text(was), text(now));
-    first != second
-        && !now.is_empty()
-        && second.contains(&now)
-        && second.replace(&now, &was) == first
+    if first == second || now.is_empty() || !second.contains(&now) {
+        return false;
+    }
+    let back = without_clocks(&second.replace(&now, &was));
+    let first = without_clocks(first);
+    match back.strip_suffix('…') {
+        Some(cut) => first.starts_with(cut),
+        None => back == first,
+    }
+}
+
+/// `text` with the digits of clock readings zeroed: a run of digits and
+/// `:-.TZ+` holding a `:` and six digits or more (a time, a timestamp),
+/// or ten digits or more in a row (an epoch).
+pub fn without_clocks(text: &str) -> String {
+    let clockish = |c: char| c.is_ascii_digit() || ":-.TZ+".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        let digits = run.chars().filter(char::is_ascii_digit).count();
+        let longest = run
+            .split(|c: char| !c.is_ascii_digit())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        let clock = (digits >= 6 && run.contains(':')) || longest >= 10;
+        out.extend(
+            run.chars()
+                .map(|c| if clock && c.is_ascii_digit() { '0' } else { c }),
+        );
+        run.clear();
+    };
+    for c in text.chars() {
+        if clockish(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
 }
 
 /// Arguments where every required property has the wrong type.
@@ -1413,5 +1455,17 @@ mod tests {
             &json!(1),
             &json!(2)
         ));
+        // arxiv-mcp-server's watch_topic: the topic repeated back and a
+        // clock, as recorded (the second answer cut).
+        assert!(only_echoes(
+            r#"{"status": "success", "topic": {"topic": "mcpvm", "last_checked": "2026-12-05T17:01:02.123"}}"#,
+            r#"{"status": "success", "topic": {"topic": "mcpvm-mcpvm-varied", "last_checked": "2026-12-05T17:01:09.456…"#,
+            &a,
+            &b
+        ));
+        assert_eq!(
+            without_clocks("at 12:00:01 on 2026-12-05, 3 items, id 1733412345678"),
+            "at 00:00:00 on 2026-12-05, 3 items, id 0000000000000"
+        );
     }
 }

@@ -338,9 +338,9 @@ fn cause_of(text: &str, not_reached: bool) -> Cause {
     let t = text.to_lowercase();
     if has(&t, NETWORK_WORDS) {
         // The host the words name, when they name one after ENOTFOUND.
-        let host = t
-            .split("enotfound ")
-            .nth(1)
+        let host = ["enotfound ", "eai_again "]
+            .iter()
+            .find_map(|w| t.split(w).nth(1))
             .and_then(|r| {
                 r.split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
                     .next()
@@ -455,16 +455,16 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool) -> Shown {
         return Shown::Nothing(format!("{}: returns its input unchanged", c.tool));
     }
     match &c.varied {
+        Some(v) if v.echoes_input || echoes_as_recorded(c, v) => Shown::Nothing(format!(
+            "{}: answers with '{}' repeated back, nothing else changes",
+            c.tool, v.property
+        )),
         None => Shown::Nothing(format!(
             "{}: answered, but no value of its input could be varied to show the answer depends on it",
             c.tool
         )),
         Some(v) if v.refused_by_schema => Shown::Nothing(format!(
             "{}: answered; the call with '{}' changed was refused by validation, so dependence on the input is not shown",
-            c.tool, v.property
-        )),
-        Some(v) if v.echoes_input => Shown::Nothing(format!(
-            "{}: answers with '{}' repeated back, nothing else changes",
             c.tool, v.property
         )),
         Some(v) if v.same => Shown::Nothing(format!(
@@ -478,6 +478,21 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool) -> Shown {
             c.tool, v.property
         )),
     }
+}
+
+/// The echo test (`probes::arguments::only_echoes`) again on the
+/// recorded answers, for a string the probe changed by appending its
+/// suffix: the rule as it is now, on records made before it was.
+fn echoes_as_recorded(c: &Call, v: &super::record::Varied) -> bool {
+    let Some(args) = json(&c.arguments) else {
+        return false;
+    };
+    let pointer = format!("/{}", v.property);
+    let Some(was) = args.pointer(&pointer).and_then(Value::as_str) else {
+        return false;
+    };
+    let now = Value::String(format!("{was}{}", probes::arguments::VARIED));
+    probes::arguments::only_echoes(&c.answer, &v.answer, &Value::String(was.into()), &now)
 }
 
 fn refused_line(c: &Call, hosts: &[String]) -> String {
@@ -517,16 +532,28 @@ pub fn per_tool(calls: &[Call], listed: &[String], not_reached: &[String]) -> Ve
     out
 }
 
-/// The cause most failed calls share (ties: what the server lacked here
-/// first), with how many calls it covers and one call's words.
+/// The cause most failed calls share, with how many calls it covers and
+/// one call's words. A cause that names what was missing (the network, a
+/// credential, something outside the server) or a fault in the server's
+/// code outranks arguments refused, which outrank a refusal that names
+/// nothing (a tool that said no, a call that timed out): a refusal of a
+/// URL the probe chose says less than a lookup the proxy refused. Ties:
+/// what the server lacked here first.
 pub fn shared_cause(judged: &[(String, Shown)]) -> Option<(Cause, usize, String)> {
-    let failed: Vec<(&Cause, &String)> = judged
+    let all: Vec<(&Cause, &String)> = judged
         .iter()
         .filter_map(|(_, s)| match s {
             Shown::Failed(c, line) => Some((c, line)),
             _ => None,
         })
         .collect();
+    let tier = |c: &Cause| match c {
+        Cause::Network(_) | Cause::Credentials | Cause::Environment | Cause::Code => 0,
+        Cause::Arguments => 1,
+        Cause::Timeout | Cause::Refused => 2,
+    };
+    let best = all.iter().map(|(c, _)| tier(c)).min()?;
+    let failed: Vec<(&Cause, &String)> = all.into_iter().filter(|(c, _)| tier(c) == best).collect();
     let mut best: Option<(Cause, usize, String)> = None;
     for (cause, line) in &failed {
         let n = failed.iter().filter(|(c, _)| c.same_kind(cause)).count();
@@ -768,5 +795,35 @@ mod tests {
         );
         assert_eq!(n, 2);
         assert!(shared_cause(&judged[3..]).is_none());
+        // duckduckgo offline: its search's lookup refused, two refusals of
+        // what the probe gave; the refused lookup names the need.
+        let judged = vec![
+            (
+                "search".to_string(),
+                Shown::Failed(
+                    Cause::Network(vec!["html.duckduckgo.com".into()]),
+                    "search: …".into(),
+                ),
+            ),
+            (
+                "fetch_content".to_string(),
+                Shown::Failed(
+                    Cause::Refused,
+                    "fetch_content: Error: Refusing to fetch file://…".into(),
+                ),
+            ),
+            (
+                "expand_link".to_string(),
+                Shown::Failed(
+                    Cause::Refused,
+                    "expand_link: Error: Unknown link reference".into(),
+                ),
+            ),
+        ];
+        let (cause, n, _) = shared_cause(&judged).unwrap();
+        assert_eq!(
+            (cause, n),
+            (Cause::Network(vec!["html.duckduckgo.com".into()]), 1)
+        );
     }
 }
