@@ -142,7 +142,7 @@ fn summary(values: &[f64]) -> Option<(f64, f64, f64)> {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;max-width:80em;color:#222}\
 table.grid{border-collapse:collapse}table.grid td,table.grid th{border:1px solid #ccc;padding:.3em .6em;text-align:center}\
 table.grid td.cell{color:#fff;font-weight:600}th.server{text-align:left}\
-table.plain{border-collapse:collapse;max-width:100%}table.plain td,table.plain th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:anywhere}\
+table.plain{border-collapse:collapse;max-width:100%}table.plain td,table.plain th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}table.plain td:last-child{overflow-wrap:anywhere}\
 .legend span{display:inline-block;padding:.1em .5em;margin-right:.4em;color:#fff;border-radius:3px}\
 figure{display:inline-block;margin:1em 2em 1em 0}figcaption{font-weight:600}\
 details{margin:.4em 0}pre{background:#f4f4f4;padding:.5em;white-space:pre-wrap}";
