@@ -5,6 +5,8 @@
 //! script error and show every server's verdict; its screenshot is kept
 //! for docs/ecosystem.md (`target/screenshots/ecosystem-report.png`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -134,16 +136,8 @@ fn a_paged_report_loads_in_chromium_and_its_pages_link_both_ways() {
 #[test]
 fn the_corpus_report_loads_in_chromium_and_shows_every_server() {
     let data = repo().join("docs/ecosystem");
-    let out = tempfile::tempdir().unwrap();
-    let merged = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
-        .args(["audit", "merge", "--out"])
-        .arg(out.path())
-        .arg(&data)
-        .output()
-        .unwrap();
+    let (out, said) = common::merge_corpus();
     // That pass ran every cell: the merge has no gap to name.
-    let said = String::from_utf8_lossy(&merged.stderr);
-    assert_eq!(merged.status.code(), Some(0), "{said}");
     assert!(!said.contains("partial"), "{said}");
     let page = out.path().join("report.html");
     let verdicts: Vec<serde_json::Value> =

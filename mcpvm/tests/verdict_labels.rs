@@ -5,8 +5,9 @@
 //! moves a labelled verdict shows up as a failing test, not as a stale
 //! page.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -23,19 +24,7 @@ fn class(v: &serde_json::Value) -> String {
 #[test]
 fn the_recorded_corpus_run_rejudged_agrees_with_the_labels() {
     let data = repo().join("docs/ecosystem");
-    let out = tempfile::tempdir().unwrap();
-    let merged = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
-        .args(["audit", "merge", "--out"])
-        .arg(out.path())
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert_eq!(
-        merged.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&merged.stderr)
-    );
+    let (out, _) = common::merge_corpus();
     let verdicts: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(out.path().join("compat.json")).unwrap()).unwrap();
     let mut labels: Vec<(String, serde_json::Value)> = std::fs::read_dir(data.join("labels"))

@@ -256,3 +256,20 @@ pub fn store_files(store: &Path, servers: &[&str]) -> Vec<String> {
         .map(|n| format!("{}:images/{n}", store.join(&n).display()))
         .collect()
 }
+
+/// `mcpvm audit merge` of the recorded corpus run (docs/ecosystem) into a
+/// fresh directory, as a reader would run it: the directory (its
+/// compat.json and reports) and what the merge said. The merge must
+/// succeed.
+pub fn merge_corpus() -> (tempfile::TempDir, String) {
+    let out = tempfile::tempdir().unwrap();
+    let merged = Command::new(env!("CARGO_BIN_EXE_mcpvm"))
+        .args(["audit", "merge", "--out"])
+        .arg(out.path())
+        .arg(workspace().join("docs/ecosystem"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&merged.stderr).into_owned();
+    assert_eq!(merged.status.code(), Some(0), "{said}");
+    (out, said)
+}
