@@ -497,60 +497,38 @@ fn silent_cell(r: &Record) -> Judged {
         v.extend(last_lines(&r.evidence.stderr_tail, 2));
         return (Verdict::Inconclusive, Some(Reason::LaunchError), v);
     }
-    if let Some(w) = contains_any(&said, CREDENTIAL_WORDS) {
-        return (
-            Verdict::Inconclusive,
-            Some(Reason::NeedsCredentials),
-            with_exit(quoted(w)),
-        );
+    let by_words = |words: &[&'static str], reason| {
+        contains_any(&said, words)
+            .map(|w| (Verdict::Inconclusive, Some(reason), with_exit(quoted(w))))
+    };
+    if let Some(judged) = by_words(CREDENTIAL_WORDS, Reason::NeedsCredentials) {
+        return judged;
     }
     // Tries the egress proxy refused or saw fail before the handshake.
-    // Telemetry and update checks refused are never why it stopped.
-    let needed = |n: &&String| calls::net_try(n).is_some_and(|(h, _)| !calls::is_telemetry(h));
-    let refused: Vec<String> = r
-        .start_network
-        .iter()
-        .filter(needed)
-        .map(|n| format!("network before the handshake: {}", quote(n)))
-        .collect();
+    let refused = needed_tries(r.start_network.iter());
     if !refused.is_empty() {
         let mut v = refused;
         v.extend(last_lines(&r.evidence.stderr_tail, 1));
         return (Verdict::Inconclusive, Some(Reason::NeedsNetwork), v);
     }
-    if let Some(w) = contains_any(&said, NETWORK_WORDS) {
-        return (
-            Verdict::Inconclusive,
-            Some(Reason::NeedsNetwork),
-            with_exit(quoted(w)),
-        );
-    }
-    if let Some(w) = contains_any(&said, USAGE_WORDS) {
-        return (
-            Verdict::Inconclusive,
-            Some(Reason::NeedsArguments),
-            with_exit(quoted(w)),
-        );
-    }
-    if let Some(w) = contains_any(&said, ENVIRONMENT_WORDS) {
-        return (
-            Verdict::Inconclusive,
-            Some(Reason::NeedsEnvironment),
-            with_exit(quoted(w)),
-        );
+    for (words, reason) in [
+        (NETWORK_WORDS, Reason::NeedsNetwork),
+        (USAGE_WORDS, Reason::NeedsArguments),
+        (ENVIRONMENT_WORDS, Reason::NeedsEnvironment),
+    ] {
+        if let Some(judged) = by_words(words, reason) {
+            return judged;
+        }
     }
     // A cell without a handshake made every try before it: a server that
     // reaches for its upstream while the first request waits has its
     // tries counted to that request, not to its start (qdrant fetching
-    // its embedding model). Taken after what its own words name: a
-    // refused telemetry call is not why a server died.
-    let refused: Vec<String> = r
-        .network
-        .iter()
-        .filter(|n| n.contains(" denied") || n.contains(" failed"))
-        .filter(needed)
-        .map(|n| format!("network before the handshake: {}", quote(n)))
-        .collect();
+    // its embedding model). Taken after what its own words name.
+    let refused = needed_tries(
+        r.network
+            .iter()
+            .filter(|n| n.contains(" denied") || n.contains(" failed")),
+    );
     if !refused.is_empty() {
         let mut v = refused;
         v.extend(exit.clone());
@@ -582,6 +560,15 @@ fn silent_cell(r: &Record) -> Judged {
     evidence.extend(exit);
     evidence.extend(last_lines(&r.evidence.stderr_tail, 2));
     (Verdict::Inconclusive, Some(Reason::NoHandshake), evidence)
+}
+
+/// Network tries as evidence lines, telemetry and update checks left
+/// out: a refused error report is never why a server stopped.
+fn needed_tries<'a>(tries: impl Iterator<Item = &'a String>) -> Vec<String> {
+    tries
+        .filter(|n| calls::net_try(n).is_some_and(|(h, _)| !calls::is_telemetry(h)))
+        .map(|n| format!("network before the handshake: {}", quote(n)))
+        .collect()
 }
 
 /// A server whose every call failed says nothing of its tools: the
