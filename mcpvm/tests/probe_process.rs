@@ -144,6 +144,59 @@ fn the_fixture_handles_or_ignores_every_robustness_probe() {
     assert_eq!(robust(&r, "concurrent_requests")["detail"]["answered"], 32);
 }
 
+/// A tool that answered generated arguments is called again with one
+/// value changed; its answer shows whether the tool read its input. A
+/// call the user gave is made once (a second `write_file` would
+/// overwrite what the first wrote) unless `--vary-given` asks.
+#[test]
+fn generated_calls_are_varied_and_given_ones_are_made_once() {
+    let (rc, r, err) = probe(&["--", &fixture()]);
+    assert_eq!(rc, 0, "{r} {err}");
+    let add = &step(&r, "tools/call:add")["detail"]["varied"];
+    assert_eq!(add["property"], "a", "{add}");
+    assert_eq!(add["arguments"], serde_json::json!({"a": 2, "b": 1}));
+    assert_eq!(add["same"], false);
+    assert_eq!(add["echoes_input"], false);
+    let echo = &step(&r, "tools/call:echo")["detail"]["varied"];
+    assert_eq!(echo["echoes_input"], true, "{echo}");
+    let whoami = step(&r, "tools/call:whoami");
+    assert!(whoami["detail"]["varied"].is_null(), "no input to change");
+    // The second call reached the server: its note was kept after the
+    // first one's.
+    let note = &step(&r, "tools/call:note")["detail"];
+    let first = note["text"].as_str().unwrap();
+    assert_eq!(
+        note["varied"]["text"].as_str().unwrap(),
+        format!("{first}\n{first}-mcpvm-varied"),
+        "{note}"
+    );
+
+    let (rc, r, err) = probe(&[
+        "--only-given",
+        "--call",
+        r#"note={"text":"first"}"#,
+        "--",
+        &fixture(),
+    ]);
+    assert_eq!(rc, 0, "{r} {err}");
+    let note = step(&r, "tools/call:note");
+    assert_eq!(note["detail"]["text"], "first");
+    assert!(note["detail"]["varied"].is_null(), "{note}");
+
+    // Unless asked, as an audit does with its catalogue's calls.
+    let (rc, r, err) = probe(&[
+        "--only-given",
+        "--vary-given",
+        "--call",
+        r#"note={"text":"first"}"#,
+        "--",
+        &fixture(),
+    ]);
+    assert_eq!(rc, 0, "{r} {err}");
+    let varied = &step(&r, "tools/call:note")["detail"]["varied"];
+    assert_eq!(varied["text"], "first\nfirst-mcpvm-varied", "{varied}");
+}
+
 #[test]
 fn a_crashing_tool_is_a_real_client_failure() {
     let (rc, r, _) = probe(&[

@@ -477,8 +477,10 @@ async fn call_tools(
             return None;
         }
         // An answer shows the server working only if it depends on what
-        // was asked: the same tool again with one value changed.
-        if answer.outcome == Outcome::Ok {
+        // was asked: the same tool again with one value changed. A call
+        // the user gave is made once unless they asked (an audit's
+        // calls): a second write_file would change what the first wrote.
+        if answer.outcome == Outcome::Ok && (schema.is_some() || opts.vary_given) {
             match call_varied(client, wire, opts, &call.name, &args, schema_of, &answer).await {
                 Some(Ok(varied)) => {
                     if let Some(last) = result.steps.last_mut() {

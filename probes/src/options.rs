@@ -42,6 +42,10 @@ pub struct ProbeOptions {
     pub calls: BTreeMap<String, ToolArgs>,
     /// Call only the tools in `calls`.
     pub only_given: bool,
+    /// Also make the varied second call (`arguments::vary`) of a call in
+    /// `calls`: an audit's calls are there to show the server working;
+    /// a user's `--call` is made exactly once.
+    pub vary_given: bool,
     /// Also call tools annotated `destructiveHint: true`.
     pub allow_destructive: bool,
     pub robustness: bool,
@@ -87,6 +91,7 @@ impl Default for ProbeOptions {
             lifecycle: LifecycleChoice::Auto,
             calls: BTreeMap::new(),
             only_given: false,
+            vary_given: false,
             allow_destructive: false,
             robustness: false,
             answer_timeout: Duration::from_secs(5),

@@ -886,6 +886,8 @@ impl CellContext {
             security,
             robustness: self.robustness.as_deref() == Some(c.profile.as_str()),
             only_given: calls.is_some(),
+            // Its calls are evidence, made in a VM that is thrown away.
+            vary_given: true,
             calls,
             pinned: self
                 .pinned

@@ -43,6 +43,12 @@ pub struct ProbeArgs {
     /// arguments generated from its input schema when none are given).
     #[arg(long)]
     pub only_given: bool,
+    /// Also call each tool given by --call/--calls a second time with one
+    /// value changed, as generated calls are, to show whether its answer
+    /// depends on its input (made once by default: a second call of a
+    /// tool that writes changes what the first one wrote).
+    #[arg(long)]
+    pub vary_given: bool,
     /// Also call tools annotated destructive (skipped by default).
     #[arg(long)]
     pub allow_destructive: bool,
@@ -129,6 +135,7 @@ impl Default for ProbeArgs {
             calls: None,
             dangerous: Vec::new(),
             only_given: false,
+            vary_given: false,
             allow_destructive: false,
             robustness: false,
             security: false,
@@ -172,6 +179,7 @@ impl ProbeArgs {
             a.push(format!("--dangerous={name}"));
         }
         a.flag("only-given", self.only_given);
+        a.flag("vary-given", self.vary_given);
         a.flag("allow-destructive", self.allow_destructive);
         a.flag("robustness", self.robustness);
         a.flag("security", self.security);
@@ -396,6 +404,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         },
         calls,
         only_given: args.only_given,
+        vary_given: args.vary_given,
         allow_destructive: args.allow_destructive,
         robustness: args.robustness,
         security: args.security,
@@ -616,6 +625,7 @@ pub(crate) mod tests {
             calls: Some("calls.json".into()),
             dangerous: vec!["delete_all".into()],
             only_given: true,
+            vary_given: true,
             allow_destructive: true,
             robustness: true,
             security: true,
