@@ -151,6 +151,12 @@ pub struct Entry {
     /// server's layer (docs/catalogue.md).
     #[serde(default)]
     pub apt: Vec<String>,
+    /// What the server expects of the machine, by name (`browser`):
+    /// each adds its Debian packages to `apt`, its variables to `env` and
+    /// `install_env` where the entry sets none, and its files to the
+    /// layer (`crate::needs`).
+    #[serde(default)]
+    pub needs: Vec<crate::needs::Need>,
     /// The directories (or files) the server is meant to reach: its
     /// boundary, which a security audit judges reaches against
     /// (docs/security-audit.md). Default: the workspace and the server's
@@ -327,10 +333,13 @@ impl Catalogue {
     }
 
     pub fn parse(text: &str, source_name: &str) -> Result<Self, CatalogueError> {
-        let file: File = toml::from_str(text).map_err(|e| CatalogueError::Parse {
+        let mut file: File = toml::from_str(text).map_err(|e| CatalogueError::Parse {
             source_name: source_name.to_string(),
             message: e.to_string().replace('\n', " ").trim().to_string(),
         })?;
+        for e in file.servers.values_mut() {
+            e.add_needs();
+        }
         let cat = Catalogue {
             source: source_name.to_string(),
             servers: file.servers,
@@ -374,6 +383,29 @@ impl Catalogue {
 type FieldError = (&'static str, String);
 
 impl Entry {
+    /// `needs` spelt out: their packages, variables and (at build) files.
+    fn add_needs(&mut self) {
+        self.needs.sort();
+        self.needs.dedup();
+        for need in self.needs.clone() {
+            for p in need.apt() {
+                if !self.apt.iter().any(|a| a == p) {
+                    self.apt.push(p.to_string());
+                }
+            }
+            for (k, v) in need.env() {
+                self.env
+                    .entry(k.to_string())
+                    .or_insert_with(|| v.to_string());
+            }
+            for (k, v) in need.install_env() {
+                self.install_env
+                    .entry(k.to_string())
+                    .or_insert_with(|| v.to_string());
+            }
+        }
+    }
+
     /// What to install: the package, its exact version, where it comes
     /// from, the command it installs, its pins.
     fn check_package(&self) -> Result<(), FieldError> {
@@ -704,6 +736,56 @@ command = "mcp-server-time"
         }
         let gh = c.get("github").unwrap();
         assert!(gh.network == ["api.github.com:443"] && gh.credentials == ["GITHUB_TOKEN"]);
+    }
+
+    /// `needs = ["browser"]` spelt out: Chromium and fonts in the layer,
+    /// the browser's path where each library looks, no browser download
+    /// at install; what the entry sets itself wins; a need it does not
+    /// know is refused with the field named.
+    #[test]
+    fn a_need_adds_its_packages_and_variables_and_the_entry_wins() {
+        let c = Catalogue::parse(
+            r#"
+[servers.pptr]
+package = "@modelcontextprotocol/server-puppeteer"
+version = "2025.5.12"
+runtime = "node"
+command = "mcp-server-puppeteer"
+apt = ["ripgrep", "chromium"]
+needs = ["browser", "browser"]
+env = { CHROME_PATH = "/opt/other" }
+"#,
+            "t",
+        )
+        .unwrap();
+        let e = c.get("pptr").unwrap();
+        assert_eq!(e.needs, [crate::needs::Need::Browser]);
+        assert_eq!(
+            e.apt,
+            [
+                "ripgrep",
+                "chromium",
+                "fonts-liberation",
+                "fonts-dejavu-core"
+            ]
+        );
+        assert_eq!(e.env["PUPPETEER_EXECUTABLE_PATH"], "/usr/bin/chromium");
+        assert_eq!(e.env["CHROME_PATH"], "/opt/other");
+        assert_eq!(e.install_env["PUPPETEER_SKIP_DOWNLOAD"], "1");
+        // The need's launcher file is part of the layer's key.
+        let mut without = e.clone();
+        without.needs.clear();
+        assert_ne!(
+            crate::key::layer_key("pptr", e, "rt"),
+            crate::key::layer_key("pptr", &without, "rt")
+        );
+        let err = Catalogue::parse(
+            "[servers.x]\npackage = \"x\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"x\"\nneeds = [\"gpu\"]\n",
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("needs") || err.contains("gpu"), "{err}");
     }
 
     #[test]

@@ -78,6 +78,13 @@ pub fn layer_key_built_with(name: &str, e: &Entry, runtime_key: &str, toolchain:
         h.update(p.as_bytes());
         h.update([6]);
     }
+    for need in &e.needs {
+        for (path, text) in need.files() {
+            h.update(path.as_bytes());
+            h.update(text.as_bytes());
+            h.update([8]);
+        }
+    }
     // A layer carrying its own node is rebuilt when that pin moves.
     if let Some(major) = e.runtime.own_node() {
         h.update(locked_node_version(major).as_bytes());

@@ -36,6 +36,7 @@ pub mod host_env;
 pub mod install;
 pub mod key;
 pub mod lock;
+pub mod needs;
 pub mod npm;
 pub mod package;
 pub mod pip;

@@ -1,0 +1,101 @@
+//! What a server expects of the machine beyond its package, named once in
+//! a catalogue entry (`needs = ["browser"]`) instead of spelt out in
+//! every entry that drives a browser: Debian packages unpacked into its
+//! layer, variables for the server and for its installer, and files in
+//! the layer. The entry's own values win over a need's.
+
+use serde::{Deserialize, Serialize};
+
+/// A named need.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Need {
+    /// Debian's Chromium, headless-capable, where the browser-automation
+    /// libraries look for a browser.
+    Browser,
+}
+
+/// Where the browser is: Debian's launcher, which reads `/etc/chromium.d`.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The launcher's settings file the browser need adds. Chromium refuses
+/// to start as root with its sandbox on, and its sandbox needs user
+/// namespaces the guest kernel leaves out: as root, the microVM is the
+/// wall, so the sandbox is turned off there and only there.
+const CHROMIUM_FLAGS: &str = "\
+# Added by mcpvm (needs = [\"browser\"]): a server run as root in the
+# microVM starts Chromium without its own sandbox; the VM is the wall.
+if [ \"$(id -u)\" = 0 ]; then
+  export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox\"
+fi
+";
+
+impl Need {
+    /// Debian 12 packages the need puts in the layer (with what they
+    /// need): the browser, and fonts so that pages render text.
+    pub fn apt(self) -> &'static [&'static str] {
+        match self {
+            Need::Browser => &["chromium", "fonts-liberation", "fonts-dejavu-core"],
+        }
+    }
+
+    /// Variables the server gets: where each automation library looks
+    /// for a browser (Puppeteer, chrome-launcher/Lighthouse, Playwright's
+    /// MCP server).
+    pub fn env(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Need::Browser => &[
+                ("PUPPETEER_EXECUTABLE_PATH", CHROMIUM),
+                ("CHROME_PATH", CHROMIUM),
+                ("PLAYWRIGHT_MCP_EXECUTABLE_PATH", CHROMIUM),
+            ],
+        }
+    }
+
+    /// Variables the installer gets: the libraries' install scripts would
+    /// download their own browser from a CDN that is not a registry.
+    pub fn install_env(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Need::Browser => &[
+                ("PUPPETEER_SKIP_DOWNLOAD", "1"),
+                ("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
+            ],
+        }
+    }
+
+    /// Files the need writes into the layer: (path in the guest, text).
+    pub fn files(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Need::Browser => &[("etc/chromium.d/mcpvm", CHROMIUM_FLAGS)],
+        }
+    }
+}
+
+/// Writes the needs' files under `root` (the layer's staging root).
+pub fn write_files(needs: &[Need], root: &std::path::Path) -> std::io::Result<()> {
+    for need in needs {
+        for (path, text) in need.files() {
+            let p = root.join(path);
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&p, text)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_browser_need_writes_the_launcher_setting_into_the_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        write_files(&[Need::Browser], dir.path()).unwrap();
+        let text = std::fs::read_to_string(dir.path().join("etc/chromium.d/mcpvm")).unwrap();
+        assert!(text.contains("--no-sandbox"), "{text}");
+        // Only as root: a server run as a user keeps Chromium's sandbox.
+        assert!(text.contains("id -u"), "{text}");
+    }
+}
