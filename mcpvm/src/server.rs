@@ -97,6 +97,13 @@ pub fn roots(name: &str, catalogue: &CatalogueArg) -> Result<Vec<String>, Server
         .roots(name, mcpvm_protocol::ports::WORKSPACE_DIR))
 }
 
+/// Where the guest serves the workspace over HTTP for this server, if a
+/// need of its serves it (`needs = ["browser"]`).
+pub fn site(name: &str, catalogue: &CatalogueArg) -> Result<Option<String>, ServerError> {
+    let catalogue = load(catalogue)?;
+    Ok(catalogue.get(name)?.site().map(str::to_string))
+}
+
 /// Where the server's catalogue entry is written, and the catalogue's
 /// name for when it is not known.
 pub fn origin(

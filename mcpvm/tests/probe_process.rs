@@ -183,6 +183,27 @@ fn generated_calls_are_varied_and_given_ones_are_made_once() {
     assert_eq!(note["detail"]["text"], "first");
     assert!(note["detail"]["varied"].is_null(), "{note}");
 
+    // Given calls are made in the order given, not the listing's (a
+    // page is opened before it is filled in).
+    let (rc, r, err) = probe(&[
+        "--only-given",
+        "--call",
+        "whoami",
+        "--call",
+        r#"add={"a":1,"b":2}"#,
+        "--",
+        &fixture(),
+    ]);
+    assert_eq!(rc, 0, "{r} {err}");
+    let calls: Vec<&str> = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["step"].as_str())
+        .filter(|s| s.starts_with("tools/call:"))
+        .collect();
+    assert_eq!(calls, ["tools/call:whoami", "tools/call:add"], "{r}");
+
     // Unless asked, as an audit does with its catalogue's calls.
     let (rc, r, err) = probe(&[
         "--only-given",

@@ -142,6 +142,9 @@ pub struct Hints {
     /// The server's boundary as its catalogue entry or client gives it
     /// (guest paths): a path a refusal asks for is tried there first.
     pub roots: Vec<String>,
+    /// Where the guest serves the workspace over HTTP, if it does (a
+    /// server that drives a browser): URL arguments point at its page.
+    pub site: Option<String>,
 }
 
 /// Files the seeded workspace holds (`mcpvm audit` writes them), by what
@@ -404,9 +407,10 @@ fn by_name(name: &str, description: &str, hints: &Hints) -> Option<(String, Stri
     }
     if has(&["url", "uri", "link", "href", "endpoint"]) {
         // The guest's own loopback: no network is reached, none is needed.
-        let v = match ws {
-            Some(w) => format!("file://{w}/{SEED_HTML}"),
-            None => "http://127.0.0.1/".to_string(),
+        let v = match (&hints.site, ws) {
+            (Some(site), _) => format!("{}/{SEED_HTML}", site.trim_end_matches('/')),
+            (None, Some(w)) => format!("file://{w}/{SEED_HTML}"),
+            (None, None) => "http://127.0.0.1/".to_string(),
         };
         return Some((v, reason("a URL (a local page)")));
     }
@@ -1239,6 +1243,15 @@ mod tests {
         // directory, which is not the workspace).
         let (args, _) = generate_with(&s, &Hints::default());
         assert_eq!(args["path"], "notes.txt");
+        // A guest that serves the workspace (a browser's server): its
+        // page over HTTP, which a browser opens where it refuses file:.
+        let served = Hints {
+            workspace: Some("/workspace".into()),
+            site: Some("http://127.0.0.1:8080".into()),
+            ..Hints::default()
+        };
+        let (args, _) = generate_with(&s, &served);
+        assert_eq!(args["url"], "http://127.0.0.1:8080/page.html");
         let rel = obj(
             json!({"type": "object", "properties": {"path": {"type": "string",
             "description": "Path relative to the project, a CSV file"}}, "required": ["path"]}),

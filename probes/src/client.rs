@@ -80,6 +80,72 @@ pub fn error_outcome(e: &ServiceError) -> Outcome {
     }
 }
 
+/// Image and audio parts a result holds, described rather than kept (a
+/// screenshot is tens of kilobytes): type, MIME type as the server gave
+/// it (bounded), decoded size, SHA-256 prefix, and a PNG's or JPEG's
+/// width and height read from its header. At most [`MAX_MEDIA`]; data
+/// that is not base64 says so.
+pub fn media(r: &CallToolResult) -> Vec<serde_json::Value> {
+    use base64::Engine;
+    use rmcp::model::ContentBlock;
+    use sha2::Digest;
+    r.content
+        .iter()
+        .filter_map(|c| match c {
+            ContentBlock::Image(i) => Some(("image", &i.data, &i.mime_type)),
+            ContentBlock::Audio(a) => Some(("audio", &a.data, &a.mime_type)),
+            _ => None,
+        })
+        .take(MAX_MEDIA)
+        .map(|(kind, data, mime)| {
+            let mime: String = mime.chars().take(64).collect();
+            let engine = base64::engine::general_purpose::STANDARD;
+            match engine.decode(data.trim()) {
+                Ok(bytes) => {
+                    let digest = sha2::Sha256::digest(&bytes);
+                    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+                    let mut v = serde_json::json!({"type": kind, "mime_type": mime,
+                        "bytes": bytes.len(), "sha256": hex});
+                    if let Some((w, h)) = dimensions(&bytes) {
+                        v["width"] = w.into();
+                        v["height"] = h.into();
+                    }
+                    v
+                }
+                Err(e) => serde_json::json!({"type": kind, "mime_type": mime,
+                    "error": format!("not base64: {e}")}),
+            }
+        })
+        .collect()
+}
+
+/// Media parts a step's detail describes.
+pub const MAX_MEDIA: usize = 16;
+
+/// A PNG's (IHDR) or a baseline/progressive JPEG's (SOF) width and
+/// height, from its bytes; None for anything else.
+pub fn dimensions(b: &[u8]) -> Option<(u32, u32)> {
+    let be32 = |i: usize| Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?));
+    let be16 = |i: usize| Some(u16::from_be_bytes(b.get(i..i + 2)?.try_into().ok()?) as u32);
+    if b.starts_with(b"\x89PNG\r\n\x1a\n") && b.get(12..16) == Some(b"IHDR") {
+        return Some((be32(16)?, be32(20)?));
+    }
+    if !b.starts_with(&[0xff, 0xd8]) {
+        return None;
+    }
+    let mut i = 2;
+    while i + 4 <= b.len() && b[i] == 0xff {
+        let marker = b[i + 1];
+        let len = be16(i + 2)? as usize;
+        // SOF0..SOF15 but DHT (c4), JPG (c8) and DAC (cc).
+        if (0xc0..=0xcf).contains(&marker) && ![0xc4, 0xc8, 0xcc].contains(&marker) {
+            return Some((be16(i + 7)?, be16(i + 5)?));
+        }
+        i += 2 + len;
+    }
+    None
+}
+
 /// A tool's answer: its outcome (`isError` is a tool error, an answer
 /// all the same) and the text of its content.
 pub fn answered(r: &CallToolResult) -> (Outcome, String) {
@@ -91,5 +157,56 @@ pub fn answered(r: &CallToolResult) -> (Outcome, String) {
     match r.is_error {
         Some(true) => (Outcome::ToolError, text),
         _ => (Outcome::Ok, text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+    use rmcp::model::ContentBlock;
+
+    /// A PNG's first bytes: signature, then the IHDR chunk.
+    fn png(w: u32, h: u32) -> Vec<u8> {
+        let mut b = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        b.extend_from_slice(&w.to_be_bytes());
+        b.extend_from_slice(&h.to_be_bytes());
+        b.extend_from_slice(&[8, 6, 0, 0, 0]);
+        b
+    }
+
+    #[test]
+    fn png_and_jpeg_headers_give_their_size_and_nothing_else_does() {
+        assert_eq!(dimensions(&png(1280, 720)), Some((1280, 720)));
+        // SOI, an APP0 of 4 bytes, then SOF0: height 600, width 800.
+        let jpeg = [
+            0xff, 0xd8, 0xff, 0xe0, 0, 4, 0, 0, 0xff, 0xc0, 0, 11, 8, 0x02, 0x58, 0x03, 0x20,
+        ];
+        assert_eq!(dimensions(&jpeg), Some((800, 600)));
+        assert_eq!(dimensions(b"GIF89a"), None);
+        assert_eq!(dimensions(&png(1, 1)[..18]), None, "cut short");
+        // A segment length that points past the end.
+        assert_eq!(dimensions(&[0xff, 0xd8, 0xff, 0xe0, 0xff, 0xff]), None);
+    }
+
+    #[test]
+    fn image_parts_are_described_not_kept() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let r = CallToolResult::success(vec![
+            ContentBlock::text("Took a screenshot"),
+            ContentBlock::image(b64.encode(png(640, 480)), "image/png"),
+            ContentBlock::image("not base64!", "image/png"),
+        ]);
+        let m = media(&r);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0]["mime_type"], "image/png");
+        assert_eq!(m[0]["bytes"], 29);
+        assert_eq!(
+            (m[0]["width"].as_u64(), m[0]["height"].as_u64()),
+            (Some(640), Some(480))
+        );
+        assert_eq!(m[0]["sha256"].as_str().unwrap().len(), 16);
+        assert!(m[1]["error"].as_str().unwrap().starts_with("not base64"));
+        assert!(m.iter().all(|p| p.get("data").is_none()));
     }
 }

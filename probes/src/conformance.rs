@@ -303,6 +303,8 @@ struct Answer {
     outcome: Outcome,
     key: &'static str,
     said: String,
+    /// Its image and audio parts, described (`client::media`).
+    media: Vec<Value>,
 }
 
 async fn call_once(
@@ -319,6 +321,7 @@ async fn call_once(
                 outcome,
                 key: "text",
                 said,
+                media: crate::client::media(&r),
             }
         }
         Ok(Err(e)) => Answer {
@@ -329,11 +332,13 @@ async fn call_once(
             },
             key: "error",
             said: e.to_string(),
+            media: Vec::new(),
         },
         Err(_) => Answer {
             outcome: Outcome::Timeout,
             key: "error",
             said: String::new(),
+            media: Vec::new(),
         },
     }
 }
@@ -361,6 +366,7 @@ async fn call_watched(
                 "no answer {} s after the server's network try was refused or failed ({tried}): cut there, not at the step timeout",
                 upstream::GRACE.as_secs()
             ),
+            media: Vec::new(),
         },
     }
 }
@@ -397,6 +403,7 @@ async fn call_tools(
     let mut hints = arguments::Hints {
         workspace: opts.workspace.clone(),
         roots: opts.roots.clone(),
+        site: opts.site.clone(),
         ..arguments::Hints::default()
     };
     // Calls in a row that got no answer within the step timeout.
@@ -511,6 +518,9 @@ fn call_detail(
     let mut detail = json!({"arguments": args, "why": why});
     if answer.outcome != Outcome::Timeout || !answer.said.is_empty() {
         detail[answer.key] = json!(answer.said);
+    }
+    if !answer.media.is_empty() {
+        detail["media"] = json!(answer.media);
     }
     // A result that gives the model orders is shown as one (whether
     // it is a finding is the definitions checks' to say).
@@ -670,9 +680,16 @@ fn plan_calls(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<PlannedCa
         };
         plan.push(PlannedCall { name, args });
     }
-    // Listings first: what they return (ids, names) feeds the calls
-    // after them.
-    plan.sort_by_key(|c| !(c.name.starts_with("list") || c.name.starts_with("search")));
+    // The user's calls first, in their order; then listings: what they
+    // return (ids, names) feeds the generated calls after them.
+    let given_at = |name: &str| opts.call_order.iter().position(|n| n == name);
+    plan.sort_by_key(|c| match given_at(&c.name) {
+        Some(i) => (0, i),
+        None => (
+            1 + !(c.name.starts_with("list") || c.name.starts_with("search")) as usize,
+            0,
+        ),
+    });
     // A tool the user named that the server does not list is still called:
     // the user asked, and the server's answer is the finding.
     for (name, args) in &opts.calls {

@@ -35,6 +35,7 @@ pub mod redact;
 pub mod result;
 pub mod robustness;
 pub mod sarif;
+pub mod telemetry;
 pub mod upstream;
 pub mod wire;
 

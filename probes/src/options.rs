@@ -30,6 +30,9 @@ pub struct ProbeOptions {
     /// Where the server sees the seeded workspace, if it has one: path
     /// arguments point into it (`arguments::Hints`).
     pub workspace: Option<String>,
+    /// Where the guest serves that workspace over HTTP, if it does
+    /// (`arguments::Hints::site`).
+    pub site: Option<String>,
     /// Limit for the handshake (includes the server's start, and the
     /// microVM's boot when the command is `mcpvm run`).
     pub init_timeout: Duration,
@@ -40,6 +43,9 @@ pub struct ProbeOptions {
     pub discover_timeout: Duration,
     pub lifecycle: LifecycleChoice,
     pub calls: BTreeMap<String, ToolArgs>,
+    /// The order the user gave `calls` in: they are made in it (a page
+    /// is opened before it is filled in), before any generated call.
+    pub call_order: Vec<String>,
     /// Call only the tools in `calls`.
     pub only_given: bool,
     /// Also make the varied second call (`arguments::vary`) of a call in
@@ -85,11 +91,13 @@ impl Default for ProbeOptions {
     fn default() -> Self {
         ProbeOptions {
             workspace: None,
+            site: None,
             init_timeout: Duration::from_secs(120),
             step_timeout: Duration::from_secs(30),
             discover_timeout: Duration::from_secs(10),
             lifecycle: LifecycleChoice::Auto,
             calls: BTreeMap::new(),
+            call_order: Vec::new(),
             only_given: false,
             vary_given: false,
             allow_destructive: false,

@@ -73,7 +73,14 @@ impl Watch {
             .filter_map(|l| serde_json::from_slice::<EventLine>(l).ok())
             .find_map(|e| {
                 let n = e.event.net()?;
-                (!n.allowed || n.reason.is_some()).then(|| {
+                // A refused update check or error report is not what the
+                // call waits on (chrome-devtools-mcp asks the npm registry
+                // for its newest release while it opens its first page).
+                let telemetry = n
+                    .name
+                    .as_deref()
+                    .is_some_and(crate::telemetry::is_telemetry);
+                (!telemetry && (!n.allowed || n.reason.is_some())).then(|| {
                     let target = n.name.as_deref().or(n.address.as_deref()).unwrap_or("?");
                     target
                         .chars()
@@ -116,6 +123,20 @@ mod tests {
         assert_eq!(w.next_refusal(), None, "what came before the call");
         writeln!(f, "{}", net("ok.example", true, None)).unwrap();
         assert_eq!(w.next_refusal(), None, "an allowed try that worked");
+        // An update check or error report the call does not wait on.
+        writeln!(
+            f,
+            "{}",
+            net("registry.npmjs.org", true, Some("cannot resolve"))
+        )
+        .unwrap();
+        writeln!(
+            f,
+            "{}",
+            net("o1.ingest.sentry.io", false, Some("not allowed"))
+        )
+        .unwrap();
+        assert_eq!(w.next_refusal(), None, "telemetry");
         // Half a line is left for the next read.
         let line = net("api.example", false, Some("not allowed"));
         let (a, b) = line.split_at(20);

@@ -403,7 +403,21 @@ impl Entry {
                     .entry(k.to_string())
                     .or_insert_with(|| v.to_string());
             }
+            if let Some(line) = need.setup() {
+                // Parsing a written-out entry again adds nothing twice.
+                self.setup = Some(match self.setup.take() {
+                    Some(own) if own.starts_with(line) => own,
+                    Some(own) => format!("{line}; {own}"),
+                    None => line.to_string(),
+                });
+            }
         }
+    }
+
+    /// Where the workspace is served as a site for it, if a need serves
+    /// one (`crate::needs::SITE`).
+    pub fn site(&self) -> Option<&'static str> {
+        self.needs.iter().find_map(|n| n.site())
     }
 
     /// What to install: the package, its exact version, where it comes
@@ -754,6 +768,7 @@ command = "mcp-server-puppeteer"
 apt = ["ripgrep", "chromium"]
 needs = ["browser", "browser"]
 env = { CHROME_PATH = "/opt/other" }
+setup = "echo ready >&2"
 "#,
             "t",
         )
@@ -772,6 +787,14 @@ env = { CHROME_PATH = "/opt/other" }
         assert_eq!(e.env["PUPPETEER_EXECUTABLE_PATH"], "/usr/bin/chromium");
         assert_eq!(e.env["CHROME_PATH"], "/opt/other");
         assert_eq!(e.install_env["PUPPETEER_SKIP_DOWNLOAD"], "1");
+        // The workspace served as a site, before the entry's own setup.
+        assert_eq!(e.site(), Some("http://127.0.0.1:8080"));
+        let setup = e.setup.as_deref().unwrap();
+        assert!(setup.starts_with("[ -d /workspace ]"), "{setup}");
+        assert!(setup.ends_with("; echo ready >&2"), "{setup}");
+        let mut again = e.clone();
+        again.add_needs();
+        assert_eq!(&again, e, "spelt out once");
         // The need's launcher file is part of the layer's key.
         let mut without = e.clone();
         without.needs.clear();

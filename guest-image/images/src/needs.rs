@@ -18,6 +18,16 @@ pub enum Need {
 /// Where the browser is: Debian's launcher, which reads `/etc/chromium.d`.
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// Where a server that needs a browser finds the workspace as a site: on
+/// the guest's loopback, served by the runtime's python. Browsers refuse
+/// `file:` pages (Playwright's MCP server blocks the scheme), and a page
+/// served over HTTP is what a browser tool is for.
+pub const SITE: &str = "http://127.0.0.1:8080";
+
+/// The setup line that serves it: in the background, quiet, read-only
+/// (a static file server), started before the server.
+const SERVE_SITE: &str = "[ -d /workspace ] && (cd /workspace && exec python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 &)";
+
 /// The launcher's settings file the browser need adds. Chromium refuses
 /// to start as root with its sandbox on, and its sandbox needs user
 /// namespaces the guest kernel leaves out: as root, the microVM is the
@@ -60,6 +70,22 @@ impl Need {
                 ("PUPPETEER_SKIP_DOWNLOAD", "1"),
                 ("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
             ],
+        }
+    }
+
+    /// A shell line run in the guest before the server's own setup: a
+    /// service it is a client of.
+    pub fn setup(self) -> Option<&'static str> {
+        match self {
+            Need::Browser => Some(SERVE_SITE),
+        }
+    }
+
+    /// Where the need's service shows the workspace, for arguments that
+    /// ask for a URL (`probes::arguments::Hints::site`).
+    pub fn site(self) -> Option<&'static str> {
+        match self {
+            Need::Browser => Some(SITE),
         }
     }
 

@@ -358,6 +358,10 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         (true, Some(name)) => crate::server::roots(name, &args.vm_options.catalogue)?,
         (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
     };
+    let site = match (&args.vm_options.workspace, args.vm_options.server()) {
+        (Some(_), Some(name)) => crate::server::site(name, &args.vm_options.catalogue)?,
+        _ => None,
+    };
     // A pin to hold the listing to, or one to write.
     let pinned = match &args.pinned {
         Some(path) => Some(crate::pinning::pinned_for(
@@ -381,6 +385,9 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         Some(path) => read_calls(path)?,
         None => BTreeMap::new(),
     };
+    // The order they were given in: the file's (by name), then --call's.
+    let mut call_order: Vec<String> = calls.keys().cloned().collect();
+    call_order.extend(args.call.iter().map(|(name, _)| name.clone()));
     calls.extend(args.call);
     for name in args.dangerous {
         calls.insert(name, ToolArgs::Dangerous);
@@ -403,6 +410,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
             Lifecycle::Stateless => LifecycleChoice::Stateless,
         },
         calls,
+        call_order,
         only_given: args.only_given,
         vary_given: args.vary_given,
         allow_destructive: args.allow_destructive,
@@ -416,6 +424,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
             .workspace
             .as_ref()
             .map(|_| mcpvm_protocol::ports::WORKSPACE_DIR.to_string()),
+        site,
         keep_definitions: pin_out.is_some(),
         pinned,
         ..ProbeOptions::default()

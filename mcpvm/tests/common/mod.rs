@@ -132,10 +132,24 @@ pub fn run_scenario(scenario: &Path, files: &[String]) -> Results {
 
 /// [`run_scenario`] with a testbed time limit in seconds.
 pub fn run_scenario_within(scenario: &Path, files: &[String], seconds: u32) -> Results {
+    run_scenario_with_disk(scenario, files, &[], seconds)
+}
+
+/// [`run_scenario_within`], with `disk_files` on the testbed's second disk
+/// (`testbed/run --disk-file`: big files that would not fit an initrd).
+pub fn run_scenario_with_disk(
+    scenario: &Path,
+    files: &[String],
+    disk_files: &[String],
+    seconds: u32,
+) -> Results {
     let out = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(workspace().join("testbed/run"));
     for f in files {
         cmd.arg("--file").arg(f);
+    }
+    for f in disk_files {
+        cmd.arg("--disk-file").arg(f);
     }
     cmd.arg("--file")
         .arg(format!("{}:scenario.sh", scenario.display()));
