@@ -20,6 +20,8 @@ pub struct ServerPlan {
     pub network: Vec<String>,
     /// It speaks Streamable HTTP on this guest port (`transport = "http"`).
     pub http_port: Option<u16>,
+    /// The memory its VM gets at least, from its needs (a browser).
+    pub min_mem_mib: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +155,7 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
             mcpvm_images::catalogue::Transport::Http => entry.port,
             mcpvm_images::catalogue::Transport::Stdio => None,
         },
+        min_mem_mib: entry.min_mem_mib(),
     })
 }
 

@@ -123,6 +123,9 @@ pub struct Profile {
     pub name: String,
     pub description: String,
     pub mem_mib: u64,
+    /// Whether a profile set `mem_mib` (a server's own minimum does not
+    /// override memory a profile withholds on purpose).
+    pub mem_set: bool,
     pub vcpus: u8,
     pub rng: bool,
     pub clear_env: bool,
@@ -304,6 +307,7 @@ impl Profiles {
             name: names.join("+"),
             description: descriptions.join("; "),
             mem_mib: merged.mem_mib.unwrap_or(256),
+            mem_set: merged.mem_mib.is_some(),
             vcpus: merged.vcpus.unwrap_or(1),
             rng: merged.rng.unwrap_or(true),
             clear_env: merged.clear_env.unwrap_or(false),

@@ -414,6 +414,11 @@ impl Entry {
         }
     }
 
+    /// The memory its VM gets at least (its needs'; 0 without any).
+    pub fn min_mem_mib(&self) -> u64 {
+        self.needs.iter().map(|n| n.mem_mib()).max().unwrap_or(0)
+    }
+
     /// Where the workspace is served as a site for it, if a need serves
     /// one (`crate::needs::SITE`).
     pub fn site(&self) -> Option<&'static str> {

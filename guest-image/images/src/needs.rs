@@ -73,6 +73,15 @@ impl Need {
         }
     }
 
+    /// The memory a VM of the server gets at least, when neither the user
+    /// (`--mem`) nor a profile that withholds memory says otherwise:
+    /// Chromium's first page takes about 400 MiB beside node's.
+    pub fn mem_mib(self) -> u64 {
+        match self {
+            Need::Browser => 1024,
+        }
+    }
+
     /// A shell line run in the guest before the server's own setup: a
     /// service it is a client of.
     pub fn setup(self) -> Option<&'static str> {

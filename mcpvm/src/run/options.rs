@@ -587,6 +587,7 @@ mod tests {
             setup: None,
             network: vec!["api.github.com:443".into()],
             http_port: None,
+            min_mem_mib: 0,
         };
         let user = [withholding::network::Rule::parse("198.51.100.7:8080").unwrap()];
         let rules = |p: &Option<withholding::network::Policy>| -> Vec<String> {

@@ -12,6 +12,8 @@ use mcpvm_protocol::messages::{RunSpec, Workspace};
 
 use super::options::{Checked, VmOptions};
 use crate::run::RunError;
+use crate::server::ServerPlan;
+use withholding::profile::Profile;
 
 /// The guest's memory when neither --mem nor the profile says.
 const DEFAULT_MEM_MIB: u64 = 256;
@@ -76,10 +78,7 @@ impl RunPlan {
             kernel,
             initrd,
             cmdline: format!("{KERNEL_OPTIONS} {}", boot.render()),
-            mem_mib: opts
-                .mem
-                .or(profile.as_ref().map(|p| p.mem_mib))
-                .unwrap_or(DEFAULT_MEM_MIB),
+            mem_mib: mem_mib(opts.mem, profile.as_ref(), server.as_ref()),
             vcpus: opts
                 .vcpus
                 .or(profile.as_ref().map(|p| p.vcpus))
@@ -111,6 +110,18 @@ impl RunPlan {
         let mut files = vec![self.kernel.as_path(), self.initrd.as_path()];
         files.extend(self.disks.iter().map(|d| d.path.as_path()));
         files
+    }
+}
+
+/// The VM's memory: the user's `--mem`, else a profile's that sets it,
+/// else the default or the profile's raised to the server's minimum (a
+/// browser's server gets the memory Chromium needs).
+fn mem_mib(given: Option<u64>, profile: Option<&Profile>, server: Option<&ServerPlan>) -> u64 {
+    let min = server.map_or(0, |s| s.min_mem_mib);
+    match (given, profile) {
+        (Some(m), _) => m,
+        (None, Some(p)) if p.mem_set => p.mem_mib,
+        (None, p) => p.map_or(DEFAULT_MEM_MIB, |p| p.mem_mib).max(min),
     }
 }
 
@@ -209,6 +220,40 @@ mod tests {
         assert_eq!(p.files(), [Path::new("vmlinux"), Path::new("initrd.cpio")]);
     }
 
+    /// A browser's server gets the memory Chromium needs over the default
+    /// and over a profile that does not set memory; the user's `--mem`
+    /// and a profile that withholds memory still decide.
+    #[test]
+    fn a_servers_minimum_memory_yields_to_the_user_and_to_withholding() {
+        let profile = |text: &str, name: &str| {
+            withholding::profile::Profiles::parse(text, "t")
+                .unwrap()
+                .resolve(name)
+                .unwrap()
+        };
+        let server = ServerPlan {
+            runtime: "r".into(),
+            layer: "l".into(),
+            argv: vec![],
+            env: vec![],
+            secrets: vec![],
+            setup: None,
+            network: vec![],
+            http_port: None,
+            min_mem_mib: 1024,
+        };
+        let quiet = profile("[profile.quiet]\ndescription = \"x\"\n", "quiet");
+        let tiny = profile(
+            "[profile.tiny]\ndescription = \"x\"\nmem_mib = 128\n",
+            "tiny",
+        );
+        assert_eq!(mem_mib(None, None, Some(&server)), 1024);
+        assert_eq!(mem_mib(None, Some(&quiet), Some(&server)), 1024);
+        assert_eq!(mem_mib(None, Some(&tiny), Some(&server)), 128);
+        assert_eq!(mem_mib(Some(512), None, Some(&server)), 512);
+        assert_eq!(mem_mib(None, None, None), DEFAULT_MEM_MIB);
+    }
+
     #[test]
     fn a_server_gets_its_image_and_layer_as_the_first_disks() {
         let checked = Checked {
@@ -222,6 +267,7 @@ mod tests {
                 setup: Some("git init".into()),
                 network: vec![],
                 http_port: None,
+                min_mem_mib: 0,
             }),
             root_image: Some("runtime.erofs".into()),
             network: Default::default(),
