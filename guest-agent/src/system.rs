@@ -21,6 +21,15 @@ const MOUNTS: &[Mount] = &[
         flags: libc::MS_NOSUID,
         data: "mode=0755",
     },
+    // POSIX shared memory (shm_open), as on any Linux machine: Chromium
+    // makes its shared regions here, and Debian's launcher checks its size.
+    Mount {
+        source: "tmpfs",
+        target: "/dev/shm",
+        fstype: "tmpfs",
+        flags: libc::MS_NOSUID | libc::MS_NODEV,
+        data: "mode=1777",
+    },
     Mount {
         source: "proc",
         target: "/proc",

@@ -100,10 +100,15 @@ pub fn roots(name: &str, catalogue: &CatalogueArg) -> Result<Vec<String>, Server
 }
 
 /// Where the guest serves the workspace over HTTP for this server, if a
-/// need of its serves it (`needs = ["browser"]`).
-pub fn site(name: &str, catalogue: &CatalogueArg) -> Result<Option<String>, ServerError> {
+/// need of its serves it (`needs = ["browser"]`), and whether a program
+/// a need brings looks hosts up on its own.
+pub fn site_and_background(
+    name: &str,
+    catalogue: &CatalogueArg,
+) -> Result<(Option<String>, bool), ServerError> {
     let catalogue = load(catalogue)?;
-    Ok(catalogue.get(name)?.site().map(str::to_string))
+    let entry = catalogue.get(name)?;
+    Ok((entry.site().map(str::to_string), entry.background_lookups()))
 }
 
 /// Where the server's catalogue entry is written, and the catalogue's

@@ -42,6 +42,26 @@ fn python_node_and_git_run_from_the_image() {
     assert!(c.stdout.contains("Debian GNU/Linux 12"), "{}", c.stdout);
 }
 
+/// The tools a developer's machine has, and that corpus servers call
+/// (guest-image/rootfs/packages says which server calls which), run in
+/// the guest; ICU loads.
+#[test]
+fn a_developers_tools_and_icu_are_in_the_image() {
+    let c = case("dev_tools");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let out = &c.stdout;
+    // PID 1 is the guest agent; ps sees it through the guest's /proc.
+    assert!(
+        out.contains("PID COMMAND") && out.contains("    1 "),
+        "{out}"
+    );
+    assert!(out.contains("revision"), "lsof: {out}");
+    assert!(out.contains("curl 7."), "{out}");
+    assert!(out.contains("UnZip 6."), "{out}");
+    assert!(out.contains("/usr/bin/which"), "{out}");
+    assert!(out.contains("icu loaded"), "{out}");
+}
+
 #[test]
 fn the_overlay_takes_writes_and_the_image_stays_byte_for_byte_the_same() {
     let c = case("overlay_write");

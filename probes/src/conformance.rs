@@ -441,7 +441,7 @@ async fn call_tools(
         };
         let empty = serde_json::Map::new();
         let schema_of = listed.map_or(&empty, |t| &*t.input_schema);
-        let events = opts.vm_events.as_deref();
+        let events = opts.refusal_watch();
         let mut answer = call_watched(client, t, &call.name, &args, events).await;
         // The first try, judged alone: the figure without the retries.
         let first_reached = reached(&answer, schema_of, &args).is_ok();
@@ -560,7 +560,7 @@ async fn call_varied(
 ) -> Option<Result<Value, StepResult>> {
     let v = arguments::vary(args, schema)?;
     let s = begin(wire, &format!("tools/call:{name}"));
-    let events = opts.vm_events.as_deref();
+    let events = opts.refusal_watch();
     let again = call_watched(client, opts.step_timeout, name, &v.arguments, events).await;
     if again.outcome == Outcome::Closed {
         let detail = json!({"arguments": v.arguments, "why": format!("{} varied", v.property), "error": again.said});

@@ -64,6 +64,11 @@ pub struct ProbeOptions {
     pub vm_timings: Option<PathBuf>,
     /// … and `--events FILE`: read the guest agent's events.
     pub vm_events: Option<PathBuf>,
+    /// The server starts a program that looks hosts up on its own, at any
+    /// time (a browser's background services): a refused lookup during a
+    /// call says nothing of what the call waits on, so calls are not cut
+    /// short after one (`crate::upstream`).
+    pub background_lookups: bool,
     /// Attack every called tool with `payloads` (`crate::attacks`).
     pub security: bool,
     pub payloads: Vec<crate::attacks::Payload>,
@@ -106,6 +111,7 @@ impl Default for ProbeOptions {
             exit_grace: Duration::from_secs(10),
             vm_timings: None,
             vm_events: None,
+            background_lookups: false,
             security: false,
             payloads: Vec::new(),
             roots: Vec::new(),
@@ -116,5 +122,35 @@ impl Default for ProbeOptions {
             keep_definitions: false,
             pinned: None,
         }
+    }
+}
+
+impl ProbeOptions {
+    /// The events a call watches for a refused lookup, to be cut short
+    /// after one (`crate::upstream`): none for a server whose own
+    /// programs look hosts up in the background.
+    pub fn refusal_watch(&self) -> Option<&std::path::Path> {
+        self.vm_events
+            .as_deref()
+            .filter(|_| !self.background_lookups)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_with_background_lookups_has_its_calls_never_cut_short() {
+        let mut o = ProbeOptions {
+            vm_events: Some("events.jsonl".into()),
+            ..ProbeOptions::default()
+        };
+        assert_eq!(
+            o.refusal_watch(),
+            Some(std::path::Path::new("events.jsonl"))
+        );
+        o.background_lookups = true;
+        assert_eq!(o.refusal_watch(), None);
     }
 }

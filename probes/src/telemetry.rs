@@ -21,6 +21,15 @@ pub const TELEMETRY: &[&str] = &[
     "api.amplitude.com",
     // Google's Clearcut log endpoint (chrome-devtools-mcp's usage statistics).
     "play.googleapis.com",
+    // Chromium's own background services: component updates and network
+    // time (clients2), device check-in and push messaging (android.clients),
+    // Safe Browsing and update lists.
+    "clients2.google.com",
+    "android.clients.google.com",
+    "update.googleapis.com",
+    "safebrowsing.googleapis.com",
+    "optimizationguide-pa.googleapis.com",
+    "content-autofill.googleapis.com",
     "telemetry.",
 ];
 

@@ -123,8 +123,9 @@ pub struct Profile {
     pub name: String,
     pub description: String,
     pub mem_mib: u64,
-    /// Whether a profile set `mem_mib` (a server's own minimum does not
-    /// override memory a profile withholds on purpose).
+    /// Whether a named profile (not `[defaults]`) set `mem_mib`: a
+    /// server's own minimum does not override memory a profile withholds
+    /// on purpose.
     pub mem_set: bool,
     pub vcpus: u8,
     pub rng: bool,
@@ -252,8 +253,11 @@ impl Profiles {
         let mut allow: Option<Allow> = None;
         let mut parts = BTreeMap::new();
         let mut descriptions = Vec::new();
+        // Whether a named profile, not the defaults, sets the memory.
+        let mut mem_set = false;
         for name in &names {
             let k = self.knobs(name)?;
+            mem_set |= k.mem_mib.is_some();
             for r in k.allow_net.iter().flatten() {
                 crate::network::Rule::parse(r).map_err(|why| ProfileError::Field {
                     profile: name.to_string(),
@@ -307,7 +311,7 @@ impl Profiles {
             name: names.join("+"),
             description: descriptions.join("; "),
             mem_mib: merged.mem_mib.unwrap_or(256),
-            mem_set: merged.mem_mib.is_some(),
+            mem_set,
             vcpus: merged.vcpus.unwrap_or(1),
             rng: merged.rng.unwrap_or(true),
             clear_env: merged.clear_env.unwrap_or(false),

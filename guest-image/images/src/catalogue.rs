@@ -414,6 +414,11 @@ impl Entry {
         }
     }
 
+    /// Whether a program a need of its brings looks hosts up on its own.
+    pub fn background_lookups(&self) -> bool {
+        self.needs.iter().any(|n| n.background_lookups())
+    }
+
     /// The memory its VM gets at least (its needs'; 0 without any).
     pub fn min_mem_mib(&self) -> u64 {
         self.needs.iter().map(|n| n.mem_mib()).max().unwrap_or(0)
@@ -689,13 +694,13 @@ mod tests {
         assert_eq!(both.origins["time"].file, BUILT_IN_PATH);
     }
 
-    /// The popular-servers corpus: all 55 rows, exact versions, and no
+    /// The popular-servers corpus: all 56 rows, exact versions, and no
     /// credential that could be taken for a real one.
     #[test]
     fn the_corpus_catalogue_pins_every_server_and_its_keys_are_dummies() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpus/popular.toml");
         let c = Catalogue::load(&path).unwrap();
-        assert_eq!(c.servers.len(), 55);
+        assert_eq!(c.servers.len(), 56);
         for (name, e) in &c.servers {
             assert!(
                 e.version

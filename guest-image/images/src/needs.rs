@@ -38,6 +38,10 @@ const CHROMIUM_FLAGS: &str = "\
 if [ \"$(id -u)\" = 0 ]; then
   export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox\"
 fi
+# The browser's own background services (component updates, sync, field
+# trials, DNS prefetching) stay quiet: what the egress log shows is what
+# the server's pages asked for.
+export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --disable-component-update --disable-sync --disable-domain-reliability --dns-prefetch-disable --disable-field-trial-config --no-first-run\"
 ";
 
 impl Need {
@@ -79,6 +83,14 @@ impl Need {
     pub fn mem_mib(self) -> u64 {
         match self {
             Need::Browser => 1024,
+        }
+    }
+
+    /// Whether a program the need brings looks hosts up on its own, at
+    /// any time: Chromium's background services, whatever its flags.
+    pub fn background_lookups(self) -> bool {
+        match self {
+            Need::Browser => true,
         }
     }
 

@@ -358,10 +358,12 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         (true, Some(name)) => crate::server::roots(name, &args.vm_options.catalogue)?,
         (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
     };
-    let site = match (&args.vm_options.workspace, args.vm_options.server()) {
-        (Some(_), Some(name)) => crate::server::site(name, &args.vm_options.catalogue)?,
-        _ => None,
+    let (site, background_lookups) = match args.vm_options.server() {
+        Some(name) => crate::server::site_and_background(name, &args.vm_options.catalogue)?,
+        None => (None, false),
     };
+    // The site is the workspace served: none without one.
+    let site = site.filter(|_| args.vm_options.workspace.is_some());
     // A pin to hold the listing to, or one to write.
     let pinned = match &args.pinned {
         Some(path) => Some(crate::pinning::pinned_for(
@@ -425,6 +427,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
             .as_ref()
             .map(|_| mcpvm_protocol::ports::WORKSPACE_DIR.to_string()),
         site,
+        background_lookups,
         keep_definitions: pin_out.is_some(),
         pinned,
         ..ProbeOptions::default()

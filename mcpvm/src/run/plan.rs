@@ -252,6 +252,13 @@ mod tests {
         assert_eq!(mem_mib(None, Some(&tiny), Some(&server)), 128);
         assert_eq!(mem_mib(Some(512), None, Some(&server)), 512);
         assert_eq!(mem_mib(None, None, None), DEFAULT_MEM_MIB);
+        // The built-in profiles start from 512 MiB in [defaults]: that is
+        // not a profile withholding memory; tiny-mem is.
+        let built_in = withholding::profile::Profiles::built_in();
+        let deny_net = built_in.resolve("deny-net").unwrap();
+        assert_eq!(mem_mib(None, Some(&deny_net), Some(&server)), 1024);
+        let tiny = built_in.resolve("deny-net+tiny-mem").unwrap();
+        assert_eq!(mem_mib(None, Some(&tiny), Some(&server)), 96);
     }
 
     #[test]

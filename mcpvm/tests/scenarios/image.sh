@@ -9,6 +9,12 @@ sha256sum runtime.erofs > "$MCPVM_OUT/image_before.sha"
 # The runtimes in the image answer, inside the VM.
 case_ runtimes $R -- /bin/sh -c 'python3 -c "import sys; print(\"python\", sys.version_info[:2])"; node -e "console.log(\"node\", process.version)"; git --version; head -1 /etc/os-release; id -u'
 
+# What a developer's machine has and corpus servers call: ps lists the
+# VM's processes, lsof its open files, curl and unzip answer, ICU loads
+# (a .NET server exits at start without it; python's ctypes finds it as
+# .NET does, by name).
+case_ dev_tools $R -- /bin/sh -c 'ps -eo pid,comm | head -3; lsof -v 2>&1 | grep -m1 revision; curl --version | head -1; unzip -v | head -1; which which; python3 -c "import ctypes; ctypes.CDLL(\"libicuuc.so.72\"); print(\"icu loaded\")"'
+
 # The tmpfs overlay takes writes anywhere in the root...
 case_ overlay_write $R -- /bin/sh -c 'echo written > /etc/mcpvm-test && cat /etc/mcpvm-test && mkdir -p /opt/mcp/x && echo ok-opt'
 
