@@ -466,6 +466,11 @@ fn word_value(
     d: &str,
     has: &dyn Fn(&[&str]) -> bool,
 ) -> Option<(&'static str, &'static str)> {
+    // A statement any SQL database runs and no table is needed for: it
+    // reads nothing and writes nothing.
+    if has(&["sql", "statement"]) || (n == "query" && d.contains("sql")) {
+        return Some(("SELECT 1", "a SQL query (read-only, no table)"));
+    }
     if has(&[
         "query", "search", "q", "keyword", "keywords", "term", "pattern", "topic", "subject",
     ]) {
@@ -1201,6 +1206,25 @@ mod tests {
         names["required"] = json!((0..4000).map(|i| format!("{i:0>1000}")).collect::<Vec<_>>());
         assert!(Value::Object(wrong_types(&names)).to_string().len() <= 2 * MAX_BYTES);
         assert!(Value::Object(generate(&names)).to_string().len() <= MAX_BYTES + 2);
+    }
+
+    #[test]
+    fn a_sql_property_gets_a_statement_every_database_runs() {
+        let s = obj(json!({
+            "type": "object",
+            "properties": {
+                "sql": {"type": "string", "description": "The SQL query to run"},
+                "query": {"type": "string", "description": "A read-only SQL query"},
+                "search": {"type": "string", "description": "Words to look for"}
+            },
+            "required": ["sql", "query", "search"]
+        }));
+        let (args, why) = generate_with(&s, &Hints::default());
+        assert_eq!(args["sql"], "SELECT 1");
+        assert_eq!(args["query"], "SELECT 1");
+        // A query that is not SQL stays a search term.
+        assert_eq!(args["search"], "mcpvm");
+        assert!(why["sql"].as_str().unwrap().contains("SQL"), "{why:?}");
     }
 
     #[test]

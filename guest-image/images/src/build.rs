@@ -613,6 +613,8 @@ impl LayerCx<'_> {
                         crate::apt::unpack(&e.apt, self.rt_path, &cache, &stage, &dir, progress)?;
                     }
                     crate::needs::write_files(&e.needs, &stage).map_err(io_err(&stage))?;
+                    crate::catalogue::write_dummy_files(&e.dummy_files, &stage)
+                        .map_err(io_err(&stage))?;
                     // The tree's lock: kept for the next build, and its
                     // digest in the index.
                     self.locks.put(name, e, &dir).map_err(io_err(&dir))?;

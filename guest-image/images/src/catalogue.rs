@@ -120,6 +120,12 @@ pub struct Entry {
     /// Environment keys the user must supply (API keys, tokens).
     #[serde(default)]
     pub credentials: Vec<String>,
+    /// Credential files the server reads at start (an OAuth client JSON,
+    /// a key file), as dummies: guest path → text, written into its
+    /// layer. Each text says `mcpvm-dummy`, as the dummy variables do,
+    /// so that nobody takes it for a secret.
+    #[serde(default)]
+    pub dummy_files: BTreeMap<String, String>,
     /// A shell line run in the guest before the server starts.
     #[serde(default)]
     pub setup: Option<String>,
@@ -379,6 +385,80 @@ impl Catalogue {
     }
 }
 
+/// How many dummy credential files an entry may name, and how long each
+/// may be: a client JSON or a key is a few hundred bytes.
+const MAX_DUMMY_FILES: usize = 8;
+const MAX_DUMMY_BYTES: usize = 16 << 10;
+
+/// Guest directories a file in a layer cannot be put in: filesystems
+/// mounted over the root at start (it would be hidden), the workspace
+/// (the user's), and the layers' own packages.
+const NOT_FOR_DUMMIES: &[&str] = &[
+    "/workspace",
+    "/tmp",
+    "/run",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/opt/mcp",
+];
+
+/// A dummy credential file: an absolute guest path of plain components
+/// outside [`NOT_FOR_DUMMIES`], and a bounded text marked as a dummy.
+fn check_dummy_file(path: &str, text: &str) -> Result<(), String> {
+    let plain = path.starts_with('/')
+        && path.len() <= 256
+        && path[1..]
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'));
+    if !plain {
+        return Err(format!(
+            "'{}' is not an absolute guest path of plain names (no '.', '..' or '//', at most 256 bytes)",
+            path.escape_default()
+        ));
+    }
+    if let Some(d) = NOT_FOR_DUMMIES
+        .iter()
+        .find(|d| path == **d || path.starts_with(&format!("{d}/")))
+    {
+        return Err(format!(
+            "'{path}' is under {d}, which the guest mounts over or keeps for itself: put it elsewhere (e.g. /root/…) and point the server at it"
+        ));
+    }
+    if text.len() > MAX_DUMMY_BYTES {
+        return Err(format!("'{path}': at most {MAX_DUMMY_BYTES} bytes"));
+    }
+    if !text.contains("mcpvm-dummy") {
+        return Err(format!(
+            "'{path}' must say mcpvm-dummy in its text (as dummy values do), so that nobody takes it for a secret"
+        ));
+    }
+    Ok(())
+}
+
+/// Writes an entry's dummy credential files under `root` (the layer's
+/// staging root), owner-readable only as real ones are.
+pub fn write_dummy_files(
+    files: &BTreeMap<String, String>,
+    root: &std::path::Path,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    for (path, text) in files {
+        let p = root.join(path.trim_start_matches('/'));
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&p)?;
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// What is wrong with an entry: the field, and why.
 type FieldError = (&'static str, String);
 
@@ -568,6 +648,12 @@ impl Entry {
                     format!("'{r}' is not an absolute guest path without '.' or '..'"),
                 ));
             }
+        }
+        if self.dummy_files.len() > MAX_DUMMY_FILES {
+            return Err(("dummy_files", format!("at most {MAX_DUMMY_FILES} files")));
+        }
+        for (path, text) in &self.dummy_files {
+            check_dummy_file(path, text).map_err(|why| ("dummy_files", why))?;
         }
         for k in &self.credentials {
             if !is_env_key(k) {
@@ -819,6 +905,61 @@ setup = "echo ready >&2"
         .unwrap_err()
         .to_string();
         assert!(err.contains("needs") || err.contains("gpu"), "{err}");
+    }
+
+    #[test]
+    fn dummy_credential_files_go_into_the_layer_marked_and_bounded() {
+        let entry = |files: &str| {
+            format!(
+                "[servers.gmail]\npackage = \"x\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"x\"\ndummy_files = {{ {files} }}\n"
+            )
+        };
+        let c = Catalogue::parse(
+            &entry(r#""/root/.gmail-mcp/gcp-oauth.keys.json" = '{"installed": {"client_id": "mcpvm-dummy-client"}}'"#),
+            "t",
+        )
+        .unwrap();
+        let e = c.get("gmail").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        write_dummy_files(&e.dummy_files, dir.path()).unwrap();
+        let p = dir.path().join("root/.gmail-mcp/gcp-oauth.keys.json");
+        assert!(std::fs::read_to_string(&p)
+            .unwrap()
+            .contains("mcpvm-dummy-client"));
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // Part of the layer's key.
+        let mut without = e.clone();
+        without.dummy_files.clear();
+        assert_ne!(
+            crate::key::layer_key("gmail", e, "rt"),
+            crate::key::layer_key("gmail", &without, "rt")
+        );
+        for (files, says) in [
+            (r#""/root/key.json" = "real-looking""#, "mcpvm-dummy"),
+            (r#""root/key.json" = "mcpvm-dummy""#, "absolute"),
+            (r#""/root/../etc/passwd" = "mcpvm-dummy""#, "plain names"),
+            (r#""/root//key" = "mcpvm-dummy""#, "plain names"),
+            (r#""/tmp/key.json" = "mcpvm-dummy""#, "mounts over"),
+            (r#""/opt/mcp/gmail/x" = "mcpvm-dummy""#, "under /opt/mcp"),
+        ] {
+            let err = Catalogue::parse(&entry(files), "t")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("dummy_files") && err.contains(says),
+                "{files}: {err}"
+            );
+        }
+        let big = format!(
+            r#""/root/k" = "mcpvm-dummy{}""#,
+            "x".repeat(MAX_DUMMY_BYTES)
+        );
+        let err = Catalogue::parse(&entry(&big), "t").unwrap_err().to_string();
+        assert!(err.contains("at most"), "{err}");
     }
 
     #[test]

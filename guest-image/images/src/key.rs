@@ -78,6 +78,11 @@ pub fn layer_key_built_with(name: &str, e: &Entry, runtime_key: &str, toolchain:
         h.update(p.as_bytes());
         h.update([6]);
     }
+    for (path, text) in &e.dummy_files {
+        h.update(path.as_bytes());
+        h.update(text.as_bytes());
+        h.update([9]);
+    }
     for need in &e.needs {
         for (path, text) in need.files() {
             h.update(path.as_bytes());

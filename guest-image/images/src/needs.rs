@@ -13,6 +13,9 @@ pub enum Need {
     /// Debian's Chromium, headless-capable, where the browser-automation
     /// libraries look for a browser.
     Browser,
+    /// Debian's PostgreSQL 15, started in the VM before the server with a
+    /// small seeded database, for servers that are its clients.
+    Postgres,
 }
 
 /// Where the browser is: Debian's launcher, which reads `/etc/chromium.d`.
@@ -44,12 +47,23 @@ fi
 export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --disable-component-update --disable-sync --disable-domain-reliability --dns-prefetch-disable --disable-field-trial-config --no-first-run\"
 ";
 
+/// The PostgreSQL need's start script and seed, files in its layer.
+const POSTGRES_START: &str = include_str!("needs/postgres-start.sh");
+const POSTGRES_SEED: &str = include_str!("needs/postgres-seed.sql");
+
+/// Where a server finds the seeded database: libpq's own variables (which
+/// node-postgres and psycopg read too) and the URL most servers take.
+pub const POSTGRES_URL: &str = "postgresql://postgres@127.0.0.1:5432/mcpvm";
+
 impl Need {
     /// Debian 12 packages the need puts in the layer (with what they
     /// need): the browser, and fonts so that pages render text.
     pub fn apt(self) -> &'static [&'static str] {
         match self {
             Need::Browser => &["chromium", "fonts-liberation", "fonts-dejavu-core"],
+            // Its maintainer scripts are not run (no cluster, no user):
+            // the setup line makes both.
+            Need::Postgres => &["postgresql-15"],
         }
     }
 
@@ -63,6 +77,13 @@ impl Need {
                 ("CHROME_PATH", CHROMIUM),
                 ("PLAYWRIGHT_MCP_EXECUTABLE_PATH", CHROMIUM),
             ],
+            Need::Postgres => &[
+                ("PGHOST", "127.0.0.1"),
+                ("PGPORT", "5432"),
+                ("PGUSER", "postgres"),
+                ("PGDATABASE", "mcpvm"),
+                ("DATABASE_URL", POSTGRES_URL),
+            ],
         }
     }
 
@@ -74,6 +95,7 @@ impl Need {
                 ("PUPPETEER_SKIP_DOWNLOAD", "1"),
                 ("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1"),
             ],
+            Need::Postgres => &[],
         }
     }
 
@@ -83,6 +105,9 @@ impl Need {
     pub fn mem_mib(self) -> u64 {
         match self {
             Need::Browser => 1024,
+            // The cluster on tmpfs (about 40 MiB) and its server beside
+            // the MCP server's runtime.
+            Need::Postgres => 512,
         }
     }
 
@@ -91,6 +116,7 @@ impl Need {
     pub fn background_lookups(self) -> bool {
         match self {
             Need::Browser => true,
+            Need::Postgres => false,
         }
     }
 
@@ -99,6 +125,7 @@ impl Need {
     pub fn setup(self) -> Option<&'static str> {
         match self {
             Need::Browser => Some(SERVE_SITE),
+            Need::Postgres => Some("sh /usr/share/mcpvm/postgres-start.sh"),
         }
     }
 
@@ -107,6 +134,7 @@ impl Need {
     pub fn site(self) -> Option<&'static str> {
         match self {
             Need::Browser => Some(SITE),
+            Need::Postgres => None,
         }
     }
 
@@ -114,6 +142,10 @@ impl Need {
     pub fn files(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Need::Browser => &[("etc/chromium.d/mcpvm", CHROMIUM_FLAGS)],
+            Need::Postgres => &[
+                ("usr/share/mcpvm/postgres-start.sh", POSTGRES_START),
+                ("usr/share/mcpvm/postgres-seed.sql", POSTGRES_SEED),
+            ],
         }
     }
 }
@@ -144,5 +176,26 @@ mod tests {
         assert!(text.contains("--no-sandbox"), "{text}");
         // Only as root: a server run as a user keeps Chromium's sandbox.
         assert!(text.contains("id -u"), "{text}");
+    }
+
+    #[test]
+    fn the_postgres_need_brings_its_start_script_and_seed_and_runs_the_script() {
+        let dir = tempfile::tempdir().unwrap();
+        write_files(&[Need::Postgres], dir.path()).unwrap();
+        let start = dir.path().join("usr/share/mcpvm/postgres-start.sh");
+        let seed =
+            std::fs::read_to_string(dir.path().join("usr/share/mcpvm/postgres-seed.sql")).unwrap();
+        assert!(seed.contains("Grace Hopper"), "{seed}");
+        let line = Need::Postgres.setup().unwrap();
+        assert!(line.ends_with(start.strip_prefix(dir.path()).unwrap().to_str().unwrap()));
+        // The URL the variables give names the database the script makes.
+        let script = std::fs::read_to_string(&start).unwrap();
+        assert!(script.contains("CREATE DATABASE mcpvm"), "{script}");
+        assert!(POSTGRES_URL.ends_with("/mcpvm"));
+        let env: Vec<_> = Need::Postgres.env().iter().map(|(k, _)| *k).collect();
+        assert!(
+            env.contains(&"DATABASE_URL") && env.contains(&"PGHOST"),
+            "{env:?}"
+        );
     }
 }

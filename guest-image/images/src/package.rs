@@ -61,6 +61,7 @@ pub fn entry(spec: &str) -> Result<(String, Entry), String> {
         port: None,
         network: Vec::new(),
         credentials: Vec::new(),
+        dummy_files: Default::default(),
         setup: None,
         pins: Vec::new(),
         install_env: Default::default(),

@@ -1,10 +1,12 @@
-//! The browser servers people install most (@playwright/mcp,
-//! chrome-devtools-mcp) in microVMs on real KVM (the testbed here), with
-//! Debian's Chromium from their layers (`needs = ["browser"]`,
-//! docs/catalogue.md): they open a page the guest serves from the
-//! workspace, fill in its form, read it back and return a screenshot as
-//! MCP image content; a page outside is refused under deny-net and
-//! recorded. One testbed session; the store travels on its second disk.
+//! Servers with what they expect of the machine in their VMs (`needs`,
+//! docs/catalogue.md), on real KVM (the testbed here). The browser
+//! servers people install most (@playwright/mcp, chrome-devtools-mcp),
+//! with Debian's Chromium from their layers (`needs = ["browser"]`), open
+//! a page the guest serves from the workspace, fill in its form, read it
+//! back and return a screenshot as MCP image content; a page outside is
+//! refused under deny-net and recorded. server-postgres queries the
+//! PostgreSQL its VM started (`needs = ["postgres"]`). One testbed
+//! session; the store travels on its second disk.
 
 mod common;
 
@@ -19,16 +21,16 @@ fn results() -> &'static Results {
         let ws = workspace();
         let mut files = common::run_payload();
         files.push(format!(
-            "{}:browser.toml",
-            ws.join("mcpvm/tests/fixtures/browser-catalogue.toml")
+            "{}:needs.toml",
+            ws.join("mcpvm/tests/fixtures/needs-catalogue.toml")
                 .display()
         ));
         files.push(format!(
             "{}:page.html",
             ws.join("mcpvm/tests/fixtures/browser-page.html").display()
         ));
-        let disk = store_files(&artifact("images-browser"), &[]);
-        let scenario = ws.join("mcpvm/tests/scenarios/browser.sh");
+        let disk = store_files(&artifact("images-needs"), &[]);
+        let scenario = ws.join("mcpvm/tests/scenarios/needs.sh");
         run_scenario_with_disk(&scenario, &files, &disk, 2400)
     })
 }
@@ -135,4 +137,19 @@ fn a_page_outside_is_refused_under_deny_net_and_recorded() {
         "no refused lookup of example.com recorded: {}",
         r["guest_events"]
     );
+}
+
+#[test]
+fn postgres_answers_a_real_query_on_the_database_its_vm_started() {
+    let r = probed("postgres");
+    let step = call(&r, "query");
+    assert_eq!(step["outcome"], "ok", "{step}");
+    // The seeded rows, joined and summed by the database: Grace Hopper's
+    // two orders come to 3899.
+    let rows = text(step);
+    assert!(
+        rows.contains("Grace Hopper") && rows.contains("3899"),
+        "{rows}"
+    );
+    assert!(rows.contains("Ada Lovelace"), "{rows}");
 }
