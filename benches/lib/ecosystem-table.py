@@ -2,7 +2,8 @@
 """The ecosystem audit's table for docs/ecosystem.md, from what the run wrote.
 
     ecosystem-table.py --compat compat.json --results results.jsonl \
-        --index STORE/index.json [--build build.json] [--csv popular-servers.csv]
+        --index STORE/index.json [--build build.json] [--csv popular-servers.csv] \
+        [--downloads guest-image/corpus/downloads-2026-12.tsv]
 
 One row a server: version, install (layer size, build time), cold first
 response, tools shown working of those called (compat.json's `working`;
@@ -10,7 +11,8 @@ for older records, calls answered without an error flag), verdict with
 reason and its first evidence,
 robustness, security findings by rule with the share of attacks that
 reached their tool's code, network tries, and the 922-server
-run's status for the same package. Then the summary counts. Every value a
+run's status for the same package. Then the summary counts, and with
+--downloads the same verdicts weighted by npm's monthly downloads. Every value a
 server chose (names, messages, stderr) is clipped and escaped for Markdown:
 a server's text is data here, never markup.
 """
@@ -102,6 +104,7 @@ def main():
     ap.add_argument("--audit", help="the audit's audit.json: every server, also those not judged yet")
     ap.add_argument("--build", help="`mcpvm --json image build` output: install times")
     ap.add_argument("--csv", help="the corpus CSV: the 922-server run's status")
+    ap.add_argument("--downloads", help="corpus-downloads.py's table: verdicts weighted by use")
     a = ap.parse_args()
 
     compat = json.load(open(a.compat))
@@ -168,7 +171,51 @@ def main():
         + (" (" + ", ".join(f"{k} {n}" for k, n in inconclusive) + ")" if inconclusive else "")
         + ".\n"
     )
+    if a.downloads:
+        weighted(compat, a.downloads, out)
     costs(recs, out)
+
+
+# Verdicts whose cause may be the harness rather than the server: a
+# machine or an install the harness did not give it. An upper bound: a
+# row's evidence says whether a developer's machine would have had it.
+HARNESS = ("inconclusive: needs_environment", "inconclusive: install_failed",
+           "inconclusive: install_timeout")
+
+
+def weighted(compat, path, out):
+    """Each verdict's share of the servers and of npm's monthly downloads
+    (PyPI's list ranks packages without counts: those servers are
+    counted, not weighted)."""
+    with open(path, newline="") as f:
+        rows = {r["server"]: r for r in csv.DictReader(f, delimiter="\t")}
+    month = next((r["month"] for r in rows.values()), "?")
+    by = collections.defaultdict(lambda: [0, 0, 0])
+    total_dl = 0
+    for v in compat:
+        if v["verdict"] == "not audited yet":
+            continue
+        verdict = v["verdict"] + (f": {v['reason']}" if v.get("reason") else "")
+        row = rows.get(v["server"], {})
+        dl = int(row["npm_downloads_a_month"]) if row.get("npm_downloads_a_month") else 0
+        b = by[verdict]
+        b[0] += 1
+        if row.get("registry") == "npm":
+            b[1] += 1
+        b[2] += dl
+        total_dl += dl
+    servers = sum(b[0] for b in by.values())
+    if not servers or not total_dl:
+        return
+    out.write(f"\n| verdict, weighted by use (npm downloads a month, list of {md(month, 10)}) | servers | share | npm servers | npm downloads a month | share of downloads |\n")
+    out.write("|---|---:|---:|---:|---:|---:|\n")
+    for verdict, (n, npm, dl) in sorted(by.items(), key=lambda kv: (-kv[1][2], kv[0])):
+        out.write(f"| {md(verdict, 60)} | {n} | {100 * n / servers:.0f} % | {npm} | {dl:,} | {100 * dl / total_dl:.1f} % |\n")
+    harness = sum(by[h][2] for h in HARNESS if h in by)
+    out.write(f"| all | {servers} | | {sum(b[1] for b in by.values())} | {total_dl:,} | |\n")
+    out.write(f"\nAt most {100 * harness / total_dl:.1f} % of the corpus's npm downloads have a verdict "
+              "the harness may have caused (needs\\_environment, install\\_failed, install\\_timeout); "
+              "PyPI servers are counted, not weighted (their list gives ranks, not downloads).\n")
 
 
 def costs(recs, out):
