@@ -18,13 +18,16 @@ files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tool
        --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh"
        --file "$store/index.json:images/index.json")
 runtime=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['runtime'])" "$store/index.json")
+listing=$(mktemp)
+trap 'rm -f "$scenario" "$listing"' EXIT
+"$t/bin/mcpvm" --json image list --images "$store" > "$listing"
 files+=(--file "$store/$runtime:images/$runtime")
 {
   echo "set -eu"
   echo "mkdir -p /srv/rt && mount -o loop,ro images/$runtime /srv/rt"
   for s in $servers; do
     # The server's layer, command and environment, as the catalogue says.
-    python3 "$top/benches/lib/bare-server.py" "$top/guest-image/catalogue.toml" "$store/index.json" "$s" \
+    python3 "$top/benches/lib/bare-server.py" "$listing" "$s" \
       '--runs $RUNS --images images --mem 768'
     layer=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['servers'][sys.argv[2]]['layer'])" "$store/index.json" "$s")
     files+=(--file "$store/$layer:images/$layer")

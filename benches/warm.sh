@@ -16,7 +16,9 @@ store=$t/images
 index=$store/index.json
 scenario=$(mktemp)
 out=$(mktemp -d)
-trap 'rm -rf "$scenario" "$out"' EXIT
+listing=$(mktemp)
+trap 'rm -rf "$scenario" "$out" "$listing"' EXIT
+"$t/bin/mcpvm" --json image list --images "$store" > "$listing"
 runtime=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['runtime'])" "$index")
 layer=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['servers']['memory']['layer'])" "$index")
 {
@@ -24,7 +26,7 @@ layer=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['servers
   echo "echo '## fixture'"
   echo "mcpvm bench first-response --runs \$RUNS --warm --host bin/mcp-fixture -- /bin/mcp-fixture"
   echo "mkdir -p /srv/rt && mount -o loop,ro images/$runtime /srv/rt"
-  python3 "$top/benches/lib/bare-server.py" "$top/guest-image/catalogue.toml" "$index" memory \
+  python3 "$top/benches/lib/bare-server.py" "$listing" memory \
     '--runs $RUNS --warm --images images --mem 768'
   cat <<'SCEN'
 # Ten restored copies of server-memory, each initialized by its own client

@@ -79,6 +79,12 @@ pub struct GuestArgs {
     /// Guest memory in MiB.
     #[arg(long)]
     mem: Option<u64>,
+    #[command(flatten)]
+    catalogue: mcpvm::server::CatalogueArg,
+    /// A host directory at /workspace in the guest, read-only (a browser
+    /// server's site is served from it).
+    #[arg(long, requires = "server", value_parser = mcpvm::workspace::parse_workspace)]
+    workspace: Option<mcpvm::workspace::WorkspaceArg>,
     /// The server command inside the guest (for first-response, after
     /// `--host … --`).
     #[arg(
@@ -137,6 +143,11 @@ pub struct FirstResponseArgs {
     /// `initialize` (docs/snapshots.md), taken once before the runs.
     #[arg(long)]
     warm: bool,
+    /// Then call this tool, TOOL={"json":"arguments"}, in every run of
+    /// every peer, and measure spawn → its answer (a browser server's
+    /// first navigation starts its browser).
+    #[arg(long, value_name = "TOOL=JSON", value_parser = parse_call)]
+    call: Option<(String, serde_json::Map<String, serde_json::Value>)>,
     /// Firecracker binary to run the same VM under, behind the same host
     /// side (a peer for benchmarks only, ../shared/peers/firecracker); a
     /// path that is not there is said and skipped.
@@ -224,6 +235,7 @@ pub fn run(
                 host_command: a.host,
                 runs: a.runs as usize,
                 warm: a.warm,
+                call: a.call,
                 firecracker: peer_binary("first-response", a.firecracker),
             };
             let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
@@ -361,11 +373,27 @@ fn peer_binary(bench: &str, path: Option<PathBuf>) -> Option<PathBuf> {
 }
 
 /// The `mcpvm run` options a bench's VM runs take, and the guest command.
+/// `TOOL={...}`: a tool and its arguments, a JSON object.
+fn parse_call(s: &str) -> Result<(String, serde_json::Map<String, serde_json::Value>), String> {
+    let (name, args) = s.split_once('=').unwrap_or((s, "{}"));
+    if name.is_empty() {
+        return Err(format!("'{s}' names no tool; use TOOL or TOOL={{...}}"));
+    }
+    match serde_json::from_str(args) {
+        Ok(serde_json::Value::Object(m)) => Ok((name.to_string(), m)),
+        _ => Err(format!(
+            "the arguments of '{name}' must be a JSON object, got '{args}'"
+        )),
+    }
+}
+
 fn run_args(g: GuestArgs, seccomp: Option<vmm::SeccompMode>) -> RunArgs {
     let mut vm = VmOptions {
         mem: g.mem,
         server: g.server,
         images: g.images,
+        catalogue: g.catalogue,
+        workspace: g.workspace,
         ..VmOptions::default()
     };
     if let Some(m) = seccomp {
@@ -467,4 +495,20 @@ fn probe_bench(a: &ProbeBenchArgs) -> Result<ProbeBench, Box<dyn std::error::Err
             },
         ],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_a_tool_and_a_json_object() {
+        let (tool, args) =
+            parse_call(r#"browser_navigate={"url":"http://127.0.0.1:8080/"}"#).unwrap();
+        assert_eq!(tool, "browser_navigate");
+        assert_eq!(args["url"], "http://127.0.0.1:8080/");
+        assert!(parse_call("ping").unwrap().1.is_empty());
+        assert!(parse_call("=x").unwrap_err().contains("names no tool"));
+        assert!(parse_call("t=[1]").unwrap_err().contains("JSON object"));
+    }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use mcpvm::commands::run::RunArgs;
-use probes::{probe_process, LifecycleChoice, ProbeOptions};
+use probes::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};
 use serde::Serialize;
 
 use crate::stats::{summarize, Summary};
@@ -26,6 +26,9 @@ pub struct FirstResponseBench {
     pub runs: usize,
     /// Also measure restores from a snapshot of the VM.
     pub warm: bool,
+    /// A tool to call after `tools/list` in every run, with its
+    /// arguments: spawn → its answer is measured too.
+    pub call: Option<(String, serde_json::Map<String, serde_json::Value>)>,
     /// Also run the same VM under this Firecracker binary, behind the same
     /// host side (`mcpvm bench peer-run`): a benchmark peer only.
     pub firecracker: Option<PathBuf>,
@@ -73,6 +76,12 @@ pub struct FirstResponseReport {
     pub warm_phases: Vec<(String, Option<Summary>)>,
     pub firecracker_initialize: Option<Summary>,
     pub firecracker_tools_list: Option<Summary>,
+    /// The tool called after `tools/list`, if any, and spawn → its answer.
+    pub call: Option<String>,
+    pub vm_call: Option<Summary>,
+    pub bare_call: Option<Summary>,
+    pub firecracker_call: Option<Summary>,
+    pub warm_call: Option<Summary>,
     /// Median ratio, ours / Firecracker, spawn → handshake answer.
     pub ratio_initialize_firecracker: Option<f64>,
 }
@@ -88,13 +97,21 @@ impl FirstResponseBench {
         // The handshake and tools/list only: the first-response path.
         // Auto lifecycle, as a current client: server/discover, then
         // initialize for older servers.
+        // With a call: that tool alone, after tools/list.
+        let calls = self
+            .call
+            .iter()
+            .map(|(tool, args)| (tool.clone(), ToolArgs::Given(args.clone())))
+            .collect();
         let bare_opts = ProbeOptions {
             init_timeout: Duration::from_secs(300),
-            step_timeout: Duration::from_secs(60),
+            step_timeout: Duration::from_secs(300),
             lifecycle: LifecycleChoice::Auto,
             only_given: true,
+            calls,
             ..ProbeOptions::default()
         };
+        let tool = self.call.as_ref().map(|(t, _)| t.as_str());
         let dir = std::env::temp_dir().join(format!("mcpvm-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(FirstResponseError::Temp)?;
         let timings = dir.join("timings.json");
@@ -104,10 +121,10 @@ impl FirstResponseBench {
             crate::take_snapshot(&self.mcpvm, &self.vm, &snapshot)
                 .map_err(FirstResponseError::Snapshot)?;
         }
-        let mut warm = Samples::new("restored VM", &WARM_PHASES);
-        let mut firecracker = Samples::new("Firecracker", &[]);
-        let mut vm = Samples::new("VM", &PHASES);
-        let mut bare = Samples::new("bare", &[]);
+        let mut warm = Samples::new("restored VM", &WARM_PHASES, tool);
+        let mut firecracker = Samples::new("Firecracker", &[], tool);
+        let mut vm = Samples::new("VM", &PHASES, tool);
+        let mut bare = Samples::new("bare", &[], tool);
         let mcpvm_run = |args: RunArgs| {
             let mut cmd = vec![self.mcpvm.display().to_string(), "run".into()];
             cmd.extend(
@@ -169,6 +186,9 @@ impl FirstResponseBench {
             bare_initialize: summarize(&bare.initialize),
             bare_tools_list: summarize(&bare.tools_list),
             vm_phases: vm.phases(),
+            call: tool.map(str::to_string),
+            vm_call: summarize(&vm.call),
+            bare_call: summarize(&bare.call),
             ..Default::default()
         };
         if let (Some(v), Some(b)) = (&rep.vm_initialize, &rep.bare_initialize) {
@@ -177,6 +197,7 @@ impl FirstResponseBench {
         if self.firecracker.is_some() {
             rep.firecracker_initialize = summarize(&firecracker.initialize);
             rep.firecracker_tools_list = summarize(&firecracker.tools_list);
+            rep.firecracker_call = summarize(&firecracker.call);
             if let (Some(v), Some(f)) = (&rep.vm_initialize, &rep.firecracker_initialize) {
                 rep.ratio_initialize_firecracker = Some(v.median / f.median);
             }
@@ -184,6 +205,7 @@ impl FirstResponseBench {
         if self.warm {
             rep.warm_initialize = summarize(&warm.initialize);
             rep.warm_tools_list = summarize(&warm.tools_list);
+            rep.warm_call = summarize(&warm.call);
             rep.warm_phases = warm.phases();
         }
         Ok(rep)
@@ -191,20 +213,29 @@ impl FirstResponseBench {
 }
 
 /// One peer's measurements over the runs.
-struct Samples {
+struct Samples<'a> {
     what: &'static str,
     initialize: Vec<f64>,
     tools_list: Vec<f64>,
+    /// The tool called after tools/list, and spawn → its answer.
+    tool: Option<&'a str>,
+    call: Vec<f64>,
     phase_names: &'static [&'static str],
     phases: Vec<Vec<f64>>,
 }
 
-impl Samples {
-    fn new(what: &'static str, phase_names: &'static [&'static str]) -> Self {
+impl<'a> Samples<'a> {
+    fn new(
+        what: &'static str,
+        phase_names: &'static [&'static str],
+        tool: Option<&'a str>,
+    ) -> Self {
         Samples {
             what,
             initialize: Vec::new(),
             tools_list: Vec::new(),
+            tool,
+            call: Vec::new(),
             phase_names,
             phases: vec![Vec::new(); phase_names.len()],
         }
@@ -221,6 +252,27 @@ impl Samples {
                 detail: r.summary(),
             });
         };
+        if let Some(tool) = self.tool {
+            // The call must have answered without an error: a failed
+            // navigation measures nothing of the browser's start.
+            let step = r
+                .steps
+                .iter()
+                .find(|s| s.step == format!("tools/call:{tool}"));
+            match step {
+                Some(s) if s.outcome == probes::result::Outcome::Ok => self.call.push(s.at_ms),
+                _ => {
+                    return Err(FirstResponseError::Failed {
+                        what: self.what,
+                        run,
+                        detail: match step {
+                            Some(s) => format!("{tool}: {:?}: {}", s.outcome, s.detail),
+                            None => format!("{tool} was not called: {}", r.summary()),
+                        },
+                    })
+                }
+            }
+        }
         self.initialize.push(i);
         self.tools_list.push(l);
         if let Some(v) = &r.timings.vm {
@@ -282,6 +334,16 @@ impl FirstResponseReport {
             "restored VM: spawn → tools/list response",
             &self.warm_tools_list,
         );
+        if let Some(t) = &self.call {
+            for (who, x) in [
+                ("VM", &self.vm_call),
+                ("bare process", &self.bare_call),
+                ("Firecracker (same host side)", &self.firecracker_call),
+                ("restored VM", &self.warm_call),
+            ] {
+                row(&format!("{who}: spawn → {t} answer"), x);
+            }
+        }
         for (p, x) in &self.vm_phases {
             row(&format!("VM phase: VMM start → {p}"), x);
         }
@@ -293,11 +355,57 @@ impl FirstResponseReport {
                 "\nVM overhead on the first response (median VM − median bare): **{o:.1} ms**.\n"
             );
         }
+        if let (Some(t), Some(v), Some(b)) = (&self.call, &self.vm_call, &self.bare_call) {
+            s += &format!(
+                "\nVM / bare process, spawn → {t} answer (medians): **{:.2}×**.\n",
+                v.median / b.median
+            );
+        }
         if let Some(r) = self.ratio_initialize_firecracker {
             s += &format!(
                 "\nmcpvm / Firecracker, spawn → handshake response (medians): **{r:.2}×**.\n"
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(median: f64) -> Option<Summary> {
+        summarize(&[median])
+    }
+
+    #[test]
+    fn a_called_tool_gets_its_rows_and_the_vm_to_bare_ratio() {
+        let rep = FirstResponseReport {
+            runs: 1,
+            call: Some("browser_navigate".into()),
+            vm_call: summary(9000.0),
+            bare_call: summary(3000.0),
+            ..Default::default()
+        };
+        let md = rep.markdown();
+        assert!(
+            md.contains("| VM: spawn → browser_navigate answer | 9000.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| bare process: spawn → browser_navigate answer | 3000.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("spawn → browser_navigate answer (medians): **3.00×**"),
+            "{md}"
+        );
+        // Without a call, no such rows.
+        let plain = FirstResponseReport {
+            runs: 1,
+            vm_initialize: summary(10.0),
+            ..Default::default()
+        };
+        assert!(!plain.markdown().contains("answer (medians)"));
     }
 }

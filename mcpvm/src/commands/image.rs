@@ -113,6 +113,13 @@ struct Listed {
     bytes: Option<u64>,
     /// The digest of its dependency tree's lock.
     lock: Option<String>,
+    /// How it is started in the guest, its needs spelt out: the command
+    /// line, its environment (credentials as `${KEY}`, unresolved) and
+    /// the setup line run before it (for a bare-process peer in a bench,
+    /// benches/lib/bare-server.py).
+    argv: Vec<String>,
+    env: std::collections::BTreeMap<String, String>,
+    setup: Option<String>,
 }
 
 fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
@@ -142,6 +149,9 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
                 layer: current.map(|r| r.layer.clone()),
                 bytes: current.map(|r| r.bytes),
                 lock: current.and_then(|r| r.lock.clone()),
+                argv: e.argv(name),
+                env: e.env.clone(),
+                setup: e.setup.clone(),
             }
         })
         .collect();
