@@ -23,7 +23,9 @@ argv = ["/usr/bin/env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"] + env + e["ar
 root = f"/srv/root-{name}"
 print(f"# {name}: {layer}")
 print(f"mkdir -p /srv/l-{name} {root} && mount -o loop,ro images/{layer} /srv/l-{name}")
-print(f"mount -t overlay overlay -o lowerdir=/srv/l-{name}:/srv/rt {root}")
+# Writable, as the guest's root is (a tmpfs over the images).
+print(f"mkdir -p /srv/w-{name} && mount -t tmpfs w /srv/w-{name} && mkdir -p /srv/w-{name}/u /srv/w-{name}/w")
+print(f"mount -t overlay overlay -o lowerdir=/srv/l-{name}:/srv/rt,upperdir=/srv/w-{name}/u,workdir=/srv/w-{name}/w {root}")
 # What the guest agent mounts (and a browser needs: /dev/shm, /sys).
 print(f"mount -t tmpfs tmp {root}/tmp && mount -t tmpfs run {root}/run && mount -t proc proc {root}/proc")
 print(f"mount --bind /dev {root}/dev && mkdir -p {root}/dev/shm && mount -t tmpfs shm {root}/dev/shm")

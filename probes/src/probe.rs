@@ -86,6 +86,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
     result.stderr = wire.stderr();
     result.stdout_garbage_lines = wire.exchange.garbage_lines();
     result.exchange_lines_dropped = wire.exchange.dropped();
+    result.background_lookups = opts.background_lookups;
     if let Some(path) = &opts.vm_timings {
         result.timings.vm = std::fs::read(path)
             .ok()

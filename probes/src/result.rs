@@ -181,6 +181,11 @@ pub struct ProbeResult {
     /// The boundary the findings were judged against (guest paths).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roots: Vec<String>,
+    /// The server brings a program that looks hosts up on its own (a
+    /// browser: `ProbeOptions::background_lookups`): a lookup refused
+    /// during a call is not by itself that call's failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background_lookups: bool,
     pub verdict: Verdict,
     /// How far the calls got: the audit's coverage figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,6 +299,7 @@ impl ProbeResult {
             findings: Vec::new(),
             not_judged: None,
             roots: Vec::new(),
+            background_lookups: false,
             verdict: Verdict::default(),
             reach: None,
             definitions: Vec::new(),

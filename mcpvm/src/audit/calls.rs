@@ -121,6 +121,8 @@ const NETWORK_WORDS: &[&str] = &[
     "unable to connect",
     "network error",
     "network or api error",
+    // Chromium's own (a browser server's navigation).
+    "err_name_not_resolved",
 ];
 
 /// Words that say a key or a login is missing or refused.
@@ -373,8 +375,11 @@ fn echoes(answer: &str, arguments: &str) -> bool {
 }
 
 /// What one call shows. `listed`: the server's tools; `not_reached`: the
-/// call was refused for its arguments (the probe's reach).
-pub fn judge(c: &Call, listed: &[String], not_reached: bool) -> Shown {
+/// call was refused for its arguments (the probe's reach); `background`:
+/// the server brings a program that looks hosts up on its own (a
+/// browser), so a lookup refused during the call is not by itself the
+/// call's failure.
+pub fn judge(c: &Call, listed: &[String], not_reached: bool, background: bool) -> Shown {
     let answer = c.answer.as_str();
     let quote = || format!("{}: {}", c.tool, excerpt(answer));
     match c.outcome.as_str() {
@@ -390,9 +395,13 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool) -> Shown {
         _ => {}
     }
     // What the VM saw comes first: a lookup or connection refused during
-    // the call, whatever the answer made of it.
+    // the call, whatever the answer made of it. Not where a browser looks
+    // hosts up on its own (Chromium starts on the first call and asks for
+    // www.google.com whatever page it opens): there the answer decides,
+    // and the refused hosts are the need only of a call that failed for
+    // the network.
     let hosts = needed_hosts(&c.net);
-    if !hosts.is_empty() {
+    if !hosts.is_empty() && !background {
         return Shown::Failed(Cause::Network(hosts.clone()), refused_line(c, &hosts));
     }
     let flagged = c.is_error || c.outcome != "ok";
@@ -401,7 +410,11 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool) -> Shown {
             true => "",
             false => " (returned as an ordinary result)",
         };
-        return Shown::Failed(cause_of(answer, not_reached), format!("{}{how}", quote()));
+        let cause = match cause_of(answer, not_reached) {
+            Cause::Network(named) if named.is_empty() => Cause::Network(hosts),
+            other => other,
+        };
+        return Shown::Failed(cause, format!("{}{how}", quote()));
     }
     let parsed = json(answer);
     if answer.trim().is_empty() || parsed.as_ref().is_some_and(holds_no_data) {
@@ -480,13 +493,18 @@ fn refused_line(c: &Call, hosts: &[String]) -> String {
 /// The calls of a cell judged, one per tool (the best a tool showed: a
 /// working call over one that showed nothing over a failure), in the
 /// order they were made.
-pub fn per_tool(calls: &[Call], listed: &[String], not_reached: &[String]) -> Vec<(String, Shown)> {
+pub fn per_tool(
+    calls: &[Call],
+    listed: &[String],
+    not_reached: &[String],
+    background: bool,
+) -> Vec<(String, Shown)> {
     let mut out: Vec<(String, Shown)> = Vec::new();
     for c in calls {
         let refused = not_reached
             .iter()
             .any(|n| n.split_once(": ").is_some_and(|(t, _)| t == c.tool));
-        let shown = judge(c, listed, refused);
+        let shown = judge(c, listed, refused, background);
         let score = |s: &Shown| match s {
             Shown::Working(_) => 3,
             Shown::Nothing(_) => 2,
@@ -586,7 +604,7 @@ mod tests {
     fn an_unflagged_error_object_with_its_lookup_refused_is_a_network_failure() {
         let mut c = call("slack_list_channels", "{}", r#"{"error":"fetch failed"}"#);
         c.net = vec!["dns slack.com denied (slack.com is not allowed)".into()];
-        match judge(&c, &[], false) {
+        match judge(&c, &[], false, false) {
             Shown::Failed(Cause::Network(h), line) => {
                 assert_eq!(h, ["slack.com"]);
                 assert!(line.contains("slack.com refused"), "{line}");
@@ -597,9 +615,41 @@ mod tests {
         // from its shape and words.
         c.net.clear();
         assert!(matches!(
-            judge(&c, &[], false),
+            judge(&c, &[], false, false),
             Shown::Failed(Cause::Network(_), _)
         ));
+    }
+
+    /// @modelcontextprotocol/server-puppeteer 2025.5.12 under deny-net,
+    /// as recorded: Chromium looked up www.google.com while the first
+    /// navigation (to the guest's own site) went through.
+    #[test]
+    fn a_browsers_own_lookups_do_not_fail_a_call_that_answered() {
+        let mut c = call(
+            "puppeteer_navigate",
+            r#"{"url":"http://127.0.0.1:8080/page.html"}"#,
+            "Navigated to http://127.0.0.1:8080/page.html",
+        );
+        c.net = vec!["dns www.google.com denied (www.google.com is not allowed)".into()];
+        c.varied = varied("url", false);
+        // Without the need known, the refusal decides, as for any server.
+        assert!(matches!(
+            judge(&c, &[], false, false),
+            Shown::Failed(Cause::Network(_), _)
+        ));
+        assert!(matches!(judge(&c, &[], false, true), Shown::Working(_)));
+        // A navigation outside that failed: the refused host is its need.
+        let mut out = call(
+            "puppeteer_navigate",
+            r#"{"url":"https://example.com/"}"#,
+            "Failed to navigate: net::ERR_NAME_NOT_RESOLVED at https://example.com/",
+        );
+        out.is_error = true;
+        out.net = vec!["dns example.com denied (example.com is not allowed)".into()];
+        match judge(&out, &[], false, true) {
+            Shown::Failed(Cause::Network(h), _) => assert_eq!(h, ["example.com"]),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// The failure shapes the labelled corpus servers return as ordinary
@@ -626,7 +676,7 @@ mod tests {
         ];
         for (answer, want) in shapes {
             let c = call("t", r#"{"x":"y"}"#, answer);
-            let got = match judge(&c, &[], false) {
+            let got = match judge(&c, &[], false, false) {
                 Shown::Failed(Cause::Network(_), _) => "network",
                 Shown::Failed(Cause::Credentials, _) => "credentials",
                 Shown::Failed(Cause::Environment, _) => "environment",
@@ -676,10 +726,10 @@ mod tests {
         );
         for c in [feedback, fixed, own, empty, echo] {
             assert!(
-                matches!(judge(&c, &listed, false), Shown::Nothing(_)),
+                matches!(judge(&c, &listed, false, false), Shown::Nothing(_)),
                 "{}: {:?}",
                 c.tool,
-                judge(&c, &listed, false)
+                judge(&c, &listed, false, false)
             );
         }
     }
@@ -693,25 +743,31 @@ mod tests {
             r#"{"timezone":"UTC"}"#,
             "{\n  \"timezone\": \"UTC\",\n  \"datetime\": \"2026-12-05T14:26:38+00:00\"\n}",
         );
-        assert!(matches!(judge(&c, &[], false), Shown::Nothing(_)));
+        assert!(matches!(judge(&c, &[], false, false), Shown::Nothing(_)));
         c.varied = varied("timezone", false);
         assert_eq!(
-            judge(&c, &[], false),
+            judge(&c, &[], false, false),
             Shown::Working("get_current_time: answers differently when 'timezone' changes".into())
         );
         // A second call refused by validation shows nothing either, nor
         // one whose answer only repeats the changed value back.
         c.varied.as_mut().unwrap().refused_by_schema = true;
-        assert!(matches!(judge(&c, &[], false), Shown::Nothing(_)));
+        assert!(matches!(judge(&c, &[], false, false), Shown::Nothing(_)));
         let mut watch = call(
             "watch_topic",
             r#"{"topic":"mcpvm"}"#,
             "Watching topic: mcpvm",
         );
         watch.varied = varied("topic", false);
-        assert!(matches!(judge(&watch, &[], false), Shown::Working(_)));
+        assert!(matches!(
+            judge(&watch, &[], false, false),
+            Shown::Working(_)
+        ));
         watch.varied.as_mut().unwrap().echoes_input = true;
-        assert!(matches!(judge(&watch, &[], false), Shown::Nothing(_)));
+        assert!(matches!(
+            judge(&watch, &[], false, false),
+            Shown::Nothing(_)
+        ));
     }
 
     #[test]
@@ -732,7 +788,7 @@ mod tests {
         );
         c.net = vec!["dns mobile.events.data.microsoft.com denied (not allowed)".into()];
         c.varied = varied("uri", false);
-        assert!(matches!(judge(&c, &[], false), Shown::Working(_)));
+        assert!(matches!(judge(&c, &[], false, false), Shown::Working(_)));
         assert_eq!(needed_hosts(&c.net), Vec::<String>::new());
         assert_eq!(
             net_try("connect 10.0.2.3:443 denied (x)"),

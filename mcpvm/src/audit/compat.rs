@@ -277,7 +277,12 @@ fn shown_working(r: &Record) -> (Option<[usize; 2]>, Vec<String>) {
     if r.calls.is_empty() {
         return (None, Vec::new());
     }
-    let judged = calls::per_tool(&r.calls, &r.tools_listed, &not_reached(r));
+    let judged = calls::per_tool(
+        &r.calls,
+        &r.tools_listed,
+        &not_reached(r),
+        r.background_lookups,
+    );
     let called = judged
         .iter()
         .filter(|(_, s)| *s != Shown::NotCalled)
@@ -371,7 +376,12 @@ fn answered_cell(r: &Record) -> Judged {
 /// `not_fit` when every call failed in its own code, else `inconclusive`
 /// with the cause most failing calls share.
 fn by_calls(r: &Record) -> Judged {
-    let judged = calls::per_tool(&r.calls, &r.tools_listed, &not_reached(r));
+    let judged = calls::per_tool(
+        &r.calls,
+        &r.tools_listed,
+        &not_reached(r),
+        r.background_lookups,
+    );
     let called = judged
         .iter()
         .filter(|(_, s)| *s != Shown::NotCalled)
@@ -892,6 +902,7 @@ mod tests {
             learnt_calls: Default::default(),
             addresses_model: Vec::new(),
             calls: Vec::new(),
+            background_lookups: false,
             finished_at: 0,
         }
     }

@@ -199,6 +199,11 @@ pub struct Record {
     /// a verdict. At most [`MAX_CALLS`]; empty in records written before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub calls: Vec<Call>,
+    /// The server brings a program that looks hosts up on its own (a
+    /// browser): a lookup refused during one of its calls is not by
+    /// itself that call's failure (`calls::judge`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background_lookups: bool,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
 }
@@ -508,6 +513,7 @@ impl Record {
             learnt_calls: BTreeMap::new(),
             addresses_model: Vec::new(),
             calls: Vec::new(),
+            background_lookups: false,
             finished_at: now(),
         }
     }
@@ -610,6 +616,7 @@ impl Record {
                 .take(16)
                 .collect(),
             calls: Call::all(probe, &events),
+            background_lookups: probe.background_lookups,
             finished_at: now(),
         }
     }

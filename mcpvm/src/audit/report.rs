@@ -691,6 +691,7 @@ pub(super) mod tests {
             learnt_calls: Default::default(),
             addresses_model: Vec::new(),
             calls: Vec::new(),
+            background_lookups: false,
             finished_at: 0,
         }
     }
