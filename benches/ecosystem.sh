@@ -16,8 +16,9 @@
 #    MCPVM_BENCH_OUT (default: a temporary directory, named at the end),
 #    prints the audit's throughput in servers per hour and renders
 #    docs/ecosystem.md's table there as table.md (benches/lib/
-#    ecosystem-table.py, with the build's sizes and times, build.json),
-#    the calls that reached their tools as reach.md and what the
+#    ecosystem-table.py, with the build's sizes and times, build.json;
+#    for the corpus, its verdicts weighted by npm downloads too), the
+#    calls that reached their tools as reach.md and what the
 #    layers' install scripts did as install.md.
 # MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
 # MCPVM_ECOSYSTEM_DEADLINE=SECONDS stops the audit after that long (what
@@ -177,8 +178,12 @@ echo "ecosystem: $n cells of $servers_run servers in ${wall} s of wall time on $
 corpus_csv=$top/../shared/corpus/popular-servers.csv
 csv=()
 [ -f "$corpus_csv" ] && csv=(--csv "$corpus_csv")
+# The corpus's verdicts weighted by use (docs/ecosystem.md, "Weighted by
+# use"): its downloads table names only its own servers.
+downloads=()
+[ "$catalogue" = "$top/guest-image/corpus/popular.toml" ] && downloads=(--downloads "$top/guest-image/corpus/downloads-2026-12.tsv")
 python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --results "$out/results.jsonl" \
-  --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" "${csv[@]}" > "$out/table.md"
+  --audit "$out/audit.json" --index "$store/index.json" --build "$out/build.json" "${csv[@]}" "${downloads[@]}" > "$out/table.md"
 # How many calls reached their tools (docs/benchmarks.md).
 python3 "$top/benches/lib/reach-table.py" --results "$out/results.jsonl" --catalogue "$catalogue" > "$out/reach.md"
 # What the layers' install scripts did (docs/security-audit.md).
