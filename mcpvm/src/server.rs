@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use mcpvm_images::catalogue::{Catalogue, CatalogueError, Entry};
 use mcpvm_images::store::{self, Index, StoreError};
 
+#[derive(Default)]
 pub struct ServerPlan {
     pub runtime: PathBuf,
     pub layer: PathBuf,

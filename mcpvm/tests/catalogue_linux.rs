@@ -46,7 +46,7 @@ mod servers {
 
     use std::sync::OnceLock;
 
-    use super::common::{run_scenario_within, Case, Results};
+    use super::common::{call, run_scenario_within, Case, Results};
 
     pub fn results() -> &'static Results {
         super::start_sessions();
@@ -99,15 +99,6 @@ mod servers {
             .collect();
         assert!(failed.is_empty(), "no answer in a VM from: {failed:?}");
         assert_eq!(answered("time")["lifecycle"], "stateless");
-    }
-
-    fn call<'a>(r: &'a serde_json::Value, tool: &str) -> &'a serde_json::Value {
-        r["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["step"] == format!("tools/call:{tool}"))
-            .unwrap_or_else(|| panic!("no call of {tool}: {r}"))
     }
 
     #[test]

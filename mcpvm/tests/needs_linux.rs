@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{artifact, run_scenario_with_disk, store_files, workspace, Results};
+use common::{artifact, call, run_scenario_with_disk, store_files, workspace, Results};
 use serde_json::Value;
 
 fn results() -> &'static Results {
@@ -41,15 +41,6 @@ fn probed(case: &str) -> Value {
     let r = c.json();
     assert_eq!(r["transport"], "vm", "{case}: {r}");
     r
-}
-
-fn call<'a>(r: &'a Value, tool: &str) -> &'a Value {
-    r["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["step"] == format!("tools/call:{tool}"))
-        .unwrap_or_else(|| panic!("no call of {tool}: {r}"))
 }
 
 fn text(step: &Value) -> &str {

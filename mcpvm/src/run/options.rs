@@ -579,15 +579,8 @@ mod tests {
     #[test]
     fn the_network_is_the_servers_and_the_users_rules_as_the_profile_leaves_them() {
         let server = ServerPlan {
-            runtime: "r".into(),
-            layer: "l".into(),
-            argv: vec![],
-            env: vec![],
-            secrets: vec![],
-            setup: None,
             network: vec!["api.github.com:443".into()],
-            http_port: None,
-            min_mem_mib: 0,
+            ..ServerPlan::default()
         };
         let user = [withholding::network::Rule::parse("198.51.100.7:8080").unwrap()];
         let rules = |p: &Option<withholding::network::Policy>| -> Vec<String> {

@@ -232,15 +232,8 @@ mod tests {
                 .unwrap()
         };
         let server = ServerPlan {
-            runtime: "r".into(),
-            layer: "l".into(),
-            argv: vec![],
-            env: vec![],
-            secrets: vec![],
-            setup: None,
-            network: vec![],
-            http_port: None,
             min_mem_mib: 1024,
+            ..ServerPlan::default()
         };
         let quiet = profile("[profile.quiet]\ndescription = \"x\"\n", "quiet");
         let tiny = profile(

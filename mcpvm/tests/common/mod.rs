@@ -246,6 +246,11 @@ pub fn step<'a>(r: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
         .unwrap_or_else(|| panic!("no step {name}: {r}"))
 }
 
+/// A tool call's step of a probe result, by tool.
+pub fn call<'a>(r: &'a serde_json::Value, tool: &str) -> &'a serde_json::Value {
+    step(r, &format!("tools/call:{tool}"))
+}
+
 /// testbed `--file` arguments for the image store as built: its index,
 /// the runtime image and the layers of `servers`.
 pub fn image_store_files(servers: &[&str]) -> Vec<String> {
