@@ -13,8 +13,17 @@ lists' date. Only the corpus's packages are looked up: the lists are
 read line by line, never sent anywhere.
 """
 import csv
+import re
 import sys
 import tomllib
+
+
+def key(registry, name):
+    """A package's name as its registry compares names: PyPI's
+    normalized (PEP 503: `awslabs.aws-documentation-mcp-server` is
+    `awslabs-aws-documentation-mcp-server`), npm's lowercase."""
+    name = name.lower()
+    return re.sub(r"[-_.]+", "-", name) if registry == "pypi" else name
 
 
 def main():
@@ -25,15 +34,15 @@ def main():
     want = {}
     for name, e in servers.items():
         registry = "pypi" if e["runtime"] == "python" else "npm"
-        want.setdefault((registry, e["package"].lower()), []).append(name)
+        want.setdefault((registry, key(registry, e["package"])), []).append(name)
     found = {}
     for registry, path, col in (("npm", npm_tsv, "downloads_a_month"),
                                 ("pypi", pypi_tsv, "rank_among_15000_most_downloaded")):
         with open(path, newline="") as f:
             for row in csv.DictReader(f, delimiter="\t"):
-                key = (registry, row["name"].lower())
-                if key in want:
-                    found[key] = row.get(col) or ""
+                k = (registry, key(registry, row["name"]))
+                if k in want:
+                    found[k] = row.get(col) or ""
     out = csv.writer(sys.stdout, delimiter="\t", lineterminator="\n")
     out.writerow(["server", "registry", "package", "npm_downloads_a_month", "pypi_rank", "month"])
     for (registry, package), names in sorted(want.items(), key=lambda kv: kv[1][0]):
