@@ -437,24 +437,14 @@ fn check_dummy_file(path: &str, text: &str) -> Result<(), String> {
 }
 
 /// Writes an entry's dummy credential files under `root` (the layer's
-/// staging root), owner-readable only as real ones are.
+/// staging root), owner-readable only as real ones are, never through a
+/// link a package left there (`needs::write_in_layer`).
 pub fn write_dummy_files(
     files: &BTreeMap<String, String>,
     root: &std::path::Path,
 ) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
     for (path, text) in files {
-        let p = root.join(path.trim_start_matches('/'));
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&p)?;
-        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        crate::needs::write_in_layer(root, path, text, 0o600)?;
     }
     Ok(())
 }

@@ -154,14 +154,50 @@ impl Need {
 pub fn write_files(needs: &[Need], root: &std::path::Path) -> std::io::Result<()> {
     for need in needs {
         for (path, text) in need.files() {
-            let p = root.join(path);
-            if let Some(dir) = p.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            std::fs::write(&p, text)?;
+            write_in_layer(root, path, text, 0o644)?;
         }
     }
     Ok(())
+}
+
+/// Writes `text` at `path` (relative, plain names) under `root`, a
+/// layer's staging tree, making the directories it lacks. Nothing on the
+/// way may be a symbolic link: the tree holds unpacked packages, whose
+/// links (absolute ones too) point at the guest's paths, and followed
+/// here they would lead out of the tree onto the host's.
+pub fn write_in_layer(
+    root: &std::path::Path,
+    path: &str,
+    text: &str,
+    mode: u32,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let names: Vec<&str> = path.split('/').filter(|c| !c.is_empty()).collect();
+    let Some((file, dirs)) = names.split_last() else {
+        return Err(std::io::Error::other(format!("'{path}' names no file")));
+    };
+    let mut at = root.to_path_buf();
+    for name in dirs {
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(std::io::Error::other(format!(
+                "{} is not a directory (a link or a file from a package): cannot put {path} there",
+                at.display()
+            ))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&at)?,
+            Err(e) => return Err(e),
+        }
+    }
+    at.push(file);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&at)?;
+    std::io::Write::write_all(&mut f, text.as_bytes())
 }
 
 #[cfg(test)]
@@ -176,6 +212,30 @@ mod tests {
         assert!(text.contains("--no-sandbox"), "{text}");
         // Only as root: a server run as a user keeps Chromium's sandbox.
         assert!(text.contains("id -u"), "{text}");
+    }
+
+    /// A package's absolute link (`/etc/x -> /tmp/elsewhere`), unpacked
+    /// into the staging tree, would lead a write out of it onto the host.
+    #[test]
+    fn a_write_into_the_layer_never_follows_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("etc")).unwrap();
+        let err = write_in_layer(root.path(), "etc/key.json", "mcpvm-dummy", 0o600).unwrap_err();
+        assert!(err.to_string().contains("not a directory"), "{err}");
+        std::fs::create_dir(root.path().join("usr")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("f"), root.path().join("usr/key")).unwrap();
+        assert!(write_in_layer(root.path(), "usr/key", "mcpvm-dummy", 0o600).is_err());
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            0,
+            "nothing written outside"
+        );
+        write_in_layer(root.path(), "usr/share/x/key", "mcpvm-dummy", 0o600).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("usr/share/x/key")).unwrap(),
+            "mcpvm-dummy"
+        );
     }
 
     #[test]
