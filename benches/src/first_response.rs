@@ -179,6 +179,18 @@ impl FirstResponseBench {
             bare.add(run, &probe_process(&self.host_command, &bare_opts)?)?;
         }
         let _ = std::fs::remove_dir_all(&dir);
+        Ok(self.report(tool, &vm, &bare, &firecracker, &warm))
+    }
+
+    /// The peers' samples summarized, with the ratios between them.
+    fn report(
+        &self,
+        tool: Option<&str>,
+        vm: &Samples,
+        bare: &Samples,
+        firecracker: &Samples,
+        warm: &Samples,
+    ) -> FirstResponseReport {
         let mut rep = FirstResponseReport {
             runs: self.runs,
             vm_initialize: summarize(&vm.initialize),
@@ -208,7 +220,7 @@ impl FirstResponseBench {
             rep.warm_call = summarize(&warm.call);
             rep.warm_phases = warm.phases();
         }
-        Ok(rep)
+        rep
     }
 }
 

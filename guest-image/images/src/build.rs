@@ -532,6 +532,24 @@ impl LayerCx<'_> {
 
     /// Builds (or finds cached) the layer of the `i`th server; its record
     /// and report, or its failure and the key it was for.
+    /// What a layer holds beside the installed package: its Debian
+    /// packages, its needs' files and its dummy credential files.
+    fn beside_the_package(
+        &self,
+        e: &Entry,
+        stage: &Path,
+        dir: &Path,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), BuildError> {
+        if !e.apt.is_empty() {
+            let _one = self.apt.lock().unwrap_or_else(|e| e.into_inner());
+            let cache = self.store.join(".apt");
+            crate::apt::unpack(&e.apt, self.rt_path, &cache, stage, dir, progress)?;
+        }
+        crate::needs::write_files(&e.needs, stage).map_err(io_err(stage))?;
+        crate::catalogue::write_dummy_files(&e.dummy_files, stage).map_err(io_err(stage))
+    }
+
     fn layer(
         &self,
         i: usize,
@@ -607,14 +625,7 @@ impl LayerCx<'_> {
                     command = Some(found);
                     install_record = record;
                     let dir = stage.join(Entry::dir(name).trim_start_matches('/'));
-                    if !e.apt.is_empty() {
-                        let _one = self.apt.lock().unwrap_or_else(|e| e.into_inner());
-                        let cache = self.store.join(".apt");
-                        crate::apt::unpack(&e.apt, self.rt_path, &cache, &stage, &dir, progress)?;
-                    }
-                    crate::needs::write_files(&e.needs, &stage).map_err(io_err(&stage))?;
-                    crate::catalogue::write_dummy_files(&e.dummy_files, &stage)
-                        .map_err(io_err(&stage))?;
+                    self.beside_the_package(e, &stage, &dir, progress)?;
                     // The tree's lock: kept for the next build, and its
                     // digest in the index.
                     self.locks.put(name, e, &dir).map_err(io_err(&dir))?;

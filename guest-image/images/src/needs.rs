@@ -181,10 +181,12 @@ pub fn write_in_layer(
         at.push(name);
         match std::fs::symlink_metadata(&at) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(std::io::Error::other(format!(
+            Ok(_) => {
+                return Err(std::io::Error::other(format!(
                 "{} is not a directory (a link or a file from a package): cannot put {path} there",
                 at.display()
-            ))),
+            )))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(&at)?,
             Err(e) => return Err(e),
         }
