@@ -89,9 +89,13 @@ pub fn plant(home: &str) -> io::Result<Planted> {
     ];
     let mut tokens = BTreeMap::new();
     for (path, content, token) in files {
+        // The system secret is left readable by every user, as a careless
+        // machine leaves one: a server that reaches it can leak it. The
+        // rest are the server user's own (`user::hand_over`).
+        let shared = path == SYSTEM_SECRET;
         // A read-only root keeps some from being planted: the rest still
         // are, and the event names only those that were.
-        if write_private(Path::new(&path), &content).is_ok() {
+        if write_secret(Path::new(&path), &content, shared).is_ok() {
             tokens.insert(path, token);
         }
     }
@@ -101,7 +105,13 @@ pub fn plant(home: &str) -> io::Result<Planted> {
     let repo = ["objects", "refs/heads"]
         .iter()
         .try_for_each(|d| std::fs::create_dir_all(format!("{git}/{d}")))
-        .and_then(|()| write_private(Path::new(&format!("{git}/HEAD")), "ref: refs/heads/main\n"));
+        .and_then(|()| {
+            write_secret(
+                Path::new(&format!("{git}/HEAD")),
+                "ref: refs/heads/main\n",
+                false,
+            )
+        });
     if let Err(e) = repo {
         eprintln!("mcpvm-agent: the canary repository was not made: {e}");
     }
@@ -124,19 +134,25 @@ pub fn remove_link(planted: &Planted) {
     }
 }
 
-fn write_private(path: &Path, content: &str) -> io::Result<()> {
+/// Writes a secret private to its owner, or (`shared`) readable by all.
+fn write_secret(path: &Path, content: &str, shared: bool) -> io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let (dir_mode, file_mode) = if shared {
+        (0o755, 0o644)
+    } else {
+        (0o700, 0o600)
+    };
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o700)
+            .mode(dir_mode)
             .create(dir)?;
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
-        .mode(0o600)
+        .mode(file_mode)
         .open(path)?;
     io::Write::write_all(&mut f, content.as_bytes())
 }

@@ -20,6 +20,7 @@ mod root;
 mod session;
 mod system;
 mod tail;
+mod user;
 mod vsock;
 mod withholding;
 mod workspace;

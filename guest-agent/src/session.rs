@@ -229,15 +229,29 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
             )
         })?;
     }
+    let user = crate::user::of(policy);
+    crate::user::prepare(&user).map_err(|e| {
+        Failure::new(
+            format!("cannot prepare {}'s home {}: {e}", user.name, user.home),
+            126,
+        )
+    })?;
     if let Some(setup) = &spec.setup {
-        run_setup(setup, spec, stderr_ch).map_err(|msg| Failure::new(msg, 126))?;
+        run_setup(setup, spec, &user, stderr_ch).map_err(|msg| Failure::new(msg, 126))?;
     }
     // Before the mounts: a read-only root would keep them out.
     let canaries = policy
         .canaries
-        .then(|| crate::canaries::plant("/root"))
+        .then(|| crate::canaries::plant(user.home))
         .transpose()
         .map_err(|e| Failure::new(format!("cannot plant the canaries: {e}"), 126))?;
+    let sibling = canaries.as_ref().map_or("", |c| c.sibling.as_str());
+    crate::user::hand_over(&user, &[user.home, WORKSPACE_DIR, sibling]).map_err(|e| {
+        Failure::new(
+            format!("cannot give the workspace and home to {}: {e}", user.name),
+            126,
+        )
+    })?;
     crate::withholding::apply_mounts(policy).map_err(|e| Failure::new(e.to_string(), 126))?;
     let (confine, supervise) = server_seccomp::prepare(
         &policy.rlimits,
@@ -245,10 +259,14 @@ fn start_server(spec: &RunSpec, stderr_ch: &File) -> Result<Started, Failure> {
         Counter::KernelTrace,
     )
     .map_err(|e| Failure::new(format!("cannot apply the policy: {e}"), 126))?;
+    let confine = match user.uid {
+        0 => confine,
+        uid => confine.as_user(uid, user.gid),
+    };
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear();
     if !policy.bare_env {
-        cmd.env("PATH", DEFAULT_PATH).env("HOME", "/root");
+        cmd.env("PATH", DEFAULT_PATH).envs(crate::user::env(&user));
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     if let Some(c) = &canaries {
@@ -383,7 +401,14 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
 
 /// Runs the setup line with the server's environment; its output goes to
 /// the server's stderr channel (never to stdout, which is MCP's).
-fn run_setup(setup: &str, spec: &RunSpec, stderr_ch: &File) -> Result<(), String> {
+/// It runs as root (the machine's owner installing what the server
+/// expects) in the server user's home.
+fn run_setup(
+    setup: &str,
+    spec: &RunSpec,
+    user: &GuestUser,
+    stderr_ch: &File,
+) -> Result<(), String> {
     let err = |e: io::Error| format!("cannot run the setup line: {e}");
     let out = stderr_ch.try_clone().map_err(err)?;
     let out2 = stderr_ch.try_clone().map_err(err)?;
@@ -391,7 +416,7 @@ fn run_setup(setup: &str, spec: &RunSpec, stderr_ch: &File) -> Result<(), String
     cmd.args(["-c", setup])
         .env_clear()
         .env("PATH", DEFAULT_PATH)
-        .env("HOME", "/root")
+        .envs(crate::user::env(user))
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::from(out))

@@ -316,3 +316,52 @@ fn a_recording_policy_records_files_programs_and_addresses_with_their_call() {
         assert!(e.pid > 0 && e.exe.starts_with('/'), "{e:?}");
     }
 }
+
+/// The server's identity is dropped in the child before its filter, so
+/// a policy that denies the identity calls still leaves the user in
+/// place, and its limits still apply after. (Raising a hard limit needs
+/// CAP_SYS_RESOURCE, which PID 1 of the guest has and a container may
+/// not, so the limit here is today's hard one.) Off root (a developer's
+/// shell), leaving root is impossible and the spawn fails with EPERM,
+/// which is asserted instead.
+#[test]
+fn the_child_drops_to_the_user_before_its_filter() {
+    let policy = Seccomp {
+        rules: vec![
+            deny("setresuid", libc::EPERM, When::Always),
+            deny("setgroups", libc::EPERM, When::Always),
+        ],
+        ..Default::default()
+    };
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct we pass.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut now) }, 0);
+    let high = Rlimit {
+        resource: Resource::Nofile,
+        value: now.rlim_max,
+    };
+    let (child, parent) = seccomp::prepare(&[high], Some(&policy), Counter::Notification).unwrap();
+    let child = child.as_user(65534, 65534);
+    let mut cmd = Command::new("/bin/sh");
+    cmd.args(["-c", "id -u; id -g; id -G; ulimit -n"]);
+    // SAFETY: pre_exec only makes async-signal-safe calls.
+    unsafe { cmd.pre_exec(move || child.pre_exec()) };
+    let sup = parent.supervise(None).expect("a supervisor");
+    let spawned = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        let e = spawned.expect_err("only root can change its identity");
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+        return;
+    }
+    let out = spawned.unwrap().wait_with_output().unwrap();
+    sup.finish(Duration::from_secs(5));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("65534\n65534\n65534\n{}\n", now.rlim_max)
+    );
+}

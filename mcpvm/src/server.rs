@@ -17,6 +17,8 @@ pub struct ServerPlan {
     pub secrets: Vec<(String, String)>,
     /// A shell line the agent runs before the server, outside its policy.
     pub setup: Option<String>,
+    /// It runs as root (its catalogue entry says so).
+    pub root: bool,
     /// What it may reach: the catalogue's `HOST[:PORT]` rules.
     pub network: Vec<String>,
     /// It speaks Streamable HTTP on this guest port (`transport = "http"`).
@@ -156,6 +158,7 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
         env,
         secrets,
         setup: entry.setup.clone(),
+        root: entry.root,
         network: entry.network.clone(),
         http_port: match entry.transport {
             mcpvm_images::catalogue::Transport::Http => entry.port,
@@ -168,6 +171,16 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Dummy files are checked against the home the guest gives the
+    /// server's user.
+    #[test]
+    fn the_catalogue_knows_the_guest_users_home() {
+        assert_eq!(
+            mcpvm_images::catalogue::SERVER_HOME,
+            mcpvm_protocol::ports::SERVER_USER.home
+        );
+    }
 
     /// A catalogued server's store record comes back with what its
     /// install scripts did; a name the catalogue lacks, or a bare

@@ -62,6 +62,38 @@ fn a_developers_tools_and_icu_are_in_the_image() {
     assert!(out.contains("icu loaded"), "{out}");
 }
 
+/// A server runs as the unprivileged user mcp, as on a developer's
+/// machine: its home, the workspace the host sent and /tmp are its own,
+/// the system is not; a low port is open to it.
+#[test]
+fn servers_run_as_an_unprivileged_user_with_a_home_of_their_own() {
+    let c = case("server_user");
+    assert_eq!(c.rc, 0, "{c:?}");
+    let out = &c.stdout;
+    assert!(out.contains("uid=1000(mcp) gid=1000(mcp)"), "{out}");
+    assert!(
+        out.contains("HOME=/home/mcp USER=mcp XDG=/run/user/1000"),
+        "{out}"
+    );
+    for line in [
+        "home-writable",
+        "workspace-writable",
+        "tmp-writable",
+        "mcp:x:1000:1000:",
+        "bound port 80",
+    ] {
+        assert!(out.contains(line), "{line} in {out}");
+    }
+    assert!(out.contains("'/etc/x': Permission denied"), "{out}");
+}
+
+#[test]
+fn a_profile_may_run_the_server_as_root() {
+    let c = case("root_user");
+    assert_eq!(c.rc, 0, "{c:?}");
+    assert_eq!(c.stdout, "0\nHOME=/root\n", "{c:?}");
+}
+
 #[test]
 fn the_overlay_takes_writes_and_the_image_stays_byte_for_byte_the_same() {
     let c = case("overlay_write");

@@ -36,3 +36,30 @@ pub const ALL: [u32; 5] = [
 
 /// Where the workspace appears in the guest.
 pub const WORKSPACE_DIR: &str = "/workspace";
+
+/// A user account in the guest image (guest-image/rootfs/build writes
+/// the same in its /etc/passwd).
+#[derive(Debug, Clone, Copy)]
+pub struct GuestUser {
+    pub name: &'static str,
+    pub uid: u32,
+    pub gid: u32,
+    pub home: &'static str,
+}
+
+/// Who the server runs as unless its policy asks for root: an ordinary
+/// user with a home of its own, as on a developer's machine.
+pub const SERVER_USER: GuestUser = GuestUser {
+    name: "mcp",
+    uid: 1000,
+    gid: 1000,
+    home: "/home/mcp",
+};
+
+/// root, for policies that ask for it (and for setup lines).
+pub const ROOT_USER: GuestUser = GuestUser {
+    name: "root",
+    uid: 0,
+    gid: 0,
+    home: "/root",
+};

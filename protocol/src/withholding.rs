@@ -24,6 +24,11 @@ pub struct Policy {
     /// holding a token made for this run: `Event::Canaries` names them.
     #[serde(default)]
     pub canaries: bool,
+    /// The server runs as root. By default it runs as the guest's
+    /// unprivileged user ([`crate::ports::SERVER_USER`]), as on a
+    /// developer's machine.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub root: bool,
 }
 
 /// One resource limit, soft and hard.

@@ -54,6 +54,8 @@ pub struct Knobs {
     pub canaries: Option<bool>,
     /// No network, whatever the catalogue and `--allow-net` allow.
     pub deny_net: Option<bool>,
+    /// The server runs as root instead of the guest's unprivileged user.
+    pub root: Option<bool>,
     /// Only these of the server's network rules (`HOST[:PORT]`, as the
     /// catalogue writes them) stay. Composed lists intersect.
     pub allow_net: Option<Vec<String>>,
@@ -321,6 +323,7 @@ impl Profiles {
                 no_tmp: merged.no_tmp.unwrap_or(false),
                 bare_env: merged.clear_env.unwrap_or(false),
                 canaries: merged.canaries.unwrap_or(false),
+                root: merged.root.unwrap_or(false),
                 rlimits,
                 seccomp: (log || record || !rules.is_empty() || allow.is_some()).then_some(
                     Seccomp {
@@ -359,7 +362,8 @@ fn apply(mut over: Knobs, k: &Knobs) -> Knobs {
         log_syscalls,
         record_effects,
         canaries,
-        deny_net
+        deny_net,
+        root
     );
     over.env.extend(k.env.clone());
     over.rlimits.extend(k.rlimits.clone());
@@ -660,6 +664,9 @@ mod tests {
         assert!(!p.resolve("no-rng").unwrap().rng);
         assert_eq!(p.resolve("one-cpu").unwrap().vcpus, 1);
         assert!(p.resolve("no-tmp").unwrap().policy.no_tmp);
+        // The unprivileged user unless a profile asks for root.
+        assert!(!p.resolve("baseline").unwrap().policy.root);
+        assert!(p.resolve("deny-net+root").unwrap().policy.root);
     }
 
     #[test]

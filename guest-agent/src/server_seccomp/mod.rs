@@ -55,6 +55,8 @@ pub struct ChildSide {
     rlimits: Vec<Rlimit>,
     filter: Option<(Vec<libc::sock_filter>, OwnedFd)>,
     trace: Option<ChildTrace>,
+    /// The user and group the server runs as; `None` keeps root.
+    identity: Option<(libc::uid_t, libc::gid_t)>,
 }
 
 /// The agent's half: receives the listener once the child has exec'd.
@@ -80,6 +82,7 @@ pub fn prepare(
             rlimits: rlimits.to_vec(),
             filter: None,
             trace: None,
+            identity: None,
         };
         let parent = ParentSide {
             listener: None,
@@ -110,6 +113,7 @@ pub fn prepare(
         rlimits: rlimits.to_vec(),
         filter: Some((prog, child)),
         trace: child_trace,
+        identity: None,
     };
     let parent = ParentSide {
         listener: Some(parent),
@@ -120,8 +124,15 @@ pub fn prepare(
 }
 
 impl ChildSide {
-    /// Runs in the child after fork: no_new_privs, the filter and its
-    /// listener to the agent, then resource limits.
+    /// The server runs as `uid`/`gid` with no supplementary groups.
+    pub fn as_user(mut self, uid: libc::uid_t, gid: libc::gid_t) -> Self {
+        self.identity = Some((uid, gid));
+        self
+    }
+
+    /// Runs in the child after fork: the trace's pid, the user's
+    /// identity, no_new_privs, the filter and its listener to the agent,
+    /// then resource limits.
     ///
     /// # Safety
     /// Only async-signal-safe calls on memory prepared before the fork.
@@ -129,6 +140,14 @@ impl ChildSide {
         if let Some(t) = &self.trace {
             t.follow_me()?;
         }
+        if let Some((uid, gid)) = self.identity {
+            // A limit above today's hard one can be set only while root.
+            for r in &self.rlimits {
+                raise_hard(r)?;
+            }
+            drop_to(uid, gid)?;
+        }
+        // The identity first: a filter may deny the calls that change it.
         if let Some((prog, sock)) = &self.filter {
             install(prog, sock.as_raw_fd())?;
         }
@@ -147,6 +166,51 @@ impl ChildSide {
         }
         Ok(())
     }
+}
+
+/// Raises `r`'s hard limit to its value when that is higher (root only).
+///
+/// # Safety
+/// Async-signal-safe: getrlimit and setrlimit.
+unsafe fn raise_hard(r: &Rlimit) -> io::Result<()> {
+    let mut now = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    if libc::getrlimit(resource_id(r.resource), &mut now) != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if r.value > now.rlim_max {
+        now.rlim_max = r.value;
+        if libc::setrlimit(resource_id(r.resource), &now) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Leaves root for `uid`/`gid`, with no supplementary groups. Raw
+/// system calls: after fork the child has one thread, and glibc's
+/// wrappers would signal threads that no longer exist.
+///
+/// # Safety
+/// Async-signal-safe: three system calls.
+unsafe fn drop_to(uid: libc::uid_t, gid: libc::gid_t) -> io::Result<()> {
+    let check = |rc: libc::c_long| {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    check(libc::syscall(
+        libc::SYS_setgroups,
+        0,
+        std::ptr::null::<libc::gid_t>(),
+    ))?;
+    check(libc::syscall(libc::SYS_setresgid, gid, gid, gid))?;
+    check(libc::syscall(libc::SYS_setresuid, uid, uid, uid))?;
+    Ok(())
 }
 
 /// no_new_privs, the filter, and its listener sent over `sock`.

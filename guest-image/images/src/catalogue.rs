@@ -129,6 +129,11 @@ pub struct Entry {
     /// A shell line run in the guest before the server starts.
     #[serde(default)]
     pub setup: Option<String>,
+    /// The server runs as root, not as the guest's unprivileged user
+    /// (`SERVER_HOME`'s): for a server that only works as root (say why
+    /// in a comment beside it).
+    #[serde(default)]
+    pub root: bool,
     /// Dependencies pinned beside the package, where it leaves them open
     /// and a newer release breaks it: `name==1.2.3` (python) or
     /// `name@1.2.3` (node).
@@ -403,9 +408,14 @@ const NOT_FOR_DUMMIES: &[&str] = &[
     "/opt/mcp",
 ];
 
+/// The home of the user servers run as (`mcpvm_protocol::ports::SERVER_USER`;
+/// a test in `mcpvm` keeps the two the same).
+pub const SERVER_HOME: &str = "/home/mcp";
+
 /// A dummy credential file: an absolute guest path of plain components
-/// outside [`NOT_FOR_DUMMIES`], and a bounded text marked as a dummy.
-fn check_dummy_file(path: &str, text: &str) -> Result<(), String> {
+/// in the home of the user the server runs as (`home`), outside
+/// [`NOT_FOR_DUMMIES`], and a bounded text marked as a dummy.
+fn check_dummy_file(path: &str, text: &str, home: &str) -> Result<(), String> {
     let plain = path.starts_with('/')
         && path.len() <= 256
         && path[1..]
@@ -422,7 +432,14 @@ fn check_dummy_file(path: &str, text: &str) -> Result<(), String> {
         .find(|d| path == **d || path.starts_with(&format!("{d}/")))
     {
         return Err(format!(
-            "'{path}' is under {d}, which the guest mounts over or keeps for itself: put it elsewhere (e.g. /root/…) and point the server at it"
+            "'{path}' is under {d}, which the guest mounts over or keeps for itself: put it under {home}/ and point the server at it"
+        ));
+    }
+    // Only the home is handed to the server's user before it starts: a
+    // file elsewhere stays root's, private, and unreadable to the server.
+    if !path.starts_with(&format!("{home}/")) {
+        return Err(format!(
+            "'{path}' is outside {home}, the home of the user the server runs as, who could not read it: put it under {home}/ (or set root = true, whose home is /root)"
         ));
     }
     if text.len() > MAX_DUMMY_BYTES {
@@ -643,7 +660,8 @@ impl Entry {
             return Err(("dummy_files", format!("at most {MAX_DUMMY_FILES} files")));
         }
         for (path, text) in &self.dummy_files {
-            check_dummy_file(path, text).map_err(|why| ("dummy_files", why))?;
+            let home = if self.root { "/root" } else { SERVER_HOME };
+            check_dummy_file(path, text, home).map_err(|why| ("dummy_files", why))?;
         }
         for k in &self.credentials {
             if !is_env_key(k) {
@@ -905,14 +923,14 @@ setup = "echo ready >&2"
             )
         };
         let c = Catalogue::parse(
-            &entry(r#""/root/.gmail-mcp/gcp-oauth.keys.json" = '{"installed": {"client_id": "mcpvm-dummy-client"}}'"#),
+            &entry(r#""/home/mcp/.gmail-mcp/gcp-oauth.keys.json" = '{"installed": {"client_id": "mcpvm-dummy-client"}}'"#),
             "t",
         )
         .unwrap();
         let e = c.get("gmail").unwrap();
         let dir = tempfile::tempdir().unwrap();
         write_dummy_files(&e.dummy_files, dir.path()).unwrap();
-        let p = dir.path().join("root/.gmail-mcp/gcp-oauth.keys.json");
+        let p = dir.path().join("home/mcp/.gmail-mcp/gcp-oauth.keys.json");
         assert!(std::fs::read_to_string(&p)
             .unwrap()
             .contains("mcpvm-dummy-client"));
@@ -929,10 +947,19 @@ setup = "echo ready >&2"
             crate::key::layer_key("gmail", &without, "rt")
         );
         for (files, says) in [
-            (r#""/root/key.json" = "real-looking""#, "mcpvm-dummy"),
+            (r#""/home/mcp/key.json" = "real-looking""#, "mcpvm-dummy"),
             (r#""root/key.json" = "mcpvm-dummy""#, "absolute"),
-            (r#""/root/../etc/passwd" = "mcpvm-dummy""#, "plain names"),
-            (r#""/root//key" = "mcpvm-dummy""#, "plain names"),
+            (
+                r#""/home/mcp/../etc/passwd" = "mcpvm-dummy""#,
+                "plain names",
+            ),
+            (r#""/home/mcp//key" = "mcpvm-dummy""#, "plain names"),
+            // The server's user could not read them there.
+            (
+                r#""/etc/app/key.json" = "mcpvm-dummy""#,
+                "outside /home/mcp",
+            ),
+            (r#""/root/key.json" = "mcpvm-dummy""#, "outside /home/mcp"),
             (r#""/tmp/key.json" = "mcpvm-dummy""#, "mounts over"),
             (r#""/opt/mcp/gmail/x" = "mcpvm-dummy""#, "under /opt/mcp"),
         ] {
@@ -945,11 +972,21 @@ setup = "echo ready >&2"
             );
         }
         let big = format!(
-            r#""/root/k" = "mcpvm-dummy{}""#,
+            r#""/home/mcp/k" = "mcpvm-dummy{}""#,
             "x".repeat(MAX_DUMMY_BYTES)
         );
         let err = Catalogue::parse(&entry(&big), "t").unwrap_err().to_string();
         assert!(err.contains("at most"), "{err}");
+        // An entry that runs as root has /root for its home.
+        let rooted = entry(r#""/root/key.json" = "mcpvm-dummy""#)
+            .replace("dummy_files", "root = true\ndummy_files");
+        assert!(
+            Catalogue::parse(&rooted, "t")
+                .unwrap()
+                .get("gmail")
+                .unwrap()
+                .root
+        );
     }
 
     #[test]

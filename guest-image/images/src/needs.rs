@@ -31,16 +31,15 @@ pub const SITE: &str = "http://127.0.0.1:8080";
 /// (a static file server), started before the server.
 const SERVE_SITE: &str = "[ -d /workspace ] && (cd /workspace && exec python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 &)";
 
-/// The launcher's settings file the browser need adds. Chromium refuses
-/// to start as root with its sandbox on, and its sandbox needs user
-/// namespaces the guest kernel leaves out: as root, the microVM is the
-/// wall, so the sandbox is turned off there and only there.
+/// The launcher's settings file the browser need adds. Chromium's
+/// sandbox needs user namespaces, which the guest kernel leaves out (no
+/// namespaces at all: docs/kernel.md), so without `--no-sandbox` it does
+/// not start, as root or as the server's user: the microVM is the wall.
 const CHROMIUM_FLAGS: &str = "\
-# Added by mcpvm (needs = [\"browser\"]): a server run as root in the
-# microVM starts Chromium without its own sandbox; the VM is the wall.
-if [ \"$(id -u)\" = 0 ]; then
-  export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox\"
-fi
+# Added by mcpvm (needs = [\"browser\"]): Chromium starts without its
+# own sandbox, which needs user namespaces the guest kernel leaves out;
+# the microVM is the wall.
+export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox\"
 # The browser's own background services (component updates, sync, field
 # trials, DNS prefetching) stay quiet: what the egress log shows is what
 # the server's pages asked for.
@@ -212,8 +211,8 @@ mod tests {
         write_files(&[Need::Browser], dir.path()).unwrap();
         let text = std::fs::read_to_string(dir.path().join("etc/chromium.d/mcpvm")).unwrap();
         assert!(text.contains("--no-sandbox"), "{text}");
-        // Only as root: a server run as a user keeps Chromium's sandbox.
-        assert!(text.contains("id -u"), "{text}");
+        // For every user: the sandbox would need user namespaces.
+        assert!(!text.contains("id -u"), "{text}");
     }
 
     /// A package's absolute link (`/etc/x -> /tmp/elsewhere`), unpacked

@@ -63,6 +63,7 @@ pub fn entry(spec: &str) -> Result<(String, Entry), String> {
         credentials: Vec::new(),
         dummy_files: Default::default(),
         setup: None,
+        root: false,
         pins: Vec::new(),
         install_env: Default::default(),
         ignore_scripts: false,

@@ -120,6 +120,8 @@ struct Listed {
     argv: Vec<String>,
     env: std::collections::BTreeMap<String, String>,
     setup: Option<String>,
+    /// It runs as root, not as the guest's unprivileged user.
+    root: bool,
 }
 
 fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
@@ -152,6 +154,7 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
                 argv: e.argv(name),
                 env: e.env.clone(),
                 setup: e.setup.clone(),
+                root: e.root,
             }
         })
         .collect();

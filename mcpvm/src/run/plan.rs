@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use mcpvm_protocol::boot_args::{BootArgs, RootSpec};
 use mcpvm_protocol::messages::{RunSpec, Workspace};
+use mcpvm_protocol::withholding::Policy;
 
 use super::options::{Checked, VmOptions};
 use crate::run::RunError;
@@ -93,10 +94,7 @@ impl RunPlan {
                     writable: w.writable,
                 }),
                 setup: server.as_ref().and_then(|s| s.setup.clone()),
-                policy: profile
-                    .as_ref()
-                    .map(|p| p.policy.clone())
-                    .unwrap_or_default(),
+                policy: policy(profile.as_ref(), server.as_ref()),
                 snapshot,
                 network: checked.network.is_some(),
                 inbound: checked.inbound,
@@ -111,6 +109,14 @@ impl RunPlan {
         files.extend(self.disks.iter().map(|d| d.path.as_path()));
         files
     }
+}
+
+/// The profile's guest half; root when the profile or the server's
+/// catalogue entry asks for it.
+fn policy(profile: Option<&Profile>, server: Option<&ServerPlan>) -> Policy {
+    let mut policy = profile.map(|p| p.policy.clone()).unwrap_or_default();
+    policy.root |= server.is_some_and(|s| s.root);
+    policy
 }
 
 /// The VM's memory: the user's `--mem`, else a profile's that sets it,
@@ -265,6 +271,7 @@ mod tests {
                 env: vec![("FROM".into(), "catalogue".into())],
                 secrets: Vec::new(),
                 setup: Some("git init".into()),
+                root: false,
                 network: vec![],
                 http_port: None,
                 min_mem_mib: 0,
@@ -300,6 +307,22 @@ mod tests {
         );
         assert_eq!(p.spec.argv, ["node", "server.js"]);
         assert_eq!(p.spec.setup.as_deref(), Some("git init"));
+        // The unprivileged user, unless the entry or a profile asks.
+        assert!(!p.spec.policy.root);
+        let mut rooted = checked;
+        rooted.server.as_mut().unwrap().root = true;
+        assert!(plan(&opts, &rooted, &[]).spec.policy.root);
+        let built_in = withholding::profile::Profiles::built_in();
+        let by_profile = Checked {
+            profile: Some(built_in.resolve("root").unwrap()),
+            ..nothing()
+        };
+        assert!(
+            plan(&VmOptions::default(), &by_profile, &["/bin/sh"])
+                .spec
+                .policy
+                .root
+        );
     }
 
     #[test]

@@ -15,11 +15,20 @@ case_ runtimes $R -- /bin/sh -c 'python3 -c "import sys; print(\"python\", sys.v
 # .NET does, by name).
 case_ dev_tools $R -- /bin/sh -c 'ps -eo pid,comm | head -3; lsof -v 2>&1 | grep -m1 revision; curl --version | head -1; unzip -v | head -1; which which; python3 -c "import ctypes; ctypes.CDLL(\"libicuuc.so.72\"); print(\"icu loaded\")"'
 
-# The tmpfs overlay takes writes anywhere in the root...
-case_ overlay_write $R -- /bin/sh -c 'echo written > /etc/mcpvm-test && cat /etc/mcpvm-test && mkdir -p /opt/mcp/x && echo ok-opt'
+# The server runs as the unprivileged user mcp: its home, the workspace
+# (files the host sent included) and /tmp are its own, the system is
+# not, a port below 1024 is open to it, and the image's passwd names it.
+mkdir -p ws && echo seeded > ws/seeded.txt
+case_ server_user $R --workspace ws,rw -- /bin/sh -c 'id; echo "HOME=$HOME USER=$USER XDG=$XDG_RUNTIME_DIR"; touch "$HOME/x" && echo home-writable; echo more >> /workspace/seeded.txt && touch /workspace/new && echo workspace-writable; touch /tmp/x && echo tmp-writable; touch /etc/x 2>&1; getent passwd mcp; python3 -c "import socket; s = socket.socket(); s.bind((\"127.0.0.1\", 80)); print(\"bound port 80\")"'
 
-# ...and without it the root is read-only.
-case_ read_only_root $R --read-only-root -- /bin/sh -c 'touch /etc/mcpvm-test'
+# A profile may ask for root.
+case_ root_user $R --profile root -- /bin/sh -c 'id -u; echo "HOME=$HOME"'
+
+# The tmpfs overlay takes root's writes anywhere in the root...
+case_ overlay_write $R --profile root -- /bin/sh -c 'echo written > /etc/mcpvm-test && cat /etc/mcpvm-test && mkdir -p /opt/mcp/x && echo ok-opt'
+
+# ...and without it the root is read-only, to root as well.
+case_ read_only_root $R --profile root --read-only-root -- /bin/sh -c 'touch /etc/mcpvm-test'
 sha256sum runtime.erofs > "$MCPVM_OUT/image_after.sha"
 
 # A file that is no image: one clear error, before anything starts.

@@ -7,8 +7,8 @@ set -u
 R="mcpvm run --timeout 120"
 ev() { echo "--events=$MCPVM_OUT/$1.events"; }
 
-case_ ro_root $R --profile ro-root $(ev ro_root) -- /bin/sh -c 'touch /x; echo root=$?; touch /tmp/x; echo tmp=$?'
-case_ no_tmp $R --profile no-tmp -- /bin/sh -c 'touch /tmp/x; echo tmp=$?; touch /x; echo root=$?'
+case_ ro_root $R --profile ro-root+root $(ev ro_root) -- /bin/sh -c 'touch /x; echo root=$?; touch /tmp/x; echo tmp=$?'
+case_ no_tmp $R --profile no-tmp+root -- /bin/sh -c 'touch /tmp/x; echo tmp=$?; touch /x; echo root=$?'
 case_ deny_exec $R --profile deny-exec $(ev deny_exec) -- /bin/sh -c 'echo started; /bin/true; echo rc=$?'
 case_ deny_net $R --profile deny-net-sockets $(ev deny_net) -- /bin/sh -c 'nc 127.0.0.1 9 < /dev/null; echo rc=$?'
 case_ baseline $R --profile baseline $(ev baseline) -- /bin/sh -c 'nproc; cat /sys/class/misc/hw_random/rng_current; echo hi > /tmp/x'
