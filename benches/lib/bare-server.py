@@ -7,7 +7,9 @@
 # LISTING is `mcpvm --json image list` of the catalogue and store the VM
 # runs from: the server's layer, and its command line, environment and
 # setup line with its needs spelt out (a browser server's variables and
-# site), so that both peers start the same server the same way.
+# site), so that both peers start the same server the same way: as the
+# guest's unprivileged user mcp (uid 1000, its home and the workspace its
+# own), after the setup line run as root, unless the entry asks for root.
 import json, shlex, sys
 listing = json.load(open(sys.argv[1]))
 name = sys.argv[2]
@@ -17,7 +19,11 @@ if e["state"] != "built":
     sys.exit(f"bare-server: {name} is {e['state']} in {listing['store']}: build it first")
 layer = e["layer"]
 d = f"/opt/mcp/{name}"
-env = ([f"PYTHONPATH={d}"] if e["runtime"] == "python" else []) + ["HOME=/tmp"]
+root_user = e.get("root", False)
+home = "/root" if root_user else "/home/mcp"
+user = "root" if root_user else "mcp"
+env = ([f"PYTHONPATH={d}"] if e["runtime"] == "python" else [])
+env += [f"HOME={home}", f"USER={user}", f"LOGNAME={user}"]
 env += [f"{k}={v}" for k, v in e["env"].items()]
 argv = ["/usr/bin/env", "-i", "PATH=/usr/local/bin:/usr/bin:/bin"] + env + e["argv"]
 root = f"/srv/root-{name}"
@@ -32,8 +38,13 @@ print(f"mount --bind /dev {root}/dev && mkdir -p {root}/dev/shm && mount -t tmpf
 print(f"mount -t sysfs sys {root}/sys")
 # The workspace the VM gets, if the scenario made one (ws/).
 print(f"if [ -d ws ]; then mkdir -p {root}/workspace && cp -a ws/. {root}/workspace/; fi")
+print(f"mkdir -p {root}{home}")
 if e.get("setup"):
-    print(f"chroot {root} /bin/sh -c {shlex.quote(e['setup'])} 2>&1 || true")
-host = " ".join(shlex.quote(a) for a in ["chroot", root] + argv)
+    print(f"chroot {root} /usr/bin/env HOME={home} /bin/sh -c {shlex.quote(e['setup'])} 2>&1 || true")
+spec = []
+if not root_user:
+    print(f"chown -R 1000:1000 {root}{home} && if [ -d {root}/workspace ]; then chown -R 1000:1000 {root}/workspace; fi")
+    spec = ["--userspec=1000:1000"]
+host = " ".join(shlex.quote(a) for a in ["chroot"] + spec + [root] + argv)
 print(f"echo '## {name}'")
 print(f"mcpvm bench first-response {bench_args} --server {name} --host {host}")

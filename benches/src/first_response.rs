@@ -84,6 +84,12 @@ pub struct FirstResponseReport {
     pub warm_call: Option<Summary>,
     /// Median ratio, ours / Firecracker, spawn → handshake answer.
     pub ratio_initialize_firecracker: Option<f64>,
+    /// What each peer's processes held once the last answer was in
+    /// (PSS of the process tree, MiB: `ProbeResult::memory_pss_kib`).
+    pub vm_memory_mib: Option<Summary>,
+    pub bare_memory_mib: Option<Summary>,
+    pub firecracker_memory_mib: Option<Summary>,
+    pub warm_memory_mib: Option<Summary>,
 }
 
 /// Phases of a restored VM, ms since the VMM process started.
@@ -109,6 +115,7 @@ impl FirstResponseBench {
             lifecycle: LifecycleChoice::Auto,
             only_given: true,
             calls,
+            measure_memory: true,
             ..ProbeOptions::default()
         };
         let tool = self.call.as_ref().map(|(t, _)| t.as_str());
@@ -201,6 +208,8 @@ impl FirstResponseBench {
             call: tool.map(str::to_string),
             vm_call: summarize(&vm.call),
             bare_call: summarize(&bare.call),
+            vm_memory_mib: summarize(&vm.memory),
+            bare_memory_mib: summarize(&bare.memory),
             ..Default::default()
         };
         if let (Some(v), Some(b)) = (&rep.vm_initialize, &rep.bare_initialize) {
@@ -210,6 +219,7 @@ impl FirstResponseBench {
             rep.firecracker_initialize = summarize(&firecracker.initialize);
             rep.firecracker_tools_list = summarize(&firecracker.tools_list);
             rep.firecracker_call = summarize(&firecracker.call);
+            rep.firecracker_memory_mib = summarize(&firecracker.memory);
             if let (Some(v), Some(f)) = (&rep.vm_initialize, &rep.firecracker_initialize) {
                 rep.ratio_initialize_firecracker = Some(v.median / f.median);
             }
@@ -218,6 +228,7 @@ impl FirstResponseBench {
             rep.warm_initialize = summarize(&warm.initialize);
             rep.warm_tools_list = summarize(&warm.tools_list);
             rep.warm_call = summarize(&warm.call);
+            rep.warm_memory_mib = summarize(&warm.memory);
             rep.warm_phases = warm.phases();
         }
         rep
@@ -232,6 +243,8 @@ struct Samples<'a> {
     /// The tool called after tools/list, and spawn → its answer.
     tool: Option<&'a str>,
     call: Vec<f64>,
+    /// PSS of the peer's process tree after its last answer, MiB.
+    memory: Vec<f64>,
     phase_names: &'static [&'static str],
     phases: Vec<Vec<f64>>,
 }
@@ -248,6 +261,7 @@ impl<'a> Samples<'a> {
             tools_list: Vec::new(),
             tool,
             call: Vec::new(),
+            memory: Vec::new(),
             phase_names,
             phases: vec![Vec::new(); phase_names.len()],
         }
@@ -287,6 +301,8 @@ impl<'a> Samples<'a> {
         }
         self.initialize.push(i);
         self.tools_list.push(l);
+        self.memory
+            .extend(r.memory_pss_kib.map(|k| k as f64 / 1024.0));
         if let Some(v) = &r.timings.vm {
             for (i, p) in self.phase_names.iter().enumerate() {
                 if let Some(x) = v.get(p) {
@@ -359,6 +375,26 @@ impl FirstResponseReport {
         for (p, x) in &self.vm_phases {
             row(&format!("VM phase: VMM start → {p}"), x);
         }
+        let mut memory = String::new();
+        for (who, x) in [
+            (
+                "VM (the VMM with the guest memory it touched)",
+                &self.vm_memory_mib,
+            ),
+            (
+                "bare process (the server and every program it started)",
+                &self.bare_memory_mib,
+            ),
+            ("Firecracker (same host side)", &self.firecracker_memory_mib),
+            ("restored VM", &self.warm_memory_mib),
+        ] {
+            if let Some(x) = x {
+                memory += &format!(
+                    "| {who} | {:.1} | {:.1} | {:.1} |\n",
+                    x.min, x.median, x.p90
+                );
+            }
+        }
         for (p, x) in &self.warm_phases {
             row(&format!("restored VM phase: VMM start → {p}"), x);
         }
@@ -377,6 +413,19 @@ impl FirstResponseReport {
             s += &format!(
                 "\nmcpvm / Firecracker, spawn → handshake response (medians): **{r:.2}×**.\n"
             );
+        }
+        if !memory.is_empty() {
+            let after = self.call.as_deref().unwrap_or("tools/list");
+            s += &format!(
+                "\n| memory after the {after} answer (PSS of the process tree, MiB) | min | median | p90 |\n|---|---:|---:|---:|\n{memory}"
+            );
+            if let (Some(v), Some(b)) = (&self.vm_memory_mib, &self.bare_memory_mib) {
+                s += &format!(
+                    "\nVM / bare process, memory (medians): **{:.2}×** ({:+.0} MiB).\n",
+                    v.median / b.median,
+                    v.median - b.median
+                );
+            }
         }
         s
     }
@@ -419,5 +468,32 @@ mod tests {
             ..Default::default()
         };
         assert!(!plain.markdown().contains("answer (medians)"));
+        assert!(!plain.markdown().contains("memory"));
+    }
+
+    #[test]
+    fn memory_gets_its_table_and_the_vm_to_bare_ratio() {
+        let rep = FirstResponseReport {
+            runs: 1,
+            call: Some("browser_navigate".into()),
+            vm_memory_mib: summary(900.0),
+            bare_memory_mib: summary(600.0),
+            ..Default::default()
+        };
+        let md = rep.markdown();
+        assert!(
+            md.contains(
+                "| memory after the browser_navigate answer (PSS of the process tree, MiB) |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| bare process (the server and every program it started) | 600.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("memory (medians): **1.50×** (+300 MiB)"),
+            "{md}"
+        );
     }
 }

@@ -37,7 +37,9 @@ pub fn prepare(user: &GuestUser) -> io::Result<()> {
     if user.uid == 0 {
         return Ok(());
     }
-    lchown(user.home, Some(user.uid), Some(user.gid))?;
+    // A root without an overlay (`--read-only-root`) keeps the image's
+    // home, root's: that is what a read-only root means.
+    unless_read_only(lchown(user.home, Some(user.uid), Some(user.gid)))?;
     let run = runtime_dir(user);
     fs::DirBuilder::new()
         .recursive(true)
@@ -76,7 +78,7 @@ pub fn hand_over(user: &GuestUser, roots: &[&str]) -> io::Result<()> {
     for root in roots {
         let root = Path::new(root);
         if root.symlink_metadata().is_ok() {
-            own_tree(root, user)?;
+            unless_read_only(own_tree(root, user))?;
         }
     }
     Ok(())
@@ -90,4 +92,12 @@ fn own_tree(path: &Path, user: &GuestUser) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `r`, with a read-only filesystem's refusal taken as done.
+fn unless_read_only(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.raw_os_error() == Some(libc::EROFS) => Ok(()),
+        r => r,
+    }
 }

@@ -114,6 +114,11 @@ fn without_the_overlay_the_root_is_read_only() {
     let c = case("read_only_root");
     assert_ne!(c.rc, 0, "{c:?}");
     assert!(c.stderr.contains("Read-only file system"), "{}", c.stderr);
+    // The server's user still starts, in a home it cannot change.
+    let c = case("read_only_home");
+    assert_ne!(c.rc, 0, "{c:?}");
+    assert_eq!(c.stdout, "1000\n", "{c:?}");
+    assert!(c.stderr.contains("Read-only file system"), "{}", c.stderr);
 }
 
 #[test]

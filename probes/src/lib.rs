@@ -26,6 +26,7 @@ pub mod findings;
 pub mod gate;
 pub mod http;
 pub mod install;
+pub mod memory;
 pub mod names;
 pub mod options;
 pub mod pattern;

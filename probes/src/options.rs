@@ -69,6 +69,9 @@ pub struct ProbeOptions {
     /// call says nothing of what the call waits on, so calls are not cut
     /// short after one (`crate::upstream`).
     pub background_lookups: bool,
+    /// Measure the memory of the server's processes once its calls have
+    /// answered (`ProbeResult::memory_pss_kib`).
+    pub measure_memory: bool,
     /// Attack every called tool with `payloads` (`crate::attacks`).
     pub security: bool,
     pub payloads: Vec<crate::attacks::Payload>,
@@ -112,6 +115,7 @@ impl Default for ProbeOptions {
             vm_timings: None,
             vm_events: None,
             background_lookups: false,
+            measure_memory: false,
             security: false,
             payloads: Vec::new(),
             roots: Vec::new(),

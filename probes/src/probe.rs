@@ -58,6 +58,9 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
     if let Handshake::Done(client, lifecycle) = hs {
         result.lifecycle = Some(lifecycle);
         let tools = conformance::exercise(&client, &wire, opts, &mut result).await;
+        if opts.measure_memory {
+            result.memory_pss_kib = crate::memory::tree_pss_kib(wire.pid());
+        }
         // Ends rmcp's client only; the wire stays open for the raw probes.
         let _ = tokio::time::timeout(opts.exit_grace, client.cancel()).await;
         if opts.robustness && !wire.exited() {

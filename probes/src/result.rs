@@ -186,6 +186,11 @@ pub struct ProbeResult {
     /// during a call is not by itself that call's failure.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub background_lookups: bool,
+    /// What the server's processes held once its calls had answered
+    /// (`ProbeOptions::measure_memory`): PSS, KiB, of the command and
+    /// its descendants (`crate::memory`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_pss_kib: Option<u64>,
     pub verdict: Verdict,
     /// How far the calls got: the audit's coverage figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -300,6 +305,7 @@ impl ProbeResult {
             not_judged: None,
             roots: Vec::new(),
             background_lookups: false,
+            memory_pss_kib: None,
             verdict: Verdict::default(),
             reach: None,
             definitions: Vec::new(),

@@ -343,6 +343,11 @@ impl Wire {
         self.first_stdout_byte.get().copied()
     }
 
+    /// The process the probe started (0 if it has none).
+    pub fn pid(&self) -> u32 {
+        u32::try_from(self.pid).unwrap_or(0)
+    }
+
     /// True once the server process has exited.
     pub fn exited(&mut self) -> bool {
         self.ended.is_some() || matches!(self.child.try_wait(), Ok(Some(_)))

@@ -27,8 +27,10 @@ case_ root_user $R --profile root -- /bin/sh -c 'id -u; echo "HOME=$HOME"'
 # The tmpfs overlay takes root's writes anywhere in the root...
 case_ overlay_write $R --profile root -- /bin/sh -c 'echo written > /etc/mcpvm-test && cat /etc/mcpvm-test && mkdir -p /opt/mcp/x && echo ok-opt'
 
-# ...and without it the root is read-only, to root as well.
+# ...and without it the root is read-only, to root as well, and the
+# user's home with it.
 case_ read_only_root $R --profile root --read-only-root -- /bin/sh -c 'touch /etc/mcpvm-test'
+case_ read_only_home $R --read-only-root -- /bin/sh -c 'id -u; touch "$HOME/x"'
 sha256sum runtime.erofs > "$MCPVM_OUT/image_after.sha"
 
 # A file that is no image: one clear error, before anything starts.
