@@ -264,8 +264,8 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
         })
         .collect();
     for (rule, what) in [
-        ("install-reads-secrets", "/root/.ssh/id_ed25519"),
-        ("install-writes-outside", "/root/.bashrc"),
+        ("install-reads-secrets", "/home/mcp/.ssh/id_ed25519"),
+        ("install-writes-outside", "/home/mcp/.bashrc"),
         ("install-runs-program", "/usr/bin/id"),
         ("install-network", "inet 127.0.0.1:9"),
     ] {
@@ -278,8 +278,8 @@ fn install_scripts_run_in_a_microvm_not_on_the_host() {
     // place tried is an exec of `id`).
     for (rule, what) in &beyond {
         let expected = match rule.as_str() {
-            "install-reads-secrets" => what == "/root/.ssh/id_ed25519",
-            "install-writes-outside" => what == "/root/.bashrc",
+            "install-reads-secrets" => what == "/home/mcp/.ssh/id_ed25519",
+            "install-writes-outside" => what == "/home/mcp/.bashrc",
             "install-runs-program" => what.ends_with("/id"),
             _ => what == "inet 127.0.0.1:9",
         };

@@ -29,6 +29,12 @@ const SCRATCH: &[&str] = &[
     "/var/tmp",
     "/dev",
     "/proc",
+    // The home of the user installs run as (the guest's `mcp`)...
+    "/home/mcp/.npm",
+    "/home/mcp/.cache",
+    "/home/mcp/.node-gyp",
+    // ...and root's, for records of installs made when they ran as root
+    // (a store's records are judged again by every audit).
     "/root/.npm",
     "/root/.cache",
     "/root/.node-gyp",
@@ -155,7 +161,7 @@ fn under(path: &str, dir: &str) -> bool {
 }
 
 /// Whether `path` is a directory the scratch places are under ("/",
-/// "/root"): making or opening it is the way to them.
+/// "/home/mcp"): making or opening it is the way to them.
 fn ancestor_of_scratch(path: &str) -> bool {
     let p = path.trim_end_matches('/');
     p.is_empty() || SCRATCH.iter().any(|s| s.starts_with(&format!("{p}/")))
@@ -344,6 +350,13 @@ mod tests {
             ),
             effect("mkdir", node, json!({"paths": ["/root/.npm"]})),
             effect("mkdir", node, json!({"paths": ["/root"]})),
+            // Installs run as the guest's user mcp: its npm cache.
+            effect(
+                "openat",
+                node,
+                json!({"paths": ["/home/mcp/.npm/_logs/2026-debug-0.log"], "access": "write+create"}),
+            ),
+            effect("mkdir", node, json!({"paths": ["/home/mcp"]})),
             effect(
                 "rename",
                 node,
