@@ -44,7 +44,8 @@ if e.get("setup"):
 spec = []
 if not root_user:
     print(f"chown -R 1000:1000 {root}{home} && if [ -d {root}/workspace ]; then chown -R 1000:1000 {root}/workspace; fi")
-    spec = ["--userspec=1000:1000"]
-host = " ".join(shlex.quote(a) for a in ["chroot"] + spec + [root] + argv)
+    # The image's setpriv: the testbed host's chroot is busybox's.
+    spec = ["/usr/bin/setpriv", "--reuid=1000", "--regid=1000", "--clear-groups"]
+host = " ".join(shlex.quote(a) for a in ["chroot", root] + spec + argv)
 print(f"echo '## {name}'")
 print(f"mcpvm bench first-response {bench_args} --server {name} --host {host}")
