@@ -995,3 +995,131 @@ fn a_crate_from_crates_io_is_fetched_and_a_library_is_refused() {
     assert_ne!(rc, 0);
     assert!(err.contains("crates.io has no itoa 0.0.0-none"), "{err}");
 }
+
+/// A package with a `binding.gyp` (mcpvm/tests/fixtures/npm-native, C++
+/// through Node-API) is compiled by node-gyp in the install microVM,
+/// with the compiler and the pinned node's headers of a tools layer; the
+/// host runs no compiler (every compiler on the build's PATH is a trap
+/// that leaves a mark), the module loads in the guest with the node the
+/// server runs on, and the server's layer holds the module, not the
+/// compiler. A plain native build does nothing beyond building: its
+/// recorded install has no finding.
+#[test]
+fn a_native_module_is_compiled_in_the_install_microvm_never_on_the_host() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fixture = common::workspace().join("mcpvm/tests/fixtures/npm-native");
+    let pack = Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(dir.path())
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    assert!(pack.status.success(), "npm pack: {pack:?}");
+    let trap = dir.path().join("trap");
+    let marker = dir.path().join("a-compiler-ran-on-the-host");
+    std::fs::create_dir_all(&trap).unwrap();
+    for tool in ["cc", "c++", "gcc", "g++", "clang", "clang++", "make", "ld"] {
+        use std::os::unix::fs::PermissionsExt;
+        let p = trap.join(tool);
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\necho {tool} >> '{}'\nexit 1\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let catalogue = dir.path().join("native.toml");
+    std::fs::write(
+        &catalogue,
+        "[servers.native]\npackage = \"mcpvm-fixture-native\"\nversion = \"1.0.0\"\n\
+         source = \"mcpvm-fixture-native-1.0.0.tgz\"\nruntime = \"node\"\n\
+         command = \"mcpvm-fixture-native\"\n",
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let path = format!(
+        "{}:{}",
+        trap.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(common::artifact("bin/mcpvm"))
+        .args(["image", "build", "--catalogue"])
+        .arg(&catalogue)
+        .args(["--catalogue-only", "--images"])
+        .arg(&store)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("native: mcpvm-fixture-native build native code (binding.gyp)")
+            && err.contains(
+                "tools layer for builds (gcc, g++, make, libc6-dev, pkg-config, node's headers)"
+            )
+            && err.contains("gyp info ok"),
+        "{err}"
+    );
+    assert!(
+        !marker.exists(),
+        "a compiler ran on the host: {:?}",
+        std::fs::read_to_string(&marker)
+    );
+
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
+    let record = &index["servers"]["native"]["install"];
+    assert!(record["calls"].as_u64().unwrap() > 100, "{record}");
+    assert_eq!(record["beyond"], serde_json::json!([]), "{record}");
+
+    let layer = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("layer-native-")
+        })
+        .expect("the layer");
+    let x = dir.path().join("x");
+    let ok = Command::new("fsck.erofs")
+        .arg(format!("--extract={}", x.display()))
+        .arg(&layer)
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+    let pkg = x.join("opt/mcp/native/node_modules/mcpvm-fixture-native");
+    let module = std::fs::read(pkg.join("build/Release/native.node")).unwrap();
+    assert_eq!(&module[..4], b"\x7fELF");
+    let loaded = std::fs::read_to_string(pkg.join("loaded-by-install.txt")).unwrap();
+    let host_kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let lines: Vec<&str> = loaded.lines().collect();
+    assert_eq!(lines[0], "compiled by node-gyp", "{loaded}");
+    assert!(
+        lines[1].starts_with("node v26."),
+        "the image's node: {loaded}"
+    );
+    let guest_kernel = lines[2].strip_prefix("kernel ").unwrap();
+    assert!(guest_kernel != host_kernel.trim(), "{loaded}");
+    // The compiler and the headers were the microVM's only.
+    for absent in [
+        "usr/bin/gcc",
+        "usr/bin/g++",
+        "opt/build-tools",
+        "usr/include/stdio.h",
+    ] {
+        assert!(
+            !x.join(absent).exists(),
+            "{absent} is in the server's layer"
+        );
+    }
+    let tools: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("tools-node-") && n.ends_with(".erofs"))
+        .collect();
+    assert_eq!(tools.len(), 1, "{tools:?}");
+}

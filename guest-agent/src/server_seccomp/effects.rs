@@ -186,13 +186,36 @@ fn read(pid: u32, call: &str, a: [u64; 6]) -> Option<Effect> {
         "mount" => paths(vec![mem.string(a[0]), cwd(a[1])]),
         _ => {}
     }
+    // A call on the name itself (removing, renaming or making a link)
+    // touches the link, not where it leads: only its directory is
+    // followed, as the kernel does.
+    let on_the_name = ON_THE_NAME.contains(&call);
     e.resolved = e
         .paths
         .first()
-        .and_then(|p| resolve(p))
+        .and_then(|p| match on_the_name {
+            true => resolve_dir(p),
+            false => resolve(p),
+        })
         .filter(|r| Some(r) != e.paths.first());
     Some(e)
 }
+
+/// Calls that act on a path's last name and never follow a symlink there.
+const ON_THE_NAME: &[&str] = &[
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "symlink",
+    "symlinkat",
+    "mkdir",
+    "mkdirat",
+];
 
 /// `/proc/PID/<what>` read as a link ("" when it cannot be).
 fn link(pid: u32, what: &str) -> String {
@@ -212,10 +235,15 @@ pub fn absolute(dir: &str, path: &str) -> String {
 /// Where `path` leads after symlinks; for a path that does not exist
 /// yet, its directory resolved and its name.
 fn resolve(path: &str) -> Option<String> {
-    let p = std::path::Path::new(path);
-    if let Ok(r) = std::fs::canonicalize(p) {
-        return Some(r.to_string_lossy().into_owned());
+    match std::fs::canonicalize(path) {
+        Ok(r) => Some(r.to_string_lossy().into_owned()),
+        Err(_) => resolve_dir(path),
     }
+}
+
+/// `path` with its directory resolved and its last name as it is.
+fn resolve_dir(path: &str) -> Option<String> {
+    let p = std::path::Path::new(path);
     let dir = std::fs::canonicalize(p.parent()?).ok()?;
     Some(dir.join(p.file_name()?).to_string_lossy().into_owned())
 }
@@ -375,6 +403,23 @@ mod tests {
         assert_eq!(address(&abs).unwrap(), "unix @bus");
         assert_eq!(address(&[1]), None, "too short for a family");
         assert_eq!(address(&(libc::AF_INET as u16).to_ne_bytes()), None);
+    }
+
+    #[test]
+    fn a_link_removed_is_the_link_and_a_link_opened_is_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let link = real.join("python3");
+        std::os::unix::fs::symlink("/usr/bin/env", &link).unwrap();
+        let link = link.to_string_lossy().to_string();
+        assert_eq!(resolve(&link).as_deref(), Some("/usr/bin/env"));
+        assert_eq!(resolve_dir(&link), Some(link.clone()));
+        // Through a linked directory, the directory is followed.
+        let via = real.join("via");
+        std::os::unix::fs::symlink(&real, &via).unwrap();
+        let name = format!("{}/python3", via.display());
+        assert_eq!(resolve_dir(&name), Some(link));
+        assert!(ON_THE_NAME.contains(&"unlinkat") && !ON_THE_NAME.contains(&"openat"));
     }
 
     #[test]

@@ -16,8 +16,6 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use crate::catalogue::Entry;
 use crate::install::{Installed, Installer, Job};
 use crate::key::toolchain_version;
@@ -29,7 +27,7 @@ use crate::sandbox::ScriptJob;
 const TOOLS_APT: &[&str] = &["gcc", "libc6-dev"];
 
 /// Bump when the way the tools layer is made changes.
-const TOOLS_RECIPE: &str = "tools-recipe-3";
+const TOOLS_RECIPE: &str = "tools-recipe-4";
 
 /// Where the toolchain sits in the tools layer.
 const RUST_DIR: &str = "opt/rust";
@@ -65,7 +63,7 @@ fn sysroot() -> Result<PathBuf, BuildError> {
     Ok(root)
 }
 
-/// The tools layer for `runtime` in `store` (built once per runtime and
+/// The tools layer for `runtime` in `store` (made once per runtime and
 /// toolchain): Debian's gcc and libc6-dev unpacked as `image build`
 /// unpacks a server's `apt` packages, and the toolchain under /opt/rust.
 pub fn tools_layer(
@@ -74,95 +72,63 @@ pub fn tools_layer(
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, BuildError> {
     let root = sysroot()?;
-    let mut h = Sha256::new();
-    for part in [
-        TOOLS_RECIPE,
-        toolchain_version().as_str(),
-        &runtime.file_name().unwrap_or_default().to_string_lossy(),
-        &TOOLS_APT.join(" "),
-    ] {
-        h.update(part.as_bytes());
-        h.update([0]);
-    }
-    let key: String = h.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let file = format!("tools-rust-{key}.erofs");
-    let path = store.join(&file);
-    if path.is_file() {
-        return Ok(path);
-    }
-    progress("tools layer for crates (Rust toolchain, gcc, libc6-dev): building it once");
-    let tree = store.join(format!(".tools-{}", std::process::id()));
-    let tmp = store.join(format!(".{file}.tmp"));
-    let _ = std::fs::remove_dir_all(&tree);
-    let r = (|| {
-        let rust = tree.join(RUST_DIR);
-        std::fs::create_dir_all(rust.join("lib/rustlib")).map_err(io_err(&rust))?;
-        let packages: Vec<String> = TOOLS_APT.iter().map(|p| p.to_string()).collect();
-        crate::apt::unpack(
-            &packages,
-            runtime,
-            &store.join(".apt"),
-            &tree,
-            &rust,
-            progress,
-        )?;
-        // What rustc and cargo need to build for TARGET: themselves, the
-        // compiler's shared libraries, the target's std and the linker
-        // helpers; not docs, sources or other tools.
-        let host = format!("lib/rustlib/{TARGET}");
-        std::fs::create_dir_all(rust.join(&host)).map_err(io_err(&rust))?;
-        let mut copy = crate::host_env::command("cp");
-        copy.arg("-a")
-            .arg(root.join("bin/rustc"))
-            .arg(root.join("bin/cargo"))
-            .arg(rust.join("bin"));
-        std::fs::create_dir_all(rust.join("bin")).map_err(io_err(&rust))?;
-        run("copying rustc and cargo", &mut copy)?;
-        for entry in std::fs::read_dir(root.join("lib")).map_err(io_err(&root))? {
-            let entry = entry.map_err(io_err(&root))?;
-            // librustc_driver-….so, libLLVM.so.<version>-rust-… and the like.
-            let is_file = entry.file_type().is_ok_and(|t| !t.is_dir());
-            if is_file && entry.file_name().to_string_lossy().contains(".so") {
-                run(
-                    "copying the compiler's libraries",
-                    crate::host_env::command("cp")
-                        .arg("-a")
-                        .arg(entry.path())
-                        .arg(rust.join("lib")),
-                )?;
-            }
-        }
-        for part in ["lib", "bin"] {
-            let from = root.join(&host).join(part);
-            if from.is_dir() {
-                run(
-                    "copying the target's libraries",
-                    crate::host_env::command("cp")
-                        .arg("-a")
-                        .arg(&from)
-                        .arg(rust.join(&host)),
-                )?;
-            }
-        }
-        crate::erofs::erofs(&tree, &tmp)?;
-        std::fs::rename(&tmp, &path).map_err(io_err(&path))
-    })();
-    let _ = std::fs::remove_dir_all(&tree);
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r?;
-    // Tools layers of an older runtime or toolchain are superseded.
-    for e in std::fs::read_dir(store).into_iter().flatten().flatten() {
-        let n = e.file_name().to_string_lossy().to_string();
-        if n.starts_with("tools-rust-") && n.ends_with(".erofs") && n != file {
-            let _ = std::fs::remove_file(e.path());
+    let tools = crate::tools::Tools {
+        family: "rust",
+        what: "Rust toolchain, gcc, libc6-dev".into(),
+        apt: TOOLS_APT.iter().map(|p| p.to_string()).collect(),
+        inputs: vec![TOOLS_RECIPE.into(), toolchain_version()],
+        dir: RUST_DIR,
+        one_per_store: true,
+    };
+    crate::tools::layer(
+        store,
+        runtime,
+        &tools,
+        &|rust| copy_toolchain(&root, rust),
+        progress,
+    )
+}
+
+/// What rustc and cargo need to build for TARGET, from the host's
+/// sysroot into `rust`: themselves, the compiler's shared libraries, the
+/// target's std and the linker helpers; not docs, sources or other tools.
+fn copy_toolchain(root: &Path, rust: &Path) -> Result<(), BuildError> {
+    let host = format!("lib/rustlib/{TARGET}");
+    std::fs::create_dir_all(rust.join(&host)).map_err(io_err(rust))?;
+    std::fs::create_dir_all(rust.join("bin")).map_err(io_err(rust))?;
+    let mut copy = crate::host_env::command("cp");
+    copy.arg("-a")
+        .arg(root.join("bin/rustc"))
+        .arg(root.join("bin/cargo"))
+        .arg(rust.join("bin"));
+    run("copying rustc and cargo", &mut copy)?;
+    for entry in std::fs::read_dir(root.join("lib")).map_err(io_err(root))? {
+        let entry = entry.map_err(io_err(root))?;
+        // librustc_driver-….so, libLLVM.so.<version>-rust-… and the like.
+        let is_file = entry.file_type().is_ok_and(|t| !t.is_dir());
+        if is_file && entry.file_name().to_string_lossy().contains(".so") {
+            run(
+                "copying the compiler's libraries",
+                crate::host_env::command("cp")
+                    .arg("-a")
+                    .arg(entry.path())
+                    .arg(rust.join("lib")),
+            )?;
         }
     }
-    Ok(path)
+    for part in ["lib", "bin"] {
+        let from = root.join(&host).join(part);
+        if from.is_dir() {
+            run(
+                "copying the target's libraries",
+                crate::host_env::command("cp")
+                    .arg("-a")
+                    .arg(&from)
+                    .arg(rust.join(&host)),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Unpacks a `.crate` (a gzipped tar of `NAME-VERSION/…`) into `dir`:

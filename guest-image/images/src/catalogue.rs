@@ -162,6 +162,12 @@ pub struct Entry {
     /// server's layer (docs/catalogue.md).
     #[serde(default)]
     pub apt: Vec<String>,
+    /// Debian 12 packages only a build needs (the headers a native
+    /// module compiles against, e.g. `libsecret-1-dev`): unpacked into
+    /// the install microVM's tools layer, never into the server's layer
+    /// (docs/catalogue.md, "Native modules").
+    #[serde(default)]
+    pub build_apt: Vec<String>,
     /// What the server expects of the machine, by name (`browser`):
     /// each adds its Debian packages to `apt`, its variables to `env` and
     /// `install_env` where the entry sets none, and its files to the
@@ -614,15 +620,25 @@ impl Entry {
                 return Err(("extras", format!("'{x}' is not an extra's name")));
             }
         }
-        for p in &self.apt {
-            // Debian policy: lowercase letters, digits, + - . ; two or more.
-            let ok = p.len() >= 2
-                && p.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && p.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b));
-            if !ok {
-                return Err(("apt", format!("'{p}' is not a Debian package name")));
+        for (field, list) in [("apt", &self.apt), ("build_apt", &self.build_apt)] {
+            for p in list {
+                // Debian policy: lowercase letters, digits, + - . ; two or more.
+                let ok = p.len() >= 2
+                    && p.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && p.bytes().all(|b| {
+                        b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b)
+                    });
+                if !ok {
+                    return Err((field, format!("'{p}' is not a Debian package name")));
+                }
             }
+        }
+        if !self.build_apt.is_empty() && !self.runtime.is_node() {
+            return Err((
+                "build_apt",
+                "applies to node packages (native modules built by node-gyp in the install microVM)"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -1129,6 +1145,20 @@ setup = "echo ready >&2"
                     "runtime = \"node\"\napt = [\"ripgrep; rm\"]",
                 ),
                 "apt: 'ripgrep; rm' is not a Debian package name",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\nbuild_apt = [\"--force-all\"]",
+                ),
+                "build_apt: '--force-all' is not a Debian package name",
+            ),
+            (
+                PY.replace(
+                    "runtime = \"python\"",
+                    "runtime = \"python\"\nbuild_apt = [\"libsecret-1-dev\"]",
+                ),
+                "build_apt: applies to node packages",
             ),
             (
                 PY.replace(

@@ -78,6 +78,16 @@ pub fn layer_key_built_with(name: &str, e: &Entry, runtime_key: &str, toolchain:
         h.update(p.as_bytes());
         h.update([6]);
     }
+    for p in &e.build_apt {
+        h.update(p.as_bytes());
+        h.update([10]);
+    }
+    // Since node-gyp builds run with a compiler in the install microVM,
+    // a tree with native modules comes out differently: node layers
+    // made before then are made again.
+    if e.runtime.is_node() {
+        h.update(b"native-modules-built");
+    }
     for (path, text) in &e.dummy_files {
         h.update(path.as_bytes());
         h.update(text.as_bytes());

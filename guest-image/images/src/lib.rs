@@ -43,3 +43,4 @@ pub mod pip;
 pub mod process;
 pub mod sandbox;
 pub mod store;
+pub mod tools;

@@ -3,8 +3,12 @@
 //! its `package-lock.json` and installed from it with `npm ci`, each
 //! tarball checked against its integrity, with `--ignore-scripts`; the
 //! tree's install scripts then run in a microVM ([`ScriptSandbox`]).
+//! Where a package of the tree builds native code (it has a
+//! `binding.gyp`, which node-gyp builds), that microVM gets a tools
+//! layer with a compiler and the node's headers ([`build_tools`]); the
+//! server's layer never does.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::catalogue::Entry;
 use crate::install::{copy_lock, Installed, Installer, Job};
@@ -30,12 +34,23 @@ pub struct Scripted {
 /// dependency whose script fails is dropped and the rest goes on: those
 /// are rebuilt first, one at a time (they are the others' dependencies),
 /// then the rest together, which must succeed.
-fn npm_rebuild_line(own_node: bool, scripted: &[Scripted]) -> String {
+fn npm_rebuild_line(own_node: bool, native: bool, scripted: &[Scripted]) -> String {
     let mut line = String::from("cd /workspace && ");
     if own_node {
         line += &format!(
             "export PATH=/workspace/{}/bin:$PATH && ",
             crate::catalogue::OWN_NODE
+        );
+    }
+    if native {
+        // node-gyp takes the headers of the node it builds for from
+        // --nodedir (it would download them otherwise, and there is no
+        // network); Debian's `cc` is an alternative its postinst would
+        // make, so the compilers are named. gyp's python would try to
+        // write its bytecode beside npm's own node-gyp in the image:
+        // the runtime's doing, not the package's, so it is not asked to.
+        line += &format!(
+            "export CC=gcc CXX=g++ npm_config_nodedir=/{TOOLS_DIR}/node PYTHONDONTWRITEBYTECODE=1 && "
         );
     }
     // No update check: npm's own lookup of its registry would be
@@ -80,6 +95,77 @@ fn npm_rebuild_line(own_node: bool, scripted: &[Scripted]) -> String {
         true => line + "true",
         false => line + "exec " + rebuild + " " + &required.join(" "),
     }
+}
+
+/// Debian packages every native build gets: C and C++ compilers, make,
+/// the C library's headers and pkg-config (binding.gyp files ask it for
+/// a library's flags). node-gyp's python is the runtime image's.
+const NODE_TOOLS_APT: &[&str] = &["gcc", "g++", "make", "libc6-dev", "pkg-config"];
+
+/// Bump when the way the node tools layer is made changes.
+const NODE_TOOLS_RECIPE: &str = "node-tools-recipe-1";
+
+/// Where the node tools layer keeps its own files (the headers under
+/// `node/include/node`, its apt.lock).
+const TOOLS_DIR: &str = "opt/build-tools";
+
+/// The packages of `scripted` that build native code: npm runs
+/// `node-gyp rebuild` for a package with a `binding.gyp` (as its default
+/// install script, or through its own).
+fn native<'s>(target: &Path, scripted: &'s [Scripted]) -> Vec<&'s Scripted> {
+    scripted
+        .iter()
+        .filter(|s| target.join(&s.path).join("binding.gyp").is_file())
+        .collect()
+}
+
+/// The install microVM's tools layer for native modules built for the
+/// node `major` (None: the image's): the Debian compilers, the entry's
+/// `build_apt`, and that node's headers from its pinned tarball.
+fn build_tools(job: &Job, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, BuildError> {
+    let e = job.entry;
+    let headers = PathBuf::from(run(
+        "guest-image/runtimes/fetch-node --headers",
+        crate::host_env::command("python3")
+            .arg(job.fetchers.join("runtimes/fetch-node"))
+            .arg("--headers")
+            .args(e.runtime.own_node()),
+    )?);
+    let apt: Vec<String> = NODE_TOOLS_APT
+        .iter()
+        .map(|p| p.to_string())
+        .chain(e.build_apt.iter().cloned())
+        .collect();
+    let tools = crate::tools::Tools {
+        family: "node",
+        what: apt.join(", ") + ", node's headers",
+        apt,
+        inputs: vec![
+            NODE_TOOLS_RECIPE.into(),
+            headers
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into(),
+        ],
+        dir: TOOLS_DIR,
+        one_per_store: false,
+    };
+    let store = job.stage.parent().unwrap_or(job.stage);
+    let (runtime, _) = job.scripts;
+    let copy = |dir: &Path| {
+        let to = dir.join("node");
+        std::fs::create_dir_all(&to).map_err(io_err(&to))?;
+        run(
+            "copying node's headers",
+            crate::host_env::command("cp")
+                .arg("-a")
+                .arg(headers.join("include"))
+                .arg(&to),
+        )
+        .map(drop)
+    };
+    crate::tools::layer(store, runtime, &tools, &copy, progress)
 }
 
 /// Installs the tree its lock names: `npm ci`, or, where npm's own
@@ -254,15 +340,30 @@ impl Installer for Npm {
                 progress(&format!(
                     "{name}: install scripts of {list}: running them in a microVM"
                 ));
+                let native = native(target, &scripted);
+                let mut layers = Vec::new();
+                if !native.is_empty() {
+                    let names: Vec<&str> = native.iter().map(|s| s.name.as_str()).collect();
+                    progress(&format!(
+                        "{name}: {} build native code (binding.gyp): a compiler joins that microVM, not the server's layer",
+                        names.join(", ")
+                    ));
+                    layers.push(build_tools(job, progress)?);
+                }
                 let (runtime, sandbox) = scripts;
+                let shell = npm_rebuild_line(
+                    e.runtime.own_node().is_some(),
+                    !layers.is_empty(),
+                    &scripted,
+                );
                 let job = ScriptJob {
                     server: name,
                     stage: target,
                     runtime,
-                    layers: Vec::new(),
+                    layers,
                     mem_mib: None,
                     env: &e.install_env,
-                    shell: npm_rebuild_line(e.runtime.own_node().is_some(), &scripted),
+                    shell,
                     record: true,
                 };
                 // The lock is the host's resolution: what comes back
@@ -307,7 +408,7 @@ mod tests {
     fn optional_dependencies_are_rebuilt_first_and_dropped_when_their_script_fails() {
         let s = scripted_in(LOCK);
         assert_eq!(s.len(), 3);
-        let line = npm_rebuild_line(false, &s);
+        let line = npm_rebuild_line(false, false, &s);
         assert_eq!(
             line,
             "cd /workspace && { npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier cpu-features || { echo 'mcpvm: cpu-features, an optional dependency: its install script failed; dropped, as npm does' >&2; rm -rf -- node_modules/cpu-features; }; } && exec npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier keytar ssh2"
@@ -321,13 +422,35 @@ mod tests {
     }
 
     #[test]
+    fn a_package_with_a_binding_gyp_builds_native_code_with_the_tools_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = scripted_in(LOCK);
+        let keytar = dir.path().join("node_modules/a/node_modules/keytar");
+        std::fs::create_dir_all(&keytar).unwrap();
+        std::fs::write(keytar.join("binding.gyp"), "{}").unwrap();
+        std::fs::create_dir_all(dir.path().join("node_modules/ssh2")).unwrap();
+        let found: Vec<&str> = native(dir.path(), &s)
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(found, ["keytar"]);
+        let line = npm_rebuild_line(false, true, &s);
+        assert!(
+            line.starts_with(
+                "cd /workspace && export CC=gcc CXX=g++ npm_config_nodedir=/opt/build-tools/node PYTHONDONTWRITEBYTECODE=1 && "
+            ),
+            "{line}"
+        );
+    }
+
+    #[test]
     fn without_optional_dependencies_the_tree_is_rebuilt_as_one() {
         let required: Vec<Scripted> = scripted_in(LOCK)
             .into_iter()
             .filter(|s| !s.optional)
             .collect();
         assert_eq!(
-            npm_rebuild_line(true, &required),
+            npm_rebuild_line(true, false, &required),
             "cd /workspace && export PATH=/workspace/.mcpvm-node/bin:$PATH && exec npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier"
         );
         // A name npm would not give is not handed to a shell.
@@ -336,7 +459,7 @@ mod tests {
             path: "node_modules/x".into(),
             optional: true,
         }];
-        assert!(npm_rebuild_line(false, &odd).ends_with(
+        assert!(npm_rebuild_line(false, false, &odd).ends_with(
             "exec npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier"
         ));
         // Nor a path that would remove something outside node_modules.
@@ -351,7 +474,7 @@ mod tests {
                 path: path.into(),
                 optional: true,
             }];
-            let line = npm_rebuild_line(false, &climbing);
+            let line = npm_rebuild_line(false, false, &climbing);
             assert!(!line.contains("rm -rf"), "{path}: {line}");
         }
     }

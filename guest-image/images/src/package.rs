@@ -70,6 +70,7 @@ pub fn entry(spec: &str) -> Result<(String, Entry), String> {
         as_released: false,
         extras: Vec::new(),
         apt: Vec::new(),
+        build_apt: Vec::new(),
         needs: Vec::new(),
         roots: Vec::new(),
         audit_calls: Default::default(),

@@ -61,11 +61,15 @@ fn tarball(dir: &Path, name: &str, files: &[(&str, &str, u32)]) -> Vec<u8> {
 }
 
 fn fetch(lock: &Path, cache: &Path, registry: &str, major: &str) -> (bool, String, String) {
+    fetch_with(lock, cache, registry, &[major])
+}
+
+fn fetch_with(lock: &Path, cache: &Path, registry: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new("python3")
         .arg(script())
         .arg("--lock")
         .arg(lock)
-        .arg(major)
+        .args(args)
         .env("MCPVM_CACHE", cache)
         .env("MCPVM_NPM_REGISTRY", registry)
         .output()
@@ -86,7 +90,7 @@ fn a_pinned_node_is_fetched_checked_and_unpacked_and_a_changed_one_refused() {
         &[
             ("bin/node", "#!/bin/sh\necho v20.99.1\n", 0o755),
             ("LICENSE", "node's licence", 0o644),
-            ("include/node/node.h", "/* not needed */", 0o644),
+            ("include/node/node_api.h", "/* for native modules */", 0o644),
         ],
     );
     let npm = tarball(
@@ -139,6 +143,20 @@ fn a_pinned_node_is_fetched_checked_and_unpacked_and_a_changed_one_refused() {
     // Found, not fetched, the second time: the registry is not asked.
     let (ok, again, _) = fetch(&lock, &cache, "http://127.0.0.1:9", "node20");
     assert!(ok && again == out);
+    // The headers, for a native module's build, come from the same
+    // checked tarball into a directory of their own.
+    let (ok, headers, err) = fetch_with(&lock, &cache, &url, &["--headers", "20"]);
+    assert!(ok, "{err}");
+    let headers = PathBuf::from(headers);
+    assert_eq!(headers, cache.join("node/20.99.1-headers"));
+    assert_eq!(
+        std::fs::read_to_string(headers.join("include/node/node_api.h")).unwrap(),
+        "/* for native modules */"
+    );
+    assert!(!headers.join("bin").exists() && !headers.join("LICENSE").exists());
+    let (ok, _, err) = fetch_with(&lock, &cache, &url, &["--headers", "22"]);
+    assert!(!ok && err.contains("does not match node.lock"), "{err}");
+    assert!(!cache.join("node/22.99.1-headers").exists());
 
     // The registry's tarball is not the pinned one: refused, nothing kept.
     let (ok, _, err) = fetch(&lock, &cache, &url, "22");
@@ -153,7 +171,7 @@ fn a_pinned_node_is_fetched_checked_and_unpacked_and_a_changed_one_refused() {
         .flatten()
         .map(|e| e.file_name())
         .collect();
-    assert_eq!(left.len(), 1, "no half-unpacked directory: {left:?}");
+    assert_eq!(left.len(), 2, "no half-unpacked directory: {left:?}");
 
     let (ok, _, err) = fetch(&lock, &cache, &url, "30");
     assert!(!ok);
