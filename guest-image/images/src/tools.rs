@@ -40,7 +40,7 @@ pub fn layer(
     fill: &dyn Fn(&Path) -> Result<(), BuildError>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<PathBuf, BuildError> {
-    let runtime_key = crate::key::runtime_key(runtime);
+    let runtime_key = runtime_id(runtime);
     let rt = &runtime_key[..runtime_key.len().min(8)];
     let mut h = Sha256::new();
     for part in tools.inputs.iter().chain(&tools.apt) {
@@ -97,4 +97,32 @@ pub fn layer(
         }
     }
     Ok(path)
+}
+
+/// The runtime image's key: from its name in a store
+/// (`runtime-KEY.erofs`), else its cache directory's.
+fn runtime_id(runtime: &Path) -> String {
+    runtime
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("runtime-")?.strip_suffix(".erofs"))
+        .map(str::to_string)
+        .unwrap_or_else(|| crate::key::runtime_key(runtime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tools_layer_is_named_after_the_runtime_it_is_for() {
+        assert_eq!(
+            runtime_id(Path::new("/s/runtime-0123abcd4567ef89.erofs")),
+            "0123abcd4567ef89"
+        );
+        assert_eq!(
+            runtime_id(Path::new("/c/rootfs/fedcba9876543210/runtime.erofs")),
+            "fedcba9876543210"
+        );
+    }
 }
