@@ -53,6 +53,27 @@ fn stages_and_layers(store: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The layer of `name` in `store`, unpacked into `to` with erofs-utils.
+fn extract_layer(store: &Path, name: &str, to: &Path) {
+    let layer = std::fs::read_dir(store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("layer-{name}-"))
+        })
+        .unwrap_or_else(|| panic!("no layer for {name}"));
+    let ok = Command::new("fsck.erofs")
+        .arg(format!("--extract={}", to.display()))
+        .arg(&layer)
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{ok:?}");
+}
+
 /// Packs mcpvm/tests/fixtures/npm-scripted into `dir` as
 /// mcpvm-fixture-scripted-1.0.0.tgz.
 fn pack_scripted_fixture(dir: &Path) {
@@ -854,24 +875,8 @@ fn a_crate_is_built_in_a_microvm_into_a_static_binary() {
         assert!(err.find(compiling).unwrap() < end, "{err}");
     }
 
-    let layer = std::fs::read_dir(&store)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("layer-crate-server-")
-        })
-        .expect("the layer");
     let x = dir.path().join("x");
-    let ok = Command::new("fsck.erofs")
-        .arg(format!("--extract={}", x.display()))
-        .arg(&layer)
-        .output()
-        .unwrap();
-    assert!(ok.status.success(), "{ok:?}");
+    extract_layer(&store, "crate-server", &x);
     let server = x.join("opt/mcp/crate-server");
     let bin = server.join("bin/mcpvm-cargo-fixture");
     let bytes = std::fs::read(&bin).unwrap();
@@ -1072,24 +1077,8 @@ fn a_native_module_is_compiled_in_the_install_microvm_never_on_the_host() {
     assert!(record["calls"].as_u64().unwrap() > 100, "{record}");
     assert_eq!(record["beyond"], serde_json::json!([]), "{record}");
 
-    let layer = std::fs::read_dir(&store)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("layer-native-")
-        })
-        .expect("the layer");
     let x = dir.path().join("x");
-    let ok = Command::new("fsck.erofs")
-        .arg(format!("--extract={}", x.display()))
-        .arg(&layer)
-        .output()
-        .unwrap();
-    assert!(ok.status.success(), "{ok:?}");
+    extract_layer(&store, "native", &x);
     let pkg = x.join("opt/mcp/native/node_modules/mcpvm-fixture-native");
     let module = std::fs::read(pkg.join("build/Release/native.node")).unwrap();
     assert_eq!(&module[..4], b"\x7fELF");
