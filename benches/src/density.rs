@@ -162,12 +162,9 @@ pub fn mem_available_mib() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A kB field of a /proc file, MiB.
 fn meminfo_field(text: &str, key: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map(|kb| kb / 1024.0)
+    probes::memory::kib_field(text, key).map(|kb| kb as f64 / 1024.0)
 }
 
 /// What /proc says of one VMM process, MiB (threads as a count).

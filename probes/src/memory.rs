@@ -57,9 +57,14 @@ fn descendants(root: u32, parents: &BTreeMap<u32, u32>) -> Vec<u32> {
 
 fn pss_kib(pid: u32) -> Option<u64> {
     let rollup = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
-    rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("Pss:"))?
+    kib_field(&rollup, "Pss:")
+}
+
+/// The value of the line starting with `key` (`Pss:`, `MemAvailable:`)
+/// in a /proc file that counts in kB (smaps_rollup, meminfo).
+pub fn kib_field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))?
         .trim()
         .trim_end_matches("kB")
         .trim()
