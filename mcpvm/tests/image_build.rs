@@ -1112,3 +1112,92 @@ fn a_native_module_is_compiled_in_the_install_microvm_never_on_the_host() {
         .collect();
     assert_eq!(tools.len(), 1, "{tools:?}");
 }
+
+/// A dependency PyPI has only as a source distribution (proxy_tools
+/// 0.1.0, which pywebview and so serena-agent need), named in `sdists`:
+/// fetched and checked against PyPI's sha256 on the host, built into a
+/// wheel in the install microVM (its setup.py ran there, recorded),
+/// installed beside the fixture's own wheel
+/// (mcpvm/tests/fixtures/pypi-sdist, made by its make_wheel.py); the
+/// lock names the sdist by its hash, and a rebuild from that lock builds
+/// it again. Without `sdists` the same package is refused, as before.
+#[test]
+fn a_source_distribution_is_built_in_the_install_microvm() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let make = common::workspace().join("mcpvm/tests/fixtures/pypi-sdist/make_wheel.py");
+    let made = Command::new("python3")
+        .arg(&make)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let entry = |name: &str, extra: &str| {
+        format!(
+            "[servers.{name}]\npackage = \"mcpvm-fixture-sdist\"\nversion = \"1.0.0\"\n\
+             source = \"mcpvm_fixture_sdist-1.0.0-py3-none-any.whl\"\nruntime = \"python\"\n\
+             command = \"mcpvm-fixture-sdist\"\n{extra}\n"
+        )
+    };
+    let catalogue = dir.path().join("sdist.toml");
+    std::fs::write(
+        &catalogue,
+        entry("sdist", "sdists = [\"proxy_tools==0.1.0\"]") + &entry("wheels-only", ""),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    let (c, s) = (catalogue.to_str().unwrap(), store.to_str().unwrap());
+    let (rc, _, err) = image_cmd("build", c, s, &[]);
+    assert_eq!(rc, 3, "the wheels-only entry fails: {err}");
+    assert!(
+        err.contains("sdist: building proxy_tools==0.1.0 from source in a microVM")
+            && err.contains("Successfully built proxy_tools"),
+        "{err}"
+    );
+    assert!(
+        err.contains("wheels-only")
+            && err.contains("No matching distribution found for proxy_tools"),
+        "{err}"
+    );
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("index.json")).unwrap()).unwrap();
+    let record = &index["servers"]["sdist"]["install"];
+    let programs = record["programs"].to_string();
+    assert!(
+        record["calls"].as_u64().unwrap() > 10 && programs.contains("/tmp/build-env/bin/python"),
+        "the build ran in the guest and was recorded: {record}"
+    );
+    assert_eq!(record["beyond"], serde_json::json!([]), "{record}");
+    let x = dir.path().join("x");
+    extract_layer(&store, "sdist", &x);
+    let site = x.join("opt/mcp/sdist");
+    assert!(site.join("proxy_tools/__init__.py").is_file());
+    assert!(site.join("mcpvm_fixture_sdist/__init__.py").is_file());
+    let lock = std::fs::read_to_string(store.join("locks/sdist/requirements.lock")).unwrap();
+    assert!(
+        lock.starts_with(
+            "# sdist proxy_tools==0.1.0 proxy_tools-0.1.0.tar.gz \
+             sha256:ccb3751f529c047e2d8a58440d86b205303cf0fe8146f784d1cbcd94f0a28010"
+        ) && !lock.contains("proxy-tools @"),
+        "{lock}"
+    );
+    let left: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.contains(".sdists") || n.starts_with(".stage"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // From the kept lock: built again, installed the same.
+    for f in std::fs::read_dir(&store).unwrap().flatten() {
+        if f.file_name().to_string_lossy().starts_with("layer-sdist-") {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+    }
+    let (rc, _, err) = image_cmd("build", c, s, &["--servers", "sdist"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        err.contains("installing from its lock") && err.contains("Successfully built proxy_tools"),
+        "{err}"
+    );
+}

@@ -96,6 +96,9 @@ const BUILD_TOOLS: &[&str] = &[
     "pkg-config",
     "python",
     "python3",
+    // pip asks it for the distribution it names in its user agent (its
+    // vendored `distro`), building an sdist or making a venv.
+    "lsb_release",
     "uname",
     "which",
     "mkdir",

@@ -38,6 +38,7 @@ const ROOTFS_SCRIPT: &str = include_str!("../../rootfs/build");
 const ROOTFS_PACKAGES: &str = include_str!("../../rootfs/packages");
 const FETCH_NODE: &str = include_str!("../../runtimes/fetch-node");
 const FETCH_CRATE: &str = include_str!("../../runtimes/fetch-crate");
+const FETCH_SDIST: &str = include_str!("../../runtimes/fetch-sdist");
 const RELEASED: &str = include_str!("../../runtimes/released");
 const UV_LOCK: &str = include_str!("../../runtimes/uv.lock");
 
@@ -79,6 +80,7 @@ fn scripts() -> Result<PathBuf, BuildError> {
         ("rootfs/packages", ROOTFS_PACKAGES, 0o644),
         ("runtimes/fetch-node", FETCH_NODE, 0o755),
         ("runtimes/fetch-crate", FETCH_CRATE, 0o755),
+        ("runtimes/fetch-sdist", FETCH_SDIST, 0o755),
         ("runtimes/released", RELEASED, 0o755),
         ("runtimes/uv.lock", UV_LOCK, 0o644),
         ("runtimes/node.lock", NODE_LOCK, 0o644),

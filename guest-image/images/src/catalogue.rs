@@ -157,6 +157,12 @@ pub struct Entry {
     /// Python: the package's extras (`package[extra,…]`).
     #[serde(default)]
     pub extras: Vec<String>,
+    /// Python: dependencies PyPI has only as a source distribution, as
+    /// exact pins (`proxy_tools==0.1.0`): each is built into a wheel in
+    /// the install microVM (no network, its calls recorded), never on
+    /// the host, then installed as the other wheels are.
+    #[serde(default)]
+    pub sdists: Vec<String>,
     /// Debian 12 packages the server needs beside the runtime's (e.g.
     /// `ripgrep`): fetched with their dependencies and unpacked into the
     /// server's layer (docs/catalogue.md).
@@ -611,6 +617,24 @@ impl Entry {
         }
         if !self.extras.is_empty() && self.runtime != Runtime::Python {
             return Err(("extras", "applies to python packages only".into()));
+        }
+        if !self.sdists.is_empty() && self.as_released {
+            return Err((
+                "sdists",
+                "cannot be built for an as-released resolution yet (uv resolves wheels only): pin the tree with `pins` instead".into(),
+            ));
+        }
+        for pin in &self.sdists {
+            if self.runtime != Runtime::Python {
+                return Err(("sdists", "applies to python packages only".into()));
+            }
+            let (name, version) = pin.split_once("==").unwrap_or(("", ""));
+            if !self.runtime.is_name(name) || !self.runtime.is_exact(version) {
+                return Err((
+                    "sdists",
+                    format!("'{pin}' is not an exact pin (name==1.2.3, a PEP 508 name and a PEP 440 release)"),
+                ));
+            }
         }
         for x in &self.extras {
             let ok = !x.is_empty()
@@ -1159,6 +1183,20 @@ setup = "echo ready >&2"
                     "runtime = \"python\"\nbuild_apt = [\"libsecret-1-dev\"]",
                 ),
                 "build_apt: applies to node packages",
+            ),
+            (
+                PY.replace(
+                    "runtime = \"python\"",
+                    "runtime = \"python\"\nsdists = [\"proxy_tools\"]",
+                ),
+                "sdists: 'proxy_tools' is not an exact pin",
+            ),
+            (
+                ONE.replace(
+                    "runtime = \"node\"",
+                    "runtime = \"node\"\nsdists = [\"proxy_tools==0.1.0\"]",
+                ),
+                "sdists: applies to python packages only",
             ),
             (
                 PY.replace(

@@ -78,6 +78,10 @@ pub fn layer_key_built_with(name: &str, e: &Entry, runtime_key: &str, toolchain:
         h.update(p.as_bytes());
         h.update([6]);
     }
+    for p in &e.sdists {
+        h.update(p.as_bytes());
+        h.update([11]);
+    }
     for p in &e.build_apt {
         h.update(p.as_bytes());
         h.update([10]);

@@ -71,6 +71,7 @@ pub fn entry(spec: &str) -> Result<(String, Entry), String> {
         extras: Vec::new(),
         apt: Vec::new(),
         build_apt: Vec::new(),
+        sdists: Vec::new(),
         needs: Vec::new(),
         roots: Vec::new(),
         audit_calls: Default::default(),

@@ -2,15 +2,18 @@
 //! 3.11, the image's) into the layer's directory, wheels only (installing
 //! a wheel runs none of its code; building an sdist would run its setup
 //! on the host), resolved to a `requirements.lock` and installed from it
-//! by hash; then byte-compiled.
+//! by hash; then byte-compiled. A dependency PyPI has only as a source
+//! distribution, named in the entry's `sdists`, is built into a wheel in
+//! the install microVM first ([`build_sdists`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use crate::catalogue::Entry;
 
 use crate::install::{copy_lock, Installed, Installer, Job};
 use crate::process::{io_err, run, BuildError};
+use crate::sandbox::{InstallRecord, ScriptJob};
 
 pub struct Pip;
 
@@ -70,11 +73,201 @@ fn resolve_as_released(
     ))
 }
 
+/// Source distributions built into wheels in the install microVM.
+struct Built {
+    /// Where the wheels are (pip's `--find-links`).
+    wheels: PathBuf,
+    /// One lock comment per sdist: what was built, from which file.
+    comments: Vec<String>,
+    /// Their names, normalised (PEP 503), to keep out of the hashed lock.
+    names: Vec<String>,
+    record: Option<InstallRecord>,
+}
+
+/// PEP 503's normal form of a distribution name.
+fn normal(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        match c {
+            '-' | '_' | '.' => {
+                if !out.ends_with('-') {
+                    out.push('-');
+                }
+            }
+            c => out.push(c.to_ascii_lowercase()),
+        }
+    }
+    out
+}
+
+/// The lock comment naming an sdist and the file it was built from.
+fn sdist_comment(pin: &str, file: &str, sha256: &str) -> String {
+    format!("# sdist {pin} {file} sha256:{sha256}: built into a wheel in the install microVM")
+}
+
+/// The sha256 a kept lock recorded for `pin`'s sdist, if any.
+fn locked_sdist_sha<'l>(lock: &'l str, pin: &str) -> Option<&'l str> {
+    lock.lines()
+        .find_map(|l| l.strip_prefix(&format!("# sdist {pin} ")))?
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("sha256:"))
+        .map(|w| w.trim_end_matches(':'))
+}
+
+/// Fetches each of the entry's `sdists` from PyPI (checked against its
+/// sha256, and against the kept lock's), with the wheels of the build
+/// requirements they declare, and builds them in the install microVM:
+/// the sdists' own code runs there, recorded, never on the host.
+fn build_sdists(
+    job: &Job,
+    work: &Path,
+    kept: Option<&str>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Built, BuildError> {
+    let e = job.entry;
+    let _ = std::fs::remove_dir_all(work);
+    let (sdist, deps) = (work.join("sdist"), work.join("deps"));
+    std::fs::create_dir_all(&deps).map_err(io_err(&deps))?;
+    let mut comments = Vec::new();
+    let mut names = Vec::new();
+    let mut requires: Vec<String> = Vec::new();
+    for pin in &e.sdists {
+        let (name, version) = pin.split_once("==").unwrap_or((pin, ""));
+        let said = run(
+            &format!("guest-image/runtimes/fetch-sdist {name} {version}"),
+            crate::host_env::command("python3")
+                .arg(job.fetchers.join("runtimes/fetch-sdist"))
+                .args([name, version])
+                .arg(&sdist),
+        )?;
+        let v: serde_json::Value =
+            serde_json::from_str(&said).map_err(|err| BuildError::Failed {
+                what: format!("fetching {pin}'s sdist"),
+                tail: err.to_string(),
+            })?;
+        let (file, sha) = (
+            v["file"].as_str().unwrap_or_default(),
+            v["sha256"].as_str().unwrap_or_default(),
+        );
+        if let Some(want) = kept.and_then(|l| locked_sdist_sha(l, pin)) {
+            if want != sha {
+                return Err(BuildError::Failed {
+                    what: format!("fetching {pin}'s sdist"),
+                    tail: format!("{file} is sha256:{sha} on PyPI now; the lock was made from sha256:{want}: refusing it (mcpvm image build --update resolves again)"),
+                });
+            }
+        }
+        for r in v["requires"].as_array().into_iter().flatten() {
+            let r = r.as_str().unwrap_or_default().to_string();
+            if !requires.contains(&r) {
+                requires.push(r);
+            }
+        }
+        comments.push(sdist_comment(pin, file, sha));
+        names.push(normal(name));
+    }
+    progress(&format!(
+        "{}: building {} from source in a microVM (no network; build requirements {} as wheels)",
+        job.name,
+        e.sdists.join(", "),
+        requires.join(", ")
+    ));
+    // The build requirements, wheels only: installing them runs none of
+    // their code here.
+    run(
+        "pip download (the sdists' build requirements, wheels only)",
+        crate::host_env::command("/usr/bin/python3")
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(["--only-binary=:all:", "--dest"])
+            .arg(&deps)
+            .arg("--")
+            .args(&requires),
+    )?;
+    let (runtime, sandbox) = job.scripts;
+    // The image has python's venv and its bundled pip, not pip itself:
+    // a throwaway environment in /tmp gets one, and pip builds each
+    // sdist in an isolated environment of its build requirements from
+    // deps/ (PEP 517 even for a bare setup.py, whose requirements are
+    // then setuptools and wheel). A fixed SOURCE_DATE_EPOCH keeps the
+    // wheels' dates fixed.
+    let shell = "cd /workspace && export HOME=/tmp PIP_NO_CACHE_DIR=1 \
+         PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1 SOURCE_DATE_EPOCH=315532800 \
+         && python3 -m venv /tmp/build-env \
+         && /tmp/build-env/bin/python -m pip wheel --use-pep517 --no-deps --no-index --find-links deps \
+         --wheel-dir out sdist/*.tar.gz && rm -rf sdist deps"
+        .to_string();
+    let record = sandbox
+        .run(
+            &ScriptJob {
+                server: job.name,
+                stage: work,
+                runtime,
+                layers: Vec::new(),
+                mem_mib: None,
+                env: &e.install_env,
+                shell,
+                record: true,
+            },
+            progress,
+        )
+        .map_err(|tail| BuildError::Failed {
+            what: format!("building {} (in a microVM)", e.sdists.join(", ")),
+            tail,
+        })?;
+    // What came back must be the wheels asked for, by name and version.
+    let wheels = work.join("out");
+    for pin in &e.sdists {
+        let (name, version) = pin.split_once("==").unwrap_or((pin, ""));
+        let prefix = format!("{}-{version}-", normal(name).replace('-', "_"));
+        let found = std::fs::read_dir(&wheels)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|w| {
+                let f = w.file_name().to_string_lossy().to_lowercase();
+                f.starts_with(&prefix) && f.ends_with(".whl")
+            });
+        if !found {
+            return Err(BuildError::Failed {
+                what: format!("building {pin} (in a microVM)"),
+                tail: format!("no wheel {prefix}….whl came back"),
+            });
+        }
+    }
+    Ok(Built {
+        wheels,
+        comments,
+        names,
+        record,
+    })
+}
+
+/// The hashed lock without the sdist-built packages (their wheels are
+/// built anew each time; the lock names the sdist they come from).
+fn lock_without_built(lock: &str, built: &Built) -> String {
+    let mut lines: Vec<String> = built.comments.clone();
+    for l in lock.lines() {
+        let name = l
+            .split(|c: char| c == '=' || c == ' ' || c == '@')
+            .next()
+            .unwrap_or_default();
+        if !l.starts_with("# sdist ") && !built.names.contains(&normal(name)) {
+            lines.push(l.to_string());
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
 impl Installer for Pip {
-    fn install(&self, job: &Job, _progress: &mut dyn FnMut(&str)) -> Result<Installed, BuildError> {
+    fn install(&self, job: &Job, progress: &mut dyn FnMut(&str)) -> Result<Installed, BuildError> {
         let Job {
             entry: e,
-            stage,
             target,
             locked,
             ..
@@ -87,6 +280,37 @@ impl Installer for Pip {
             Some(src) => format!("{}{extras} @ file://{}", e.package, src.display()),
             None => format!("{}{extras}=={}", e.package, e.version),
         };
+        let kept = locked.and_then(|l| std::fs::read_to_string(l.join("requirements.lock")).ok());
+        // The sdists' work: fetched files, build requirements, wheels.
+        let work = job.stage.with_extension("sdists");
+        let built = match e.sdists.is_empty() {
+            true => Ok(None),
+            false => build_sdists(job, &work, kept.as_deref(), progress).map(Some),
+        };
+        let r = built.and_then(|b| install_wheels(job, &spec, b.as_ref()).map(|()| b));
+        let _ = std::fs::remove_dir_all(&work);
+        let built = r?;
+        Ok(Installed {
+            what: spec,
+            bin_dir: target.join("bin"),
+            // Wheels only: nothing of the package runs at install; an
+            // sdist's build ran in its microVM, recorded.
+            record: built.and_then(|b| b.record),
+        })
+    }
+}
+
+/// Resolves (unless locked) and installs the wheels, the ones built from
+/// sdists among them.
+fn install_wheels(job: &Job, spec: &str, built: Option<&Built>) -> Result<(), BuildError> {
+    let Job {
+        entry: e,
+        stage,
+        target,
+        locked,
+        ..
+    } = *job;
+    {
         // The host's python 3.11 is the image's: scripts get
         // #!/usr/bin/python3 and modules land in <dir> (PYTHONPATH).
         // Wheels only: installing one runs none of its code, building
@@ -97,6 +321,9 @@ impl Installer for Pip {
                 .args(["--disable-pip-version-check", "--only-binary=:all:"])
                 .args(["--no-warn-script-location", "--no-compile", "--target"])
                 .arg(target);
+            if let Some(b) = built {
+                c.arg("--find-links").arg(&b.wheels);
+            }
             c
         };
         // Resolve (unless locked) to requirements.lock, then install
@@ -125,12 +352,15 @@ impl Installer for Pip {
                 let text = std::fs::read_to_string(&report).unwrap_or_default();
                 let _ = std::fs::remove_file(&report);
                 ran?;
-                let lock = crate::lock::requirements_from_report(&text).ok_or_else(|| {
+                let mut lock = crate::lock::requirements_from_report(&text).ok_or_else(|| {
                     BuildError::Failed {
                         what: format!("locking {spec}"),
                         tail: "pip's installation report names no hashed wheels".into(),
                     }
                 })?;
+                if let Some(b) = built {
+                    lock = lock_without_built(&lock, b);
+                }
                 std::fs::write(&lock_file, lock).map_err(io_err(&lock_file))?;
             }
         }
@@ -140,6 +370,16 @@ impl Installer for Pip {
                 .args(["--no-deps", "--require-hashes", "-r"])
                 .arg(&lock_file),
         )?;
+        if built.is_some() {
+            // The wheels just built, by the exact pins they were built
+            // for, from nowhere else.
+            run(
+                &format!("pip install {} (built from sdists)", e.sdists.join(", ")),
+                pip()
+                    .args(["--no-deps", "--no-index", "--"])
+                    .args(&e.sdists),
+            )?;
+        }
         // Byte-code checked by hash: layers have fixed timestamps, and
         // without it every start compiles every import again. Files
         // that do not compile (templates, python 2 leftovers in some
@@ -153,11 +393,45 @@ impl Installer for Pip {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
-        Ok(Installed {
-            what: spec,
-            bin_dir: target.join("bin"),
-            // Wheels only: nothing of the package runs at install.
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_compared_in_pep_503_form() {
+        assert_eq!(normal("Proxy__Tools.x"), "proxy-tools-x");
+        assert_eq!(normal("proxy-tools"), normal("proxy_tools"));
+    }
+
+    #[test]
+    fn the_lock_names_the_sdist_a_wheel_was_built_from_not_the_wheel() {
+        let built = Built {
+            wheels: PathBuf::from("/w/out"),
+            comments: vec![sdist_comment(
+                "proxy_tools==0.1.0",
+                "proxy_tools-0.1.0.tar.gz",
+                "ccb3",
+            )],
+            names: vec![normal("proxy_tools")],
             record: None,
-        })
+        };
+        let lock = "bottle==0.13.4 --hash=sha256:aa\n\
+                    proxy-tools @ file:///w/out/proxy_tools-0.1.0-py3-none-any.whl --hash=sha256:bb\n\
+                    pywebview==5.4 --hash=sha256:cc\n";
+        let kept = lock_without_built(lock, &built);
+        assert_eq!(
+            kept,
+            "# sdist proxy_tools==0.1.0 proxy_tools-0.1.0.tar.gz sha256:ccb3: built into a wheel in the install microVM\n\
+             bottle==0.13.4 --hash=sha256:aa\n\
+             pywebview==5.4 --hash=sha256:cc\n"
+        );
+        assert_eq!(locked_sdist_sha(&kept, "proxy_tools==0.1.0"), Some("ccb3"));
+        assert_eq!(locked_sdist_sha(&kept, "other==1.0"), None);
+        // Made again from a kept lock, the comment is not doubled.
+        assert_eq!(lock_without_built(&kept, &built), kept);
     }
 }
