@@ -35,8 +35,12 @@ fn sdist(dir: &Path, name: &str, pyproject: &str) -> Vec<u8> {
 }
 
 fn project(url: &str, name: &str, sha: &str) -> Vec<u8> {
+    project_file(url, name, &format!("{name}-1.0.tar.gz"), sha)
+}
+
+fn project_file(url: &str, name: &str, filename: &str, sha: &str) -> Vec<u8> {
     serde_json::json!({"releases": {"1.0": [{
-        "filename": format!("{name}-1.0.tar.gz"),
+        "filename": filename,
         "packagetype": "sdist",
         "url": format!("{url}/files/{name}-1.0.tar.gz"),
         "digests": {"sha256": sha},
@@ -70,6 +74,15 @@ fn an_sdist_is_fetched_checked_and_a_url_requirement_refused() {
         ("/good/json".into(), project(&files, "good", &hex(&good))),
         ("/evil/json".into(), project(&files, "evil", &hex(&evil))),
         (
+            "/newline/json".into(),
+            project_file(
+                &files,
+                "good",
+                "good-1.0.tar.gz\n--index-url http://127.0.0.1:9/x.tar.gz",
+                &hex(&good),
+            ),
+        ),
+        (
             "/changed/json".into(),
             project(&files, "good", &"0".repeat(64)),
         ),
@@ -101,6 +114,9 @@ fn an_sdist_is_fetched_checked_and_a_url_requirement_refused() {
 
     let (ok, _, err) = fetch("changed");
     assert!(!ok && err.contains("does not match PyPI's sha256"), "{err}");
+    // A name that would be a second line of the lock, an option to pip.
+    let (ok, _, err) = fetch("newline");
+    assert!(!ok && err.contains("refusing the file name"), "{err}");
     let (ok, _, err) = fetch("evil");
     assert!(
         !ok && err.contains("is not a PyPI name and version range"),
