@@ -306,6 +306,9 @@ pub fn build(
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Report, BuildError> {
     let t0 = Instant::now();
+    // Absolute from here on: the store's paths reach apt's options and
+    // the sandbox's command lines, which do not run in this directory.
+    let store = &std::path::absolute(store).map_err(io_err(store))?;
     std::fs::create_dir_all(store).map_err(io_err(store))?;
     sweep_stale(store);
     let mut index = Index::load_or_new(store)?;

@@ -233,6 +233,16 @@ pub struct Origin {
 pub const BUILT_IN_PATH: &str = "guest-image/catalogue.toml";
 
 /// The line (1-based) of each `[servers.NAME]` table in `text`.
+/// The directory a catalogue's relative `source` files are in, absolute:
+/// `cat.toml` given as is has an empty parent, and a file name alone
+/// would reach npm and pip as `file://NAME`, which they cannot resolve.
+fn base_dir(catalogue: &Path) -> PathBuf {
+    std::path::absolute(catalogue)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
 fn origins(text: &str, file: &str) -> BTreeMap<String, Origin> {
     text.lines()
         .enumerate()
@@ -346,7 +356,7 @@ impl Catalogue {
             source,
         })?;
         let mut cat = Self::parse(&text, &path.display().to_string())?;
-        let dir = path.parent().unwrap_or(Path::new("."));
+        let dir = base_dir(path);
         for e in cat.servers.values_mut() {
             if let Some(src) = e.source.as_mut().filter(|s| s.is_relative()) {
                 *src = dir.join(&*src);
@@ -797,6 +807,19 @@ impl Entry {
 
 #[cfg(test)]
 mod tests {
+
+    /// A catalogue named by its file name alone (`--catalogue cat.toml`)
+    /// still gives its sources an absolute directory.
+    #[test]
+    fn a_catalogue_given_by_name_alone_has_an_absolute_directory() {
+        let here = std::env::current_dir().unwrap();
+        let dir = super::base_dir(std::path::Path::new("cat.toml"));
+        assert_eq!(dir, here);
+        assert_eq!(
+            super::base_dir(std::path::Path::new("sub/cat.toml")),
+            here.join("sub")
+        );
+    }
 
     /// Each entry knows the line of its table, in the built-in catalogue
     /// (by its repository path) and in a user's, which wins on a name

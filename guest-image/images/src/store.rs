@@ -99,15 +99,19 @@ pub fn du(path: &Path) -> u64 {
     }
 }
 
-/// The default store: ~/.cache/mcpvm/images (or $MCPVM_CACHE/images).
-pub fn default_dir() -> PathBuf {
-    let cache = std::env::var_os("MCPVM_CACHE")
+/// The machine's cache: $MCPVM_CACHE, else ~/.cache/mcpvm.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("MCPVM_CACHE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
                 .join(".cache/mcpvm")
-        });
-    cache.join("images")
+        })
+}
+
+/// The default store: ~/.cache/mcpvm/images (or $MCPVM_CACHE/images).
+pub fn default_dir() -> PathBuf {
+    cache_dir().join("images")
 }
 
 impl Index {
