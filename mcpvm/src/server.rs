@@ -140,6 +140,8 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
     let index = Index::load(dir)?;
     let key = index.key_of(name, entry);
     let (runtime, layer) = index.resolve(dir, name, &key)?;
+    // An entry without a command runs the one its build chose.
+    let built = index.servers.get(name).and_then(|r| r.command.as_deref());
     let env = entry
         .environment(name, |k| std::env::var(k).ok())
         .map_err(|key| ServerError::Credential {
@@ -154,7 +156,7 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
     Ok(ServerPlan {
         runtime,
         layer,
-        argv: entry.argv(name),
+        argv: entry.argv_built(name, built),
         env,
         secrets,
         setup: entry.setup.clone(),

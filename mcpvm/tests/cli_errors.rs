@@ -1105,3 +1105,42 @@ fn client_add_writes_the_entry_and_refuses_without_touching_the_file() {
         serde_json::json!(["run", "--server", "time"])
     );
 }
+
+/// `image from-registry`: a registry file that is missing, or has a line
+/// that is not a listing, is one error naming it, and nothing is written;
+/// a generated catalogue already in --out is never overwritten.
+#[test]
+fn a_bad_registry_file_is_named_and_a_generated_catalogue_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let o = out.to_str().unwrap();
+    assert_error(
+        &["image", "from-registry", "/nonexistent.jsonl", "--out", o],
+        1,
+        "Cannot read the registry file /nonexistent.jsonl",
+    );
+    let file = d.path().join("r.jsonl");
+    std::fs::write(&file, "{\"registry\":\"npm\",\"package\":\"a\",\"version\":\"1.0.0\",\"command\":\"npx\"}\n{\"package\":1}\n").unwrap();
+    let f = file.to_str().unwrap();
+    assert_error(
+        &["image", "from-registry", f, "--out", o],
+        1,
+        "line 2: not a registry listing",
+    );
+    assert!(!out.exists(), "nothing written");
+    std::fs::write(&file, "{\"registry\":\"npm\",\"package\":\"a\",\"version\":\"1.0.0\",\"command\":\"npx\",\"args\":[\"-y\",\"a@1.0.0\"]}\n").unwrap();
+    let (code, err) = mcpvm(&["image", "from-registry", f, "--out", o]);
+    assert_eq!(code, 0, "{err}");
+    let made = std::fs::read_to_string(out.join("catalogue.toml")).unwrap();
+    assert!(made.contains("[servers.npm-a-1-0-0]"), "{made}");
+    std::fs::write(out.join("catalogue.toml"), "# reviewed\n").unwrap();
+    assert_error(
+        &["image", "from-registry", f, "--out", o],
+        1,
+        "catalogue.toml exists",
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("catalogue.toml")).unwrap(),
+        "# reviewed\n"
+    );
+}

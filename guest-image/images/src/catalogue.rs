@@ -98,6 +98,11 @@ pub struct Entry {
     pub source: Option<PathBuf>,
     pub runtime: Runtime,
     /// The package's executable (an npm bin or a Python console script).
+    /// Empty (left out): the package's own, chosen by the build as npx
+    /// and uvx choose it (its only executable, or the one named like the
+    /// package) and kept in the store's index (a generated catalogue's
+    /// entries leave it out: docs/registry.md).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub command: String,
     #[serde(default)]
     pub args: Vec<String>,
@@ -571,10 +576,7 @@ impl Entry {
                 return Err(("source", format!("'{}' is not {kind}", src.display())));
             }
         }
-        if self.command.is_empty()
-            || self.command.contains('/')
-            || self.command.contains(char::is_whitespace)
-        {
+        if self.command.contains('/') || self.command.contains(char::is_whitespace) {
             return Err((
                 "command",
                 format!("'{}' must be the package's executable name", self.command),
@@ -758,10 +760,20 @@ impl Entry {
     /// (The setup line, if any, runs before it: the agent runs it outside
     /// the server's withholding policy.)
     pub fn argv(&self, name: &str) -> Vec<String> {
+        self.argv_built(name, None)
+    }
+
+    /// [`Entry::argv`], where an entry that names no command runs
+    /// `built`: the one its layer's build chose (the store's record).
+    pub fn argv_built(&self, name: &str, built: Option<&str>) -> Vec<String> {
         let dir = Self::dir(name);
+        let command = match self.command.is_empty() {
+            true => built.unwrap_or_default(),
+            false => &self.command,
+        };
         let exe = match self.runtime {
-            Runtime::Python | Runtime::Cargo => format!("{dir}/bin/{}", self.command),
-            _ => format!("{dir}/node_modules/.bin/{}", self.command),
+            Runtime::Python | Runtime::Cargo => format!("{dir}/bin/{command}"),
+            _ => format!("{dir}/node_modules/.bin/{command}"),
         };
         let mut argv = vec![exe];
         argv.extend(self.args.iter().cloned());
@@ -1069,6 +1081,21 @@ setup = "echo ready >&2"
         assert!(git.setup.as_deref().unwrap().contains("git init"));
         let env = git.environment("git", |_| None).unwrap();
         assert!(env.contains(&("PYTHONPATH".into(), "/opt/mcp/git".into())));
+        // No command: the one the build chose, from the store's record;
+        // a command given wins over it.
+        let own =
+            Catalogue::parse(&ONE.replace("command = \"mcp-server-memory\"", ""), "t").unwrap();
+        let e = own.get("memory").unwrap();
+        assert!(e.command.is_empty());
+        assert_eq!(
+            e.argv_built("memory", Some("memory-bin")),
+            ["/opt/mcp/memory/node_modules/.bin/memory-bin"]
+        );
+        let given = c.get("memory").unwrap();
+        assert_eq!(
+            given.argv_built("memory", Some("memory-bin"))[0],
+            "/opt/mcp/memory/node_modules/.bin/mcp-server-memory"
+        );
     }
 
     #[test]

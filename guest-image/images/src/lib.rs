@@ -23,6 +23,8 @@
 //!   rebuild installs the same one.
 //! - [`package`]: a server named on the command line (`npm:NAME@VERSION`,
 //!   `pypi:NAME==VERSION`, `cargo:NAME@VERSION`) as an entry of its own.
+//! - [`registry`]: catalogue entries made from a registry's list of
+//!   published servers, and a seeded stratified draw from it.
 //! - [`store`]: the directory of built images and its index, which `mcpvm
 //!   run --server` reads.
 
@@ -41,6 +43,7 @@ pub mod npm;
 pub mod package;
 pub mod pip;
 pub mod process;
+pub mod registry;
 pub mod sandbox;
 pub mod store;
 pub mod tools;

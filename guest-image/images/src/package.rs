@@ -16,7 +16,13 @@ const FORMS: &str = "npm:NAME@VERSION, pypi:NAME==VERSION or cargo:NAME@VERSION,
 /// The entry for `spec` and the name its layer is stored under
 /// (`npm-…`/`pypi-…`, from the package's name and version).
 pub fn entry(spec: &str) -> Result<(String, Entry), String> {
-    let bad = |why: &str| format!("--package '{spec}': {why}; give {FORMS}");
+    spec_entry(spec).map_err(|why| format!("--package '{spec}': {why}; give {FORMS}"))
+}
+
+/// [`entry`], its error only what is wrong with `spec` (for a caller
+/// whose input was not a `--package`: a registry listing).
+pub fn spec_entry(spec: &str) -> Result<(String, Entry), String> {
+    let bad = |why: &str| why.to_string();
     let (kind, rest) = spec.split_once(':').ok_or_else(|| bad("no kind"))?;
     let (package, version, runtime) = match kind {
         // A scope's '@' is the name's first character.

@@ -21,6 +21,105 @@ pub enum ImageCommand {
     /// images, dead builds' leftovers (layers built with `--package` and
     /// every lock stay); and the warm snapshots no run can find again.
     Prune(PruneArgs),
+    /// Make a catalogue from a registry's listings (JSON lines: registry,
+    /// package, version, command, args, required_env), without a person:
+    /// every listing, or a seeded draw stratified by registry
+    /// (docs/registry.md). Writes OUT/catalogue.toml and OUT/sample.json.
+    FromRegistry(FromRegistryArgs),
+}
+
+#[derive(Args)]
+pub struct FromRegistryArgs {
+    /// The registry's listings, one JSON object a line.
+    registry: PathBuf,
+    /// The directory for catalogue.toml and sample.json (made if
+    /// missing; refused if it holds either already).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Draw this many listings, each registry by its share of the list;
+    /// default: every listing.
+    #[arg(long, value_name = "N")]
+    sample: Option<usize>,
+    /// The draw's seed, recorded in sample.json.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// The largest listing file read: the 2026-12 registry file is 0.3 MB.
+const MAX_REGISTRY_BYTES: u64 = 64 << 20;
+
+fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+    use mcpvm_images::registry;
+    let what = a.registry.display();
+    let bytes = crate::files::read_regular(&a.registry, MAX_REGISTRY_BYTES)
+        .map_err(|e| format!("Cannot read the registry file {what}: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("The registry file {what} is not UTF-8: give JSON lines"))?;
+    let listings = registry::parse(&text).map_err(|e| format!("{what}: {e}"))?;
+    let n = a.sample.unwrap_or(listings.len());
+    let draw = registry::draw(&listings, n, a.seed);
+    let (catalogue, rows) = registry::catalogue(&listings, &draw.chosen);
+    crate::files::own_dir(&a.out).map_err(|e| format!("Cannot use {}: {e}", a.out.display()))?;
+    let (toml_path, json_path) = (a.out.join("catalogue.toml"), a.out.join("sample.json"));
+    for p in [&toml_path, &json_path] {
+        if p.exists() {
+            return Err(format!(
+                "{} exists: a generated catalogue may have been reviewed; remove it or choose another --out",
+                p.display()
+            )
+            .into());
+        }
+    }
+    let made = rows.iter().filter(|r| r.name.is_some()).count();
+    let sha: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let sample = serde_json::json!({
+        "registry": a.registry,
+        "registry_sha256": sha,
+        "listings": listings.len(),
+        "seed": draw.seed,
+        "size": draw.size,
+        "strata": draw.strata.iter().map(|(r, (all, drawn))| (r.clone(), serde_json::json!({"listings": all, "drawn": drawn}))).collect::<serde_json::Map<_, _>>(),
+        "entries": made,
+        "refused": rows.len() - made,
+        "rows": rows,
+    });
+    let write = |p: &std::path::Path, bytes: &[u8]| {
+        crate::files::write_whole(p, bytes)
+            .map_err(|e| format!("Cannot write {}: {e}", p.display()))
+    };
+    write(&toml_path, catalogue.as_bytes())?;
+    write(
+        &json_path,
+        serde_json::to_string_pretty(&sample)?.as_bytes(),
+    )?;
+    if json {
+        let mut summary = sample;
+        summary.as_object_mut().map(|o| o.remove("rows"));
+        println!("{summary}");
+        return Ok(0);
+    }
+    let strata: Vec<String> = draw
+        .strata
+        .iter()
+        .map(|(r, (all, drawn))| format!("{} {drawn} of {all}", printable(r)))
+        .collect();
+    println!(
+        "{} of {} listings (seed {}; {}): {made} entries in {}, {} refused with why in {}",
+        draw.size,
+        listings.len(),
+        draw.seed,
+        strata.join(", "),
+        toml_path.display(),
+        rows.len() - made,
+        json_path.display()
+    );
+    Ok(0)
 }
 
 #[derive(Args)]
@@ -151,7 +250,7 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
                 layer: current.map(|r| r.layer.clone()),
                 bytes: current.map(|r| r.bytes),
                 lock: current.and_then(|r| r.lock.clone()),
-                argv: e.argv(name),
+                argv: e.argv_built(name, current.and_then(|r| r.command.as_deref())),
                 env: e.env.clone(),
                 setup: e.setup.clone(),
                 root: e.root,
@@ -233,6 +332,7 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
     match cmd {
         ImageCommand::List(a) => list(a, json),
         ImageCommand::Prune(a) => prune(a, json),
+        ImageCommand::FromRegistry(a) => from_registry(a, json),
         ImageCommand::Build(a) => {
             let mut catalogue = load_catalogue(&a.catalogue)?;
             let mut servers = a.servers.clone();
