@@ -185,7 +185,7 @@ pub fn relay_in(links: &Links, mut to: impl Write, mut seen: impl FnMut(&[u8])) 
 }
 
 /// The longest line the host sends on CONTROL.
-const MAX_LINE: u64 = 1 << 20;
+const MAX_LINE: u64 = mcpvm_protocol::ports::MAX_CONTROL_LINE as u64;
 
 /// Serves [`HostMessage`]s on CONTROL for a run that may be snapshotted:
 /// a snapshot announcement is answered, and the loss of CONTROL after it

@@ -19,8 +19,8 @@ use guest_agent::server_seccomp::effects::{Recorded, Recorder};
 use mcpvm_protocol::messages::{Counter, Event, RunSpec};
 use mcpvm_protocol::ports::*;
 
-/// The longest run spec we accept (one JSON line).
-const MAX_SPEC: u64 = 1 << 20;
+/// The longest run spec we accept (one JSON line on CONTROL).
+const MAX_SPEC: u64 = MAX_CONTROL_LINE as u64;
 /// How long the recorder's last effects may take to go out once the
 /// server has exited.
 const DRAIN: Duration = Duration::from_secs(3);

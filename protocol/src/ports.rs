@@ -9,6 +9,10 @@ pub const GUEST_CID: u32 = 3;
 
 /// Run spec in, events out (JSON lines).
 pub const CONTROL_PORT: u32 = 1024;
+/// The longest line either side sends on CONTROL (a run spec, an event:
+/// a syscall report of every x86_64 call with counts is about 20 KiB);
+/// a reader stops reading a line at this many bytes.
+pub const MAX_CONTROL_LINE: usize = 1 << 20;
 /// The server's stdin (host to guest) and stdout (guest to host).
 pub const STDIO_PORT: u32 = 1025;
 /// The server's stderr.

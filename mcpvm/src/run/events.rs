@@ -18,9 +18,8 @@ use mcpvm_protocol::messages::{AnyEvent, Event, EventLine, HostEvent};
 
 use crate::lines::read_line_bounded;
 
-/// The agent's longest event (a syscall report of every x86_64 call with
-/// counts is about 20 KiB).
-pub const MAX_LINE: usize = 1 << 20;
+/// The agent's longest event, the control channel's line limit.
+pub const MAX_LINE: usize = mcpvm_protocol::ports::MAX_CONTROL_LINE;
 /// Events written to `--events` at most.
 pub const MAX_EVENTS: u64 = 100_000;
 /// Bytes written to `--events` at most.
