@@ -172,42 +172,7 @@ fn build_sdists(
         e.sdists.join(", "),
         requires.join(", ")
     ));
-    // The build requirements, wheels only: installing them runs none of
-    // their code here.
-    let download = |what: &str, dest: &Path, names: &[String]| {
-        run(
-            &format!("pip download ({what}, wheels only)"),
-            crate::host_env::command("/usr/bin/python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "download",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .args(["--only-binary=:all:", "--dest"])
-                .arg(dest)
-                .arg("--")
-                .args(names),
-        )
-    };
-    download("the sdists' build requirements", &deps, &requires)?;
-    // The image has python, not pip: pip's own wheel runs pip (a wheel
-    // is a zip python imports from), under a fixed name so that no
-    // registry-chosen name reaches the guest's shell.
-    let tool = work.join("pip");
-    download("pip itself", &tool, &["pip".to_string()])?;
-    let wheel = std::fs::read_dir(&tool)
-        .map_err(io_err(&tool))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or_else(|| BuildError::Failed {
-            what: "pip download (pip itself, wheels only)".into(),
-            tail: "no wheel of pip came back".into(),
-        })?;
-    let fixed = tool.join("pip.whl");
-    std::fs::rename(&wheel, &fixed).map_err(io_err(&wheel))?;
+    wheels_for_the_build(&deps, &work.join("pip"), &requires)?;
     let (runtime, sandbox) = job.scripts;
     // pip builds each sdist in an isolated environment of its build
     // requirements from deps/ (PEP 517 even for a bare setup.py, whose
@@ -264,6 +229,45 @@ fn build_sdists(
         names,
         record,
     })
+}
+
+/// Into `deps`, the wheels of the sdists' build `requires`; into `tool`,
+/// pip's own wheel as `pip.whl`. Wheels only: installing them runs none
+/// of their code here. The image has python, not pip: pip's own wheel
+/// runs pip (a wheel is a zip python imports from), under a fixed name
+/// so that no registry-chosen name reaches the guest's shell.
+fn wheels_for_the_build(deps: &Path, tool: &Path, requires: &[String]) -> Result<(), BuildError> {
+    let download = |what: &str, dest: &Path, names: &[String]| {
+        run(
+            &format!("pip download ({what}, wheels only)"),
+            crate::host_env::command("/usr/bin/python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .args(["--only-binary=:all:", "--dest"])
+                .arg(dest)
+                .arg("--")
+                .args(names),
+        )
+    };
+    download("the sdists' build requirements", deps, requires)?;
+    download("pip itself", tool, &["pip".to_string()])?;
+    let wheel = std::fs::read_dir(tool)
+        .map_err(io_err(tool))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or_else(|| BuildError::Failed {
+            what: "pip download (pip itself, wheels only)".into(),
+            tail: "no wheel of pip came back".into(),
+        })?;
+    let fixed = tool.join("pip.whl");
+    std::fs::rename(&wheel, &fixed).map_err(io_err(&wheel))?;
+    Ok(())
 }
 
 /// The hashed lock without the sdist-built packages (their wheels are
