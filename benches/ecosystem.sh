@@ -64,12 +64,27 @@ printf '%s\n' "$servers" > "$names_file"
 files=(--file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/kernel/vmlinux:kernel/vmlinux"
        --file "$t/initramfs-test.cpio:initramfs-test.cpio" --file "$scenario:scenario.sh" --file "$catalogue:popular.toml"
        --file "$names_file:servers")
-# The store (2 GB for the whole corpus) is past what an initramfs can
-# carry into the testbed host: it travels on a disk (listed again when
-# layers were built here since).
+# The store (3.6 GB for the whole corpus since three layers carry a
+# browser) is past what an initramfs can carry into the testbed host: it
+# travels on a disk (listed again when layers were built here since).
+# Only what the index names goes: the runtime and each server's layer,
+# not the install microVMs' tools layers or superseded files.
 store_files() {
   disk=()
-  for f in "$store"/index.json "$store"/*.erofs; do disk+=(--disk-file "$f:images/$(basename "$f")"); done
+  local f
+  while IFS= read -r f; do
+    [ -f "$store/$f" ] && disk+=(--disk-file "$store/$f:images/$f")
+  done < <(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+names = [d.get("runtime")] + [s.get("layer") for s in d.get("servers", {}).values()]
+print("\n".join(["index.json"] + sorted({n for n in names if n and "/" not in n and n.endswith(".erofs")})))' "$store/index.json")
+}
+# The payload, in MiB: the testbed host unpacks it into its /tmp (a
+# tmpfs of half its memory).
+store_mib() {
+  local n=0 i
+  for ((i = 1; i < ${#disk[@]}; i += 2)); do n=$(( n + $(stat -c %s "${disk[$i]%%:*}") / 1048576 )); done
+  echo "$n"
 }
 resume=${MCPVM_ECOSYSTEM_RESUME:-}
 # The testbed host has one CPU (testbed/run): the audit is split into
@@ -106,9 +121,15 @@ cells=\$(grep -c '"server"' a/results.jsonl)
 echo "ecosystem: shard \$(cat shard): \$cells cells recorded, the audit ran \$((end - start)) s (exit \$(cat "\$MCPVM_OUT/audit.rc"))"
 cat summary.json
 SCEN
-# Each testbed host unpacks the layers into its memory (2 GB for the
-# whole corpus): it gets the memory for them beside its guests.
-export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-$(( shards > 1 ? 7168 : 12288 ))}
+# Each testbed host unpacks the layers into its /tmp, a tmpfs of half
+# its memory: it gets twice the payload and room for its guests (a
+# browser's VM takes 1 GiB), at least what the corpus took before.
+store_files
+payload=$(store_mib)
+want=$(( 2 * payload + 3072 ))
+floor=$(( shards > 1 ? 7168 : 12288 ))
+export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-$(( want > floor ? want : floor ))}
+echo "ecosystem: $payload MiB of images for each testbed host, which gets ${MCPVM_TESTBED_MEM} MiB" >&2
 echo "ecosystem: auditing in $shards shard(s), one testbed host each" >&2
 # run_shards FROM I...: shards I... side by side, each on a testbed host
 # of its own, resumed from FROM/shard-I when FROM is given.
