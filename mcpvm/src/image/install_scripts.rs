@@ -244,9 +244,17 @@ fn failure(status: std::process::ExitStatus, said: &[String], timeout_s: u64) ->
              give it longer with `mcpvm image build --sandbox-timeout SECS`"
         );
     }
-    let npm: Vec<&str> = said
+    // QEMU warns of every CPU feature TCG lacks on each testbed boot:
+    // when the testbed host itself dies (a kernel panic under TCG), those
+    // lines would be the cause quoted, and the panic above them lost.
+    let said: Vec<&str> = said
         .iter()
         .map(String::as_str)
+        .filter(|l| !l.contains("warning: TCG doesn't support requested feature"))
+        .collect();
+    let npm: Vec<&str> = said
+        .iter()
+        .copied()
         .filter(|l| !l.starts_with("testbed: "))
         .collect();
     let cause = match mcpvm_images::build::cause(&npm.join("\n")) {
@@ -366,6 +374,26 @@ impl ScriptSandbox for MicroVm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A testbed host that died is quoted by its panic, not by QEMU's
+    /// warnings about CPU features printed after it.
+    #[test]
+    fn a_dead_testbed_host_is_quoted_by_its_panic() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut said: Vec<String> =
+            vec!["[  172.649155] Kernel panic - not syncing: Fatal exception in interrupt".into()];
+        for bit in 0..12 {
+            said.push(format!(
+                "qemu-system-x86_64: warning: TCG doesn't support requested feature: CPUID.80000001H:ECX.x [bit {bit}]"
+            ));
+        }
+        let why = failure(std::process::ExitStatus::from_raw(3 << 8), &said, 60);
+        assert!(
+            why.starts_with("exit 3: ") && why.contains("Kernel panic"),
+            "{why}"
+        );
+        assert!(!why.contains("TCG doesn't support"), "{why}");
+    }
 
     #[test]
     fn what_scripts_print_is_kept_bounded() {
