@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(len <= MAX_FILE_BYTES + 128, "{len}");
     let _ = MAX_EVENTS;
 
-    let rec = mcpvm::image::install_record::from_lines(data);
+    let rec = mcpvm_tools::install::record::from_lines(data);
     assert!(rec.programs.len() <= 50, "{}", rec.programs.len());
     let mut rules: Vec<&str> = rec.beyond.iter().map(|b| b.rule.as_str()).collect();
     rules.dedup();
@@ -27,8 +27,8 @@ fuzz_target!(|data: &[u8]| {
         let kept = rec.beyond.iter().filter(|b| b.rule == *r).count();
         assert!(kept <= probes::install::KEPT_PER_RULE, "{r}: {kept}");
     }
-    let _ = mcpvm::image::install_record::summary(&rec);
-    for f in mcpvm::image::install_record::findings(&rec) {
+    let _ = mcpvm_tools::install::record::summary(&rec);
+    for f in mcpvm_tools::install::record::findings(&rec) {
         assert!(!f.why.contains('\u{1b}'), "{}", f.why);
     }
 });

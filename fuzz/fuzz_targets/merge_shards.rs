@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(shard.join("audit.json"), meta).unwrap();
     std::fs::write(shard.join("results.jsonl"), journal).unwrap();
     let out = root.path().join("out");
-    let _ = mcpvm::audit::merge(&out, &[shard.clone()], true);
+    let _ = mcpvm_tools::audit::merge(&out, &[shard.clone()], true);
     // Only the shard (as it was) and --out are in the scratch root.
     let mut names: Vec<_> = std::fs::read_dir(root.path())
         .unwrap()

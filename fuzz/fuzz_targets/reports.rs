@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use libfuzzer_sys::fuzz_target;
-use mcpvm::audit::meta::Meta;
-use mcpvm::audit::record::Record;
-use mcpvm::audit::report::{html, markdown};
+use mcpvm_tools::audit::meta::Meta;
+use mcpvm_tools::audit::record::Record;
+use mcpvm_tools::audit::report::{html, markdown};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {

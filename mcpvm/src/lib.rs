@@ -1,22 +1,20 @@
-//! mcpvm's commands and their parts, as a library: the `mcpvm` and
-//! `mcpvm-tools` binaries (main.rs, bin/; `exe` says why two) are the
-//! command line over it, and the fuzz targets (fuzz/) reach the parsers
-//! of profiles and catalogues through it.
+//! What runs a VM, as a library: the `mcpvm` binary (main.rs; `exe` says
+//! why there are two) is the command line over it, `mcpvm-tools` (the
+//! probes, audits and image builder, tools/) builds on it, and the fuzz
+//! targets (fuzz/) reach its parsers through it. It knows nothing of
+//! MCP clients or reports: it depends on neither `probes` nor `maud`.
 
 pub mod accept;
-pub mod audit;
 pub mod cli;
 pub mod commands;
 pub mod disk_arg;
 pub mod egress;
 pub mod exe;
 pub mod files;
-pub mod hints;
 pub mod image;
 pub mod lines;
 pub mod logger;
 pub mod package;
-pub mod pinning;
 pub mod run;
 pub mod rundir;
 pub mod server;

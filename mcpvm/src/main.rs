@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     let start = Instant::now();
     // Before any thread: one malloc arena for the whole VMM.
     vmm::host_seccomp::keep_malloc_from_opening_files();
-    vmm::host_seccomp::set_trap_advice(mcpvm::hints::SECCOMP_TRAP);
+    vmm::host_seccomp::set_trap_advice(mcpvm::cli::hints::SECCOMP_TRAP);
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let Some((globals, command)) = cli::parse_vm_command(&args) else {
         return cli::hand_over(exe::TOOLS, &args);

@@ -84,7 +84,7 @@ fn build_layer(
     while read_line_bounded(
         &mut reader,
         &mut bytes,
-        crate::image::install_scripts::MAX_LINE,
+        mcpvm_images::sandbox::MAX_OUTPUT_LINE,
     ) {
         let line = String::from_utf8_lossy(&bytes);
         match line.strip_prefix("mcpvm: ") {

@@ -1,6 +1,6 @@
 //! Every file the docs name exists: a path quoted in `docs/` or the
 //! README that starts at one of the repository's top-level folders and
-//! names a file (`mcpvm/src/audit/calls.rs`, `benches/ecosystem.sh`) or a
+//! names a file (`tools/src/audit/calls.rs`, `benches/ecosystem.sh`) or a
 //! folder (`vmm/src/signals/`), and every Rust file named on its own or
 //! under its crate's `src` (`audit/compat.rs`, `signals.rs`) must be in
 //! the tree. A doc that cites a file since moved or split fails here,
@@ -104,10 +104,10 @@ fn every_file_the_docs_name_exists() {
 #[test]
 fn a_missing_file_is_caught() {
     let (files, _) = tree();
-    assert!(files.contains("mcpvm/src/audit/calls.rs"));
+    assert!(files.contains("tools/src/audit/calls.rs"));
     assert_eq!(
-        quoted_paths("see `mcpvm/src/audit/calls.rs` and `tools/list` and `a b`"),
-        ["mcpvm/src/audit/calls.rs", "tools/list"]
+        quoted_paths("see `tools/src/audit/calls.rs` and `tools/list` and `a b`"),
+        ["tools/src/audit/calls.rs", "tools/list"]
     );
     assert!(has_extension("benches/ecosystem.sh"));
     assert!(!has_extension("tools/list"));

@@ -3,18 +3,20 @@
 //! `mcpvm` binary hands it every command that is not its own); a VM
 //! command given here is handed back to `mcpvm`, so VMs always run in it.
 //!
-//! It is a crate of its own so that the product crate (`mcpvm`) does not
-//! depend on the benchmarks: `mcpvm-benches` builds on `mcpvm`, and this
-//! binary composes both.
+//! Its crate holds what only it runs (lib.rs), so that the crate of the
+//! binary a VM runs in (`mcpvm`) depends on neither the probes nor the
+//! benchmarks: `mcpvm-benches` builds on `mcpvm`, and this binary
+//! composes both.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use mcpvm::cli::{self, EgressArgs, Globals, BOOT_ABOUT, RUN_ABOUT};
-use mcpvm::commands::{audit, boot, client, image, pin, probe, run};
-use mcpvm::{commands, exe, logger};
+use mcpvm::commands::{boot, run};
+use mcpvm::{exe, logger};
 use mcpvm_benches::command as bench;
+use mcpvm_tools::commands::{self, audit, client, image, pin, probe};
 
 /// The full parser: its help lists every command of both binaries.
 #[derive(Parser)]

@@ -14,9 +14,21 @@
 
 use libc::sock_filter;
 
-use super::SeccompError;
 use mcpvm_protocol::withholding::{Action, Seccomp, When};
 use syscall_table as syscalls;
+
+/// A policy that cannot be a filter.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error("Unknown system call '{0}' in the seccomp policy (x86_64 names, e.g. 'openat')")]
+    UnknownSyscall(String),
+    #[error("The seccomp policy compiles to {0} BPF instructions; the kernel takes at most 4096")]
+    TooLong(usize),
+    #[error(
+        "A rule on '{0}' compares more argument values than a filter can jump over (at most 200)"
+    )]
+    TooManyValues(String),
+}
 
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
@@ -57,7 +69,7 @@ fn verdict(action: Action, when: &When) -> u32 {
 
 /// Compiles `policy`; `exempt` lists calls the child makes after its
 /// filter, before `execve`, each allowed on one fd (argument 0) only.
-pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filter>, SeccompError> {
+pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filter>, CompileError> {
     let mut p = vec![
         stmt(LD_W_ABS, OFF_ARCH),
         jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
@@ -77,7 +89,7 @@ pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filte
     }
     for rule in &policy.rules {
         let nr = syscalls::number(&rule.syscall)
-            .ok_or_else(|| SeccompError::UnknownSyscall(rule.syscall.clone()))?;
+            .ok_or_else(|| CompileError::UnknownSyscall(rule.syscall.clone()))?;
         let ret = stmt(RET_K, verdict(rule.action, &rule.when));
         match &rule.when {
             When::Always | When::InChildren => {
@@ -89,7 +101,7 @@ pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filte
                     continue;
                 }
                 if n > MAX_VALUES || *arg > 5 {
-                    return Err(SeccompError::TooManyValues(rule.syscall.clone()));
+                    return Err(CompileError::TooManyValues(rule.syscall.clone()));
                 }
                 // jeq nr; ld arg; jeq v0..vn-1 (to ret); ret; ld nr.
                 p.push(jump(JEQ_K, nr, 0, (n + 2) as u8));
@@ -123,7 +135,7 @@ pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filte
     if let Some(allow) = &policy.allow {
         for name in &allow.syscalls {
             let nr =
-                syscalls::number(name).ok_or_else(|| SeccompError::UnknownSyscall(name.clone()))?;
+                syscalls::number(name).ok_or_else(|| CompileError::UnknownSyscall(name.clone()))?;
             p.extend([jump(JEQ_K, nr, 0, 1), stmt(RET_K, pass)]);
         }
         // The rest is denied by the supervisor, which counts it.
@@ -132,7 +144,7 @@ pub fn compile(policy: &Seccomp, exempt: &[(i64, i32)]) -> Result<Vec<sock_filte
         p.push(stmt(RET_K, pass));
     }
     if p.len() > MAX_INSNS {
-        return Err(SeccompError::TooLong(p.len()));
+        return Err(CompileError::TooLong(p.len()));
     }
     Ok(p)
 }
@@ -293,7 +305,7 @@ pub mod tests {
         };
         assert!(matches!(
             compile(&unknown, &[]),
-            Err(SeccompError::UnknownSyscall(s)) if s == "opne"
+            Err(CompileError::UnknownSyscall(s)) if s == "opne"
         ));
         let wide = Seccomp {
             rules: vec![rule(
@@ -310,7 +322,7 @@ pub mod tests {
         };
         assert!(matches!(
             compile(&wide, &[]),
-            Err(SeccompError::TooManyValues(_))
+            Err(CompileError::TooManyValues(_))
         ));
     }
 }

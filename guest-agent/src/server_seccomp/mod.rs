@@ -35,14 +35,8 @@ use trace::{ChildTrace, SyscallTrace};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
-    #[error("Unknown system call '{0}' in the seccomp policy (x86_64 names, e.g. 'openat')")]
-    UnknownSyscall(String),
-    #[error("The seccomp policy compiles to {0} BPF instructions; the kernel takes at most 4096")]
-    TooLong(usize),
-    #[error(
-        "A rule on '{0}' compares more argument values than a filter can jump over (at most 200)"
-    )]
-    TooManyValues(String),
+    #[error(transparent)]
+    Compile(#[from] bpf::CompileError),
     #[error("Cannot create the socketpair that carries the seccomp listener")]
     Socketpair(#[source] io::Error),
 }

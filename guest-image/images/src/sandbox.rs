@@ -1,14 +1,19 @@
 //! Where a layer's install scripts (or a crate's build) run: a microVM
 //! thrown away after, never the host. The builder describes the job; the
-//! embedder (mcpvm's `image::install_scripts`) runs it.
+//! embedder (mcpvm-tools' `install::scripts`) runs it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// The longest line of a sandbox's output kept (the scripts' and the
+/// builder's progress lines): the embedder cuts there, and whoever reads
+/// the builder's output reads at the same bound.
+pub const MAX_OUTPUT_LINE: usize = 4096;
+
 /// Where a layer's install scripts run: a microVM thrown away after
-/// (mcpvm's `install_scripts`), never the host.
+/// (mcpvm-tools' `install::scripts`), never the host.
 pub trait ScriptSandbox {
     /// Runs `job`; what the scripts did when the job asked for it to be
     /// recorded, or on failure the end of what they printed.

@@ -10,14 +10,14 @@
 //!
 //! `crate::run` then starts one thread per vCPU.
 
+mod devices;
+mod error;
 pub mod restore;
+mod vcpus;
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
 
 use linux_loader::configurator::linux::LinuxBootConfigurator;
 use linux_loader::configurator::pvh::PvhBootConfigurator;
@@ -25,141 +25,32 @@ use linux_loader::configurator::{BootConfigurator, BootParams};
 use linux_loader::loader::elf::PvhBootCapability;
 use linux_loader::loader::{self, load_cmdline, BzImage, Elf, KernelLoader};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryRegion};
-use vmm_sys_util::eventfd::EventFd;
 
-use crate::arch::x86_64::boot_params::{self, BootParamsError};
+use crate::arch::x86_64::boot_params::{self};
 use crate::arch::x86_64::layout::*;
-use crate::arch::x86_64::mptable::{self, MptableError};
+use crate::arch::x86_64::mptable::{self};
 use crate::arch::x86_64::{cpuid, regs::BootEntry};
-use crate::devices::boot_timer::BootTimer;
-use crate::devices::bus::{Bus, BusError};
-use crate::devices::legacy::i8042::I8042;
-use crate::devices::legacy::serial::{ConsoleOut, SerialDevice};
-use crate::devices::power::PowerPort;
-use crate::devices::virtio::block::device::Block;
-use crate::devices::virtio::block::disk::{Disk, DiskError};
 use crate::devices::virtio::block::CacheMode;
-use crate::devices::virtio::mmio::{self, MmioTransport};
 use crate::devices::virtio::persist::VirtioState;
-use crate::devices::virtio::rng::Rng;
-use crate::devices::virtio::vsock::device::{Vsock, VsockError};
 use crate::devices::virtio::DeviceSpec;
-use crate::devices::virtio::VirtioDevice;
-use crate::devices::{EventSender, VmEvent};
-use crate::host_seccomp::SeccompMode;
 use crate::kvm::persist::VcpuState;
-use crate::kvm::vcpu::{Vcpu, VcpuError};
-use crate::kvm::vm::{Vm, VmError};
-use crate::kvm::{self, HostError};
+use crate::kvm::vcpu::Vcpu;
+use crate::kvm::vm::Vm;
+use crate::kvm::{self};
 use crate::snapshot::{self, Body, SnapshotError};
 use crate::VmConfig;
 use crate::{Boot, KernelBoot};
-use kvm_ioctls::{IoEventAddress, NoDatamatch};
-use restore::RestoreError;
+use devices::{attach_devices, virtio_window};
+pub use devices::{AttachedVirtio, BuiltVm};
+pub use error::BootError;
+use error::MAX_INITRD_BYTES;
+use vcpus::make_vcpus;
 
 /// The 64-bit entry point of a bzImage's protected-mode kernel
 /// (Documentation/arch/x86/boot.rst, "64-bit boot protocol").
 const BZIMAGE_64BIT_ENTRY_OFFSET: u64 = 0x200;
 /// setup_header.xloadflags bit: the kernel has the 64-bit entry point.
 const XLF_KERNEL_64: u16 = 1;
-/// An initrd beyond this is almost certainly a mistake (wrong file).
-const MAX_INITRD_BYTES: u64 = 2 << 30;
-
-#[derive(Debug, thiserror::Error)]
-pub enum BootError {
-    #[error(transparent)]
-    Host(#[from] HostError),
-    #[error(
-        "Guest memory of {0} MiB is out of range: a VM has {MIN_MEM_MIB} to {MAX_MEM_MIB} MiB"
-    )]
-    MemorySize(u64),
-    #[error("{0} vCPUs is out of range: a VM has 1 to {max}", max = mptable::MAX_CPUS)]
-    VcpuCount(u8),
-    #[error("Cannot open kernel image {path}")]
-    OpenKernel {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("Kernel image {path} is neither an ELF vmlinux nor a bzImage")]
-    KernelFormat { path: PathBuf },
-    #[error(
-        "bzImage {path} has no 64-bit entry point (XLF_KERNEL_64); build the kernel for x86_64"
-    )]
-    Kernel32 { path: PathBuf },
-    #[error("Cannot load kernel image {path}; is it a complete x86_64 kernel that fits in guest memory?")]
-    LoadKernel {
-        path: PathBuf,
-        #[source]
-        source: loader::Error,
-    },
-    #[error("Cannot read initrd {path}")]
-    OpenInitrd {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("Initrd {path} is {size} bytes, more than the {MAX_INITRD_BYTES}-byte limit")]
-    InitrdSize { path: PathBuf, size: u64 },
-    #[error(transparent)]
-    BootParams(#[from] BootParamsError),
-    #[error("Kernel command line is invalid or longer than {CMDLINE_MAX_SIZE} bytes: {0}")]
-    Cmdline(linux_loader::cmdline::Error),
-    #[error("Cannot write boot structures to guest memory")]
-    Configure(#[source] linux_loader::configurator::Error),
-    #[error("Cannot write to guest memory")]
-    GuestMemory(#[source] vm_memory::GuestMemoryError),
-    #[error(transparent)]
-    Mptable(#[from] MptableError),
-    #[error(transparent)]
-    Vm(#[from] VmError),
-    #[error(transparent)]
-    Vcpu(#[from] VcpuError),
-    #[error("Cannot set up device {what}")]
-    Device {
-        what: &'static str,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("Device layout conflict")]
-    Bus(#[from] BusError),
-    #[error(transparent)]
-    Vsock(#[from] VsockError),
-    #[error(transparent)]
-    Disk(#[from] DiskError),
-    #[error("{0} virtio devices asked for; a VM has at most {MAX_VIRTIO_DEVICES} (one IRQ each)")]
-    TooManyDevices(usize),
-    #[error("Cannot read the CPUID KVM supports")]
-    Cpuid(#[source] kvm_ioctls::Error),
-    #[error("Cannot read the list of MSRs KVM saves")]
-    MsrList(#[source] kvm_ioctls::Error),
-    #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
-    #[error(transparent)]
-    Restore(#[from] RestoreError),
-}
-
-/// A VM ready to run: everything `crate::run` needs.
-pub struct BuiltVm {
-    pub vm: Vm,
-    pub vcpus: Vec<Vcpu>,
-    pub pio: Arc<Bus>,
-    pub mmio: Arc<Bus>,
-    pub events: EventSender,
-    pub event_rx: Receiver<VmEvent>,
-    pub serial: Option<Arc<Mutex<SerialDevice>>>,
-    pub panicked: Arc<AtomicBool>,
-    /// The guest's kernel command line.
-    pub cmdline: String,
-    /// Whether the guest's CPUID offers the TSC-deadline timer (kept in a
-    /// snapshot, which is restored with the same).
-    pub tsc_deadline: bool,
-    pub seccomp: SeccompMode,
-    /// The virtio devices in bus order, with what each is (for snapshots).
-    pub virtio: Vec<AttachedVirtio>,
-    /// When each build step ended, since the VMM process started.
-    pub phases: Vec<(&'static str, std::time::Duration)>,
-}
 
 /// The build's steps timed as they end, logged with `--verbose` and
 /// reported with the run's timings: where the time before the guest's
@@ -187,9 +78,6 @@ impl Phases {
         self.marks
     }
 }
-
-/// A virtio device on the bus: what it is, and its transport.
-pub type AttachedVirtio = (DeviceSpec, Arc<Mutex<MmioTransport>>);
 
 /// Builds the VM `config` describes, in boot order (or restores it, when
 /// it names a snapshot: [`restore`], which shares the devices' assembly
@@ -275,71 +163,6 @@ pub fn build(mut config: VmConfig) -> Result<BuiltVm, BootError> {
     );
     built.phases = phases.done();
     Ok(built)
-}
-
-/// A VM's devices, attached to their buses, and the channel they report
-/// guest events on.
-pub(crate) struct Devices {
-    pio: Bus,
-    mmio: Bus,
-    events: EventSender,
-    event_rx: Receiver<VmEvent>,
-    pub serial: Option<SharedSerial>,
-    panicked: Arc<AtomicBool>,
-    pub virtio: Vec<AttachedVirtio>,
-}
-
-/// Attaches the legacy devices (with a UART when there is a console,
-/// in `serial_state` when restored) and the virtio devices `specs` names.
-pub(crate) fn attach_devices(
-    vm: &Vm,
-    console: Option<Box<dyn std::io::Write + Send>>,
-    serial_state: Option<vm_superio::serial::SerialState>,
-    specs: Vec<DeviceSpec>,
-    config: &VmConfig,
-) -> Result<Devices, BootError> {
-    let (events, event_rx) = mpsc::channel();
-    let panicked = Arc::new(AtomicBool::new(false));
-    let (pio, serial) =
-        legacy_devices(vm, console, serial_state, &events, &panicked, config.start)?;
-    let mut mmio = Bus::new();
-    let virtio = virtio_devices(vm, &mut mmio, specs, config)?;
-    Ok(Devices {
-        pio,
-        mmio,
-        events,
-        event_rx,
-        serial,
-        panicked,
-        virtio,
-    })
-}
-
-impl BuiltVm {
-    pub(crate) fn assemble(
-        vm: Vm,
-        vcpus: Vec<Vcpu>,
-        d: Devices,
-        cmdline: String,
-        tsc_deadline: bool,
-        seccomp: SeccompMode,
-    ) -> BuiltVm {
-        BuiltVm {
-            vm,
-            vcpus,
-            pio: Arc::new(d.pio),
-            mmio: Arc::new(d.mmio),
-            events: d.events,
-            event_rx: d.event_rx,
-            serial: d.serial,
-            panicked: d.panicked,
-            cmdline,
-            tsc_deadline,
-            seccomp,
-            virtio: d.virtio,
-            phases: Vec::new(),
-        }
-    }
 }
 
 fn check_shape(mem_mib: u64, vcpus: u8) -> Result<(), BootError> {
@@ -457,91 +280,6 @@ fn create_vcpus(
     })
 }
 
-/// What booting and restoring vCPUs share: each of `ids` made, given the
-/// MSRs to save, and set up by `set_up` (its index in `ids`, and the CPUID
-/// KVM supports here).
-pub(crate) fn make_vcpus(
-    kvm: &kvm_ioctls::Kvm,
-    vm: &Vm,
-    ids: &[u8],
-    mut set_up: impl FnMut(&mut Vcpu, usize, &kvm_bindings::CpuId) -> Result<(), BootError>,
-) -> Result<Vec<Vcpu>, BootError> {
-    let supported = kvm
-        .get_supported_cpuid(kvm_bindings::KVM_MAX_CPUID_ENTRIES)
-        .map_err(BootError::Cpuid)?;
-    let msrs = msr_list(kvm)?;
-    let mut vcpus = Vec::with_capacity(ids.len());
-    for (i, &id) in ids.iter().enumerate() {
-        let mut vcpu = Vcpu::new(&vm.fd, id)?;
-        vcpu.set_msr_list(msrs.clone());
-        set_up(&mut vcpu, i, &supported)?;
-        vcpus.push(vcpu);
-    }
-    Ok(vcpus)
-}
-
-/// Where virtio device `i` sits: its MMIO window and IRQ.
-fn virtio_window(i: usize) -> (u64, u32) {
-    (
-        MMIO_DEVICES_START + i as u64 * MMIO_DEVICE_WINDOW,
-        VIRTIO_IRQ_START + i as u32,
-    )
-}
-
-/// Makes the virtio devices described by `wanted`, in order, and puts
-/// each behind its transport on the MMIO bus. A block device's `bytes`
-/// comes back filled in. The vsock host socket is the one `config` names.
-fn virtio_devices(
-    vm: &Vm,
-    mmio: &mut Bus,
-    wanted: Vec<DeviceSpec>,
-    config: &VmConfig,
-) -> Result<Vec<AttachedVirtio>, BootError> {
-    if wanted.len() > MAX_VIRTIO_DEVICES {
-        return Err(BootError::TooManyDevices(wanted.len()));
-    }
-    let mut attached = Vec::with_capacity(wanted.len());
-    for (i, mut kind) in wanted.into_iter().enumerate() {
-        let device: Box<dyn VirtioDevice> = match &mut kind {
-            DeviceSpec::Block {
-                path,
-                read_only,
-                direct,
-                id,
-                bytes,
-            } => {
-                let cache = if *direct {
-                    CacheMode::Direct
-                } else {
-                    CacheMode::Page
-                };
-                let disk = Disk::open(path, *read_only, cache, id)?;
-                *bytes = disk.sectors() * 512;
-                Box::new(Block::new(disk))
-            }
-            DeviceSpec::Vsock { guest_cid } => {
-                let uds = config
-                    .vsock
-                    .as_ref()
-                    .map(|v| v.uds_path.clone())
-                    .ok_or_else(|| RestoreError::Vsock {
-                        dir: match &config.boot {
-                            Boot::Snapshot(dir) => dir.clone(),
-                            Boot::Kernel(_) => PathBuf::new(),
-                        },
-                        had: true,
-                    })?;
-                Box::new(Vsock::new(*guest_cid, &uds, config.seccomp)?)
-            }
-            DeviceSpec::Rng => Box::new(Rng::new()),
-        };
-        let (base, irq) = virtio_window(i);
-        let transport = attach_virtio(vm, mmio, device, base, irq, config.seccomp)?;
-        attached.push((kind, transport));
-    }
-    Ok(attached)
-}
-
 /// Writes a paused VM to `dir`: its memory, the in-kernel devices, the
 /// serial port, the vCPU states the vCPU threads saved, and the virtio
 /// devices, whose workers stop first so that memory no longer changes.
@@ -579,77 +317,6 @@ pub fn save(built: &BuiltVm, vcpus: Vec<VcpuState>, dir: &Path) -> Result<(), Sn
         }
         Ok(written)
     })
-}
-
-/// The MSRs a snapshot saves: those KVM lists as saved and restored.
-fn msr_list(kvm: &kvm_ioctls::Kvm) -> Result<Vec<u32>, BootError> {
-    kvm.get_msr_index_list()
-        .map(|l| l.as_slice().to_vec())
-        .map_err(BootError::MsrList)
-}
-
-type SharedSerial = Arc<Mutex<SerialDevice>>;
-
-/// The port-I/O devices: the serial port (when there is a console; from
-/// `serial_state` when restoring), the i8042 (reset), the boot timer and
-/// the power port.
-fn legacy_devices(
-    vm: &Vm,
-    console: Option<Box<dyn std::io::Write + Send>>,
-    serial_state: Option<vm_superio::serial::SerialState>,
-    events: &EventSender,
-    panicked: &Arc<AtomicBool>,
-    start: std::time::Instant,
-) -> Result<(Bus, Option<SharedSerial>), BootError> {
-    let mut pio = Bus::new();
-    let serial = match console {
-        Some(out) => {
-            let irq = EventFd::new(libc::EFD_NONBLOCK).map_err(|source| BootError::Device {
-                what: "serial IRQ",
-                source,
-            })?;
-            vm.fd
-                .register_irqfd(&irq, SERIAL_IRQ)
-                .map_err(|e| BootError::Device {
-                    what: "serial IRQ",
-                    source: std::io::Error::from_raw_os_error(e.errno()),
-                })?;
-            let out = ConsoleOut::new(out, panicked.clone());
-            let dev = match serial_state {
-                None => SerialDevice::new(irq, out),
-                Some(state) => SerialDevice::from_state(irq, out, &state).map_err(|why| {
-                    SnapshotError::Invalid {
-                        path: PathBuf::new(),
-                        why: format!("its serial port state: {why}"),
-                    }
-                })?,
-            };
-            let dev = Arc::new(Mutex::new(dev));
-            pio.insert(
-                dev.clone(),
-                u64::from(SERIAL_PORT),
-                u64::from(SERIAL_PORT_LEN),
-            )?;
-            Some(dev)
-        }
-        None => None,
-    };
-    pio.insert(
-        Arc::new(Mutex::new(I8042::new(events.clone()))),
-        u64::from(I8042_PORT),
-        u64::from(I8042_PORT_LEN),
-    )?;
-    pio.insert(
-        Arc::new(Mutex::new(BootTimer::new(start, events.clone()))),
-        u64::from(BOOT_TIMER_PORT),
-        1,
-    )?;
-    pio.insert(
-        Arc::new(Mutex::new(PowerPort::new(events.clone()))),
-        u64::from(POWER_PORT),
-        1,
-    )?;
-    Ok((pio, serial))
 }
 
 /// Loads an ELF vmlinux (PVH entry when the kernel has one, else its 64-bit
@@ -705,50 +372,6 @@ fn load_kernel(
         r.kernel_end,
         Some(header),
     ))
-}
-
-/// Puts `device` behind an MMIO transport at `base`: the transport on the
-/// MMIO bus, its interrupt on `irq` through an irqfd, and every queue's
-/// notify register as an ioeventfd so that notifications do not exit to
-/// userspace.
-fn attach_virtio(
-    vm: &Vm,
-    mmio: &mut Bus,
-    device: Box<dyn VirtioDevice>,
-    base: u64,
-    irq: u32,
-    seccomp: SeccompMode,
-) -> Result<Arc<Mutex<MmioTransport>>, BootError> {
-    let io = |what| move |e: std::io::Error| BootError::Device { what, source: e };
-    let kvm_io = |what| {
-        move |e: kvm_ioctls::Error| BootError::Device {
-            what,
-            source: std::io::Error::from_raw_os_error(e.errno()),
-        }
-    };
-    let irq_evt = EventFd::new(libc::EFD_NONBLOCK).map_err(io("virtio IRQ"))?;
-    vm.fd
-        .register_irqfd(&irq_evt, irq)
-        .map_err(kvm_io("virtio IRQ"))?;
-    let transport = MmioTransport::new(device, vm.mem.clone(), irq_evt, seccomp).map_err(|e| {
-        BootError::Device {
-            what: "virtio transport",
-            source: std::io::Error::other(e),
-        }
-    })?;
-    for (i, evt) in transport.queue_evts().iter().enumerate() {
-        let addr = IoEventAddress::Mmio(base + mmio::REG_QUEUE_NOTIFY);
-        vm.fd
-            .register_ioevent(evt, &addr, i as u32)
-            .map_err(kvm_io("virtio queue notification"))?;
-    }
-    let addr = IoEventAddress::Mmio(base + mmio::REG_INTERRUPT_ACK);
-    vm.fd
-        .register_ioevent(transport.ack_evt(), &addr, NoDatamatch)
-        .map_err(kvm_io("virtio interrupt acknowledgement"))?;
-    let transport = Arc::new(Mutex::new(transport));
-    mmio.insert(transport.clone(), base, MMIO_DEVICE_WINDOW)?;
-    Ok(transport)
 }
 
 fn has_bzimage_magic(file: &mut File) -> std::io::Result<bool> {

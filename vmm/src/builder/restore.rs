@@ -6,50 +6,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{attach_devices, make_vcpus, AttachedVirtio, BootError, BuiltVm};
+use super::devices::{attach_devices, AttachedVirtio, BuiltVm};
+use super::error::BootError;
+pub use super::error::RestoreError;
+use super::vcpus::make_vcpus;
 use crate::arch::x86_64::layout::{MAX_MEM_MIB, MIN_MEM_MIB};
 use crate::arch::x86_64::{cpuid, mptable};
 use crate::devices::virtio::DeviceSpec;
 use crate::kvm::{self, vcpu::Vcpu, vm::Vm};
 use crate::snapshot::{self, SnapshotError};
 use crate::VmConfig;
-
-/// Why a snapshot cannot be restored.
-#[derive(Debug, thiserror::Error)]
-pub enum RestoreError {
-    #[error("Snapshot {dir} has {count} vCPUs; a VM has 1 to {max}", max = mptable::MAX_CPUS)]
-    VcpuCount { dir: PathBuf, count: usize },
-    #[error("Snapshot {dir} has {mib} MiB of memory; a VM has {MIN_MEM_MIB} to {MAX_MEM_MIB}")]
-    MemorySize { dir: PathBuf, mib: u64 },
-    #[error("Snapshot {dir} was taken {}; restore it {}",
-        if *had { "with a vsock device" } else { "without a vsock device" },
-        if *had { "with a vsock host socket" } else { "without a vsock host socket" })]
-    Vsock { dir: PathBuf, had: bool },
-    #[error("Snapshot {dir} is not usable here: {now} is not as it was ({was}); the snapshot needs the same disk images")]
-    DeviceChanged {
-        dir: PathBuf,
-        now: String,
-        was: String,
-    },
-    #[error("Snapshot {dir} names {path} as a disk, which is not a regular file")]
-    DiskNotFile { dir: PathBuf, path: PathBuf },
-    #[error("Snapshot {dir} opens {path} writable; a snapshot alone may open disks read-only only, so name its disks to allow that")]
-    WritableDisk { dir: PathBuf, path: PathBuf },
-    #[error("Snapshot {dir} has the disks {snapshot}, not the ones given ({given})")]
-    DisksDiffer {
-        dir: PathBuf,
-        snapshot: String,
-        given: String,
-    },
-    #[error("Snapshot {dir} is of a guest that uses the TSC-deadline timer, which this host's KVM does not emulate; restore it on a host whose KVM has KVM_CAP_TSC_DEADLINE_TIMER, or take it again here")]
-    TscDeadline { dir: PathBuf },
-    #[error("Snapshot {dir} is not usable: its {part}: {why}")]
-    State {
-        dir: PathBuf,
-        part: &'static str,
-        why: String,
-    },
-}
 
 /// Builds a VM from the snapshot in `dir` instead of booting: memory
 /// mapped copy-on-write from its file, the interrupt controllers, clock,

@@ -32,7 +32,7 @@ enum AuditCommand {
 #[derive(Args)]
 struct RunAudit {
     #[command(flatten)]
-    catalogue: crate::server::CatalogueArg,
+    catalogue: mcpvm::server::CatalogueArg,
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
@@ -109,7 +109,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
     }
     let a = args.run;
     if a.list_profiles {
-        let profiles = crate::withholding::Profiles::from_option(a.profiles_file.as_deref())?;
+        let profiles = mcpvm::withholding::Profiles::from_option(a.profiles_file.as_deref())?;
         for name in profiles.names() {
             let p = profiles.resolve(&name)?;
             if json {
@@ -142,7 +142,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
             step_timeout: a.step_timeout,
             warm: a
                 .warm
-                .then(|| a.snapshots.unwrap_or_else(crate::run::warm::default_dir)),
+                .then(|| a.snapshots.unwrap_or_else(mcpvm::run::warm::default_dir)),
             repeat: a.repeat as usize,
             security: a.security,
             robustness: a.robustness,

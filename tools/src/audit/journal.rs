@@ -59,7 +59,7 @@ impl Journal {
         accept: impl Fn(&Record) -> Result<(), String>,
     ) -> io::Result<BTreeMap<(String, String), Record>> {
         let at = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-        let mut r = BufReader::new(crate::files::open_regular(path).map_err(at)?);
+        let mut r = BufReader::new(mcpvm::files::open_regular(path).map_err(at)?);
         let mut records = BTreeMap::new();
         let mut line = Vec::new();
         for n in 1.. {
@@ -125,7 +125,7 @@ fn parse(path: &Path, n: usize, line: &[u8]) -> io::Result<Record> {
         invalid(format!(
             "{} line {n}: not an audit record ({})",
             path.display(),
-            crate::logger::printable(&said)
+            mcpvm::logger::printable(&said)
         ))
     })
 }

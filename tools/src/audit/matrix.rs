@@ -1,6 +1,24 @@
 //! The audit matrix: servers × profiles in a fixed order, and the share
 //! of it one shard runs.
 
+/// The profiles an audit runs when none are named.
+pub const DEFAULT_PROFILES: &[&str] = &[
+    "baseline",
+    "no-rng",
+    "ro-root",
+    "no-tmp",
+    "tiny-mem",
+    "one-cpu",
+    "low-fds",
+    "no-env",
+    "deny-exec",
+    "deny-net-sockets",
+];
+
+/// The column of `--security`: every tool attacked under the `observe`
+/// profile (`mcpvm probe --security`), judged by what the server did.
+pub const SECURITY: &str = "security";
+
 /// One run: a server under a profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cell {

@@ -9,7 +9,7 @@ fn chunk(kind: &[u8; 4], data: &[u8], out: &mut Vec<u8>) {
     let mut typed = kind.to_vec();
     typed.extend_from_slice(data);
     out.extend_from_slice(&typed);
-    out.extend_from_slice(&super::crc32(&typed).to_be_bytes());
+    out.extend_from_slice(&super::stored::crc32(&typed).to_be_bytes());
 }
 
 /// The image file's bytes.
@@ -28,7 +28,7 @@ pub fn image() -> Vec<u8> {
             pixels.extend_from_slice(&[(x * 32) as u8, (y * 32) as u8, 160]);
         }
     }
-    chunk(b"IDAT", &super::zlib_stored(&pixels), &mut out);
+    chunk(b"IDAT", &super::stored::zlib_stored(&pixels), &mut out);
     chunk(b"IEND", &[], &mut out);
     out
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use probes::pin::{PinFile, Pinned, SCHEMA};
 
-use crate::commands::run::VmOptions;
+use mcpvm::commands::run::VmOptions;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
@@ -40,7 +40,7 @@ pub struct Identity {
 
 /// The identity of the server `vm_options` and `command` name.
 pub fn identity(vm_options: &VmOptions, command: &[String]) -> Identity {
-    let stored = crate::server::stored(
+    let stored = mcpvm::server::stored(
         vm_options.server.as_deref(),
         vm_options.package.as_deref(),
         &vm_options.catalogue,
@@ -138,7 +138,7 @@ pub fn write(
     );
     file.servers.insert(id.key, id.pinned);
     let text = serde_json::to_string_pretty(&file).unwrap_or_default() + "\n";
-    crate::files::write_whole(out, text.as_bytes()).map_err(|source| PinError::Write {
+    mcpvm::files::write_whole(out, text.as_bytes()).map_err(|source| PinError::Write {
         path: out.to_path_buf(),
         source,
     })?;

@@ -9,11 +9,12 @@
 use std::collections::BTreeMap;
 
 use super::document::{list, Block, Cell, Document, Item, Line, Row, Table};
+use super::matrix::SECURITY;
 use super::meta::Meta;
 use super::record::{Outcome, Record};
 use super::render;
 use super::verdict::{self, Effect, Spread, BASELINE};
-use super::{compat, network, security, SECURITY};
+use super::{compat, network, security};
 
 type Records = BTreeMap<(String, String), Record>;
 
@@ -562,7 +563,7 @@ pub fn proposal(meta: &Meta, records: &Records, server: &str) -> Option<String> 
     let body = toml::to_string_pretty(&doc).ok()?;
     // A TOML comment holds no control character: whatever a record or
     // a shard names is one escaped line here.
-    let note = |s: &str| crate::logger::printable(s).into_owned();
+    let note = |s: &str| mcpvm::logger::printable(s).into_owned();
     let (profile, server) = (note(profile), note(server));
     Some(format!(
         "# Proposed by `mcpvm audit` from the {profile} run of {server} ({} {}):\n\
@@ -1086,7 +1087,7 @@ pub(super) mod tests {
     #[test]
     fn a_proposal_is_a_profile_the_profiles_parser_accepts() {
         let text = proposal(&meta(), &records(), "git").unwrap();
-        let p = crate::withholding::Profiles::parse(&text, "proposal").unwrap();
+        let p = mcpvm::withholding::Profiles::parse(&text, "proposal").unwrap();
         let r = p.resolve("git-minimal").unwrap();
         let allow = r.policy.seccomp.unwrap().allow.unwrap();
         assert_eq!(allow.syscalls, ["read", "execve"]);
@@ -1143,7 +1144,7 @@ pub(super) mod tests {
         git.evidence.errors =
             vec!["tools/call:x: error: <img src=x> | # [link](javascript:x)\n\u{1b}[2J".into()];
         let text = proposal(&meta(), &rs, "git").unwrap();
-        let p = crate::withholding::Profiles::parse(&text, "proposal").unwrap();
+        let p = mcpvm::withholding::Profiles::parse(&text, "proposal").unwrap();
         let allow = p
             .resolve("git-minimal")
             .unwrap()

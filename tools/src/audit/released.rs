@@ -107,14 +107,14 @@ pub fn build(
     // A layer already in the store is run as it is: no build, so an
     // audit where the registry cannot be reached (a testbed, a cluster
     // node) runs what was built beforehand.
-    let arg = crate::server::CatalogueArg {
+    let arg = mcpvm::server::CatalogueArg {
         path: Some(file.to_path_buf()),
         only: true,
     };
     let names: Vec<String> = servers
         .iter()
         .map(|s| derived(s))
-        .filter(|d| crate::server::plan(d, &arg, images).is_err())
+        .filter(|d| mcpvm::server::plan(d, &arg, images).is_err())
         .collect();
     if names.is_empty() {
         return BTreeMap::new();

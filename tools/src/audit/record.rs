@@ -270,10 +270,10 @@ impl Call {
     /// The calls of a probe's steps, each with the network tries the
     /// guest's events attribute to its request.
     fn all(probe: &ProbeResult, events: &GuestEvents) -> Vec<Call> {
-        let printable = |t: &str, max: usize| clip(&crate::logger::printable(t), max);
+        let printable = |t: &str, max: usize| clip(&mcpvm::logger::printable(t), max);
         // An answer keeps its lines (JSON a rule may parse again spans
         // them); every other control is escaped.
-        let lines = |t: &str, max: usize| clip(&crate::logger::printable_lines(t), max);
+        let lines = |t: &str, max: usize| clip(&mcpvm::logger::printable_lines(t), max);
         probe
             .steps
             .iter()

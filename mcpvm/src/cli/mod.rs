@@ -2,7 +2,10 @@
 //! parsers it parses its own commands with — each holds one command, so
 //! the VM's binary links no other command's code — and how a command is
 //! handed to the other binary. The full parser, whose help lists every
-//! command, is `mcpvm-tools`'s (tools/src/main.rs).
+//! command, is `mcpvm-tools`'s (tools/src/main.rs). What a failed
+//! command prints after its error, to say what to do, is [`hints`].
+
+pub mod hints;
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -131,7 +134,7 @@ pub fn exit(result: Result<u8, Box<dyn std::error::Error>>) -> ExitCode {
             // from catalogues, shards and servers are shown escaped.
             eprintln!(
                 "mcpvm: {}",
-                crate::logger::printable_lines(&crate::hints::explain(e.as_ref()))
+                crate::logger::printable_lines(&hints::explain(e.as_ref()))
             );
             ExitCode::from(1)
         }

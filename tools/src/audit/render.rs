@@ -165,7 +165,7 @@ pub fn html(doc: &Document) -> String {
     // maud escapes markup; what would drive a reader's terminal (a raw
     // ESC, when the file is shown with cat) or reorder a line (U+202E)
     // is shown escaped as everywhere else. Our own template has neither.
-    crate::logger::printable_lines(&page.into_string()).into_owned() + "\n"
+    mcpvm::logger::printable_lines(&page.into_string()).into_owned() + "\n"
 }
 
 fn html_line(l: &Line) -> Markup {

@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 
 use mcpvm_images::build::{InstallRecord, ScriptJob, ScriptSandbox};
 
-use crate::lines::read_line_bounded;
-use crate::logger::printable;
+use mcpvm::lines::read_line_bounded;
+use mcpvm::logger::printable;
 
 const TESTBED: [(&str, &str); 4] = [
     ("run", include_str!("../../../testbed/run")),
@@ -52,17 +52,17 @@ struct Artifacts {
 }
 
 fn artifacts() -> Result<Artifacts, String> {
-    use crate::exe::default_artifact;
+    use mcpvm::exe::default_artifact;
     let found = |what, rel| default_artifact(what, None, rel).map_err(|e| e.to_string());
     Ok(Artifacts {
-        mcpvm: crate::exe::vm().map_err(|e| e.to_string())?,
+        mcpvm: mcpvm::exe::vm().map_err(|e| e.to_string())?,
         kernel: found("kernel", "kernel/vmlinux")?,
         initrd: found("initrd", "initramfs-test.cpio")?,
     })
 }
 
 /// The longest line of script output kept, and how many lines.
-pub(crate) const MAX_LINE: usize = 4096;
+const MAX_LINE: usize = mcpvm_images::sandbox::MAX_OUTPUT_LINE;
 const KEPT_LINES: usize = 400;
 
 /// The last [`KEPT_LINES`] lines of `out` (each cut at [`MAX_LINE`]) and
@@ -297,7 +297,7 @@ impl ScriptSandbox for MicroVm {
             scenario(job, mem, limit, self.timeout_s),
         )
         .map_err(|e| format!("cannot write the scenario: {e}"))?;
-        std::fs::write(w.join("record.toml"), super::install_record::PROFILE)
+        std::fs::write(w.join("record.toml"), super::record::PROFILE)
             .map_err(|e| format!("cannot write the recording profile: {e}"))?;
         let file = |src: &Path, name: &str| format!("{}:{name}", src.display());
         let out = w.join("out");
@@ -355,13 +355,9 @@ impl ScriptSandbox for MicroVm {
         if !job.record {
             return Ok(None);
         }
-        let record = super::install_record::read(&out.join("events.jsonl"));
+        let record = super::record::read(&out.join("events.jsonl"));
         match &record {
-            Some(r) => progress(&format!(
-                "{}: {}",
-                job.server,
-                super::install_record::summary(r)
-            )),
+            Some(r) => progress(&format!("{}: {}", job.server, super::record::summary(r))),
             None => progress(&format!(
                 "{}: the install scripts' calls were not recorded (no events came back)",
                 job.server

@@ -1,11 +1,8 @@
 //! Root images for the guest (built by guest-image/rootfs/build): checked
 //! on the host before a VM boots, so a wrong or damaged file is one clear
-//! error instead of a guest that cannot mount its root. The microVM that
-//! runs a layer's install scripts for the image builder is
-//! [`install_scripts`]; what those scripts did, [`install_record`].
-
-pub mod install_record;
-pub mod install_scripts;
+//! error instead of a guest that cannot mount its root. (The microVM
+//! that runs a layer's install scripts for the image builder is
+//! mcpvm-tools' `install::scripts`.)
 
 use std::io::Read;
 use std::os::unix::fs::FileExt;

@@ -1,5 +1,5 @@
 //! What a layer's install scripts did, read from their microVM's events
-//! (`--events` of the run [`super::install_scripts`] starts under the
+//! (`--events` of the run [`super::scripts`] starts under the
 //! `install-scripts` recording profile) into the store's
 //! [`InstallRecord`]: the calls that went beyond installing
 //! (`probes::install::judge`), the programs run, and the counts.
@@ -11,7 +11,7 @@ use std::path::Path;
 use mcpvm_images::build::{Beyond, InstallRecord};
 use mcpvm_protocol::messages::{AnyEvent, Event, EventLine};
 
-use crate::lines::read_line_bounded;
+use mcpvm::lines::read_line_bounded;
 
 /// The profile the scripts run under: nothing withheld, every file,
 /// program and address recorded (no canaries: a link they plant in the
@@ -35,7 +35,7 @@ pub fn from_lines(mut reader: impl BufRead) -> InstallRecord {
     let mut line = Vec::new();
     let mut seen = 0u64;
     let mut counted = None;
-    while read_line_bounded(&mut reader, &mut line, crate::run::events::MAX_LINE) {
+    while read_line_bounded(&mut reader, &mut line, mcpvm::run::events::MAX_LINE) {
         let Ok(ev) = serde_json::from_slice::<EventLine>(&line) else {
             continue;
         };

@@ -665,7 +665,7 @@ pub fn all(
     let first = meta
         .profiles
         .iter()
-        .find(|p| *p != super::SECURITY)
+        .find(|p| *p != super::matrix::SECURITY)
         .cloned()
         .unwrap_or_default();
     // A server whose cell is not recorded yet (an audit cut short, or

@@ -148,7 +148,7 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, Box<dyn std::error::Err
         .into_iter()
         .map(String::from)
         .chain(a.run.iter().cloned());
-    if let Err(e) = <crate::cli::RunCli as clap::Parser>::try_parse_from(argv) {
+    if let Err(e) = <mcpvm::cli::RunCli as clap::Parser>::try_parse_from(argv) {
         let said = e.to_string();
         let first = said
             .lines()
@@ -180,7 +180,7 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, Box<dyn std::error::Err
             path
         }
     };
-    let mcpvm = crate::exe::vm()
+    let mcpvm = mcpvm::exe::vm()
         .and_then(|p| p.canonicalize())
         .map_err(ClientError::Exe)?;
     let entry = a.client.entry(&mcpvm, &a.run);
@@ -211,7 +211,7 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, Box<dyn std::error::Err
         eprintln!(
             "mcpvm client: {} has '{}': {} {}",
             path.display(),
-            crate::logger::printable(&a.name),
+            mcpvm::logger::printable(&a.name),
             mcpvm.display(),
             entry["args"]
         );

@@ -13,8 +13,9 @@ use std::path::Path;
 use super::compat::{self, Compat, Verdict};
 use super::document::{Block, Document, Item, Line};
 use super::meta::Meta;
+use super::output::{out_err, write_atomic, AuditError};
 use super::record::Record;
-use super::{out_err, render, report, write_atomic, AuditError};
+use super::{render, report};
 
 type Records = BTreeMap<(String, String), Record>;
 
@@ -36,7 +37,7 @@ pub fn write(
     verdicts: &[Compat],
 ) -> Result<(), AuditError> {
     let dir = out.join(DIR);
-    crate::files::own_dir(&dir).map_err(out_err(&dir))?;
+    mcpvm::files::own_dir(&dir).map_err(out_err(&dir))?;
     let names: Vec<&String> = meta.servers.keys().collect();
     let verdict_of: HashMap<&str, Verdict> = verdicts
         .iter()

@@ -8,7 +8,7 @@ use mcpvm_images::build::build;
 use mcpvm_images::catalogue::Catalogue;
 use mcpvm_images::store;
 
-use crate::logger::{printable, printable_lines};
+use mcpvm::logger::{printable, printable_lines};
 
 #[derive(Subcommand)]
 pub enum ImageCommand {
@@ -51,7 +51,7 @@ const MAX_REGISTRY_BYTES: u64 = 64 << 20;
 fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     use mcpvm_images::registry;
     let what = a.registry.display();
-    let bytes = crate::files::read_regular(&a.registry, MAX_REGISTRY_BYTES)
+    let bytes = mcpvm::files::read_regular(&a.registry, MAX_REGISTRY_BYTES)
         .map_err(|e| format!("Cannot read the registry file {what}: {e}"))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| format!("The registry file {what} is not UTF-8: give JSON lines"))?;
@@ -59,7 +59,7 @@ fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, Box<dyn std::err
     let n = a.sample.unwrap_or(listings.len());
     let draw = registry::draw(&listings, n, a.seed);
     let (catalogue, rows) = registry::catalogue(&listings, &draw.chosen);
-    crate::files::own_dir(&a.out).map_err(|e| format!("Cannot use {}: {e}", a.out.display()))?;
+    mcpvm::files::own_dir(&a.out).map_err(|e| format!("Cannot use {}: {e}", a.out.display()))?;
     let (toml_path, json_path) = (a.out.join("catalogue.toml"), a.out.join("sample.json"));
     for p in [&toml_path, &json_path] {
         if p.exists() {
@@ -90,7 +90,7 @@ fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, Box<dyn std::err
         "rows": rows,
     });
     let write = |p: &std::path::Path, bytes: &[u8]| {
-        crate::files::write_whole(p, bytes)
+        mcpvm::files::write_whole(p, bytes)
             .map_err(|e| format!("Cannot write {}: {e}", p.display()))
     };
     write(&toml_path, catalogue.as_bytes())?;
@@ -125,7 +125,7 @@ fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, Box<dyn std::err
 #[derive(Args)]
 pub struct PruneArgs {
     #[command(flatten)]
-    catalogue: crate::server::CatalogueArg,
+    catalogue: mcpvm::server::CatalogueArg,
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
@@ -155,8 +155,8 @@ fn prune(a: PruneArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
         .collect();
     let mut removed = index.prune(&dir, |name, _| keep.contains(name), a.dry_run)?;
     // Then the warm snapshots: one of a pruned layer is unreachable too.
-    let cache = a.snapshots.unwrap_or_else(crate::run::warm::default_dir);
-    let snapshots = crate::run::warm::prune(&cache, a.dry_run)
+    let cache = a.snapshots.unwrap_or_else(mcpvm::run::warm::default_dir);
+    let snapshots = mcpvm::run::warm::prune(&cache, a.dry_run)
         .map_err(|e| format!("Cannot prune the warm-start cache {}: {e}", cache.display()))?;
     removed.extend(
         snapshots
@@ -192,7 +192,7 @@ fn prune(a: PruneArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
 #[derive(Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    catalogue: crate::server::CatalogueArg,
+    catalogue: mcpvm::server::CatalogueArg,
     /// The image store [default: ~/.cache/mcpvm/images].
     #[arg(long)]
     images: Option<PathBuf>,
@@ -289,7 +289,7 @@ fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
 #[derive(Args)]
 pub struct BuildArgs {
     #[command(flatten)]
-    catalogue: crate::server::CatalogueArg,
+    catalogue: mcpvm::server::CatalogueArg,
     /// Only these servers (comma-separated); default: every one.
     #[arg(long, value_delimiter = ',')]
     servers: Vec<String>,
@@ -317,13 +317,13 @@ pub struct BuildArgs {
     jobs: Option<u64>,
     /// Seconds a layer's install scripts or a crate's build may run in
     /// their microVM before the build of that layer fails.
-    #[arg(long, value_name = "SECS", default_value_t = crate::image::install_scripts::DEFAULT_TIMEOUT_S,
+    #[arg(long, value_name = "SECS", default_value_t = crate::install::scripts::DEFAULT_TIMEOUT_S,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     sandbox_timeout: u64,
 }
 
 pub fn load_catalogue(
-    c: &crate::server::CatalogueArg,
+    c: &mcpvm::server::CatalogueArg,
 ) -> Result<Catalogue, Box<dyn std::error::Error>> {
     Ok(Catalogue::choose(c.path.as_deref(), c.only)?)
 }
@@ -345,7 +345,7 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
                 servers.push(name);
             }
             let dir = a.images.unwrap_or_else(store::default_dir);
-            let sandbox = crate::image::install_scripts::MicroVm {
+            let sandbox = crate::install::scripts::MicroVm {
                 timeout_s: a.sandbox_timeout,
             };
             let jobs = a

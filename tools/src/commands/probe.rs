@@ -10,9 +10,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use probes::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};
 
-use crate::commands::run::{RunArgs, VmOptions};
-use crate::run::options::Args as ArgList;
-use crate::rundir::RunDir;
+use mcpvm::commands::run::{RunArgs, VmOptions};
+use mcpvm::run::options::Args as ArgList;
+use mcpvm::rundir::RunDir;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, ValueEnum)]
 pub enum Lifecycle {
@@ -355,11 +355,11 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     let roots = match (args.security, args.vm_options.server()) {
         (false, _) => Vec::new(),
         (true, _) if !args.roots.is_empty() => args.roots.clone(),
-        (true, Some(name)) => crate::server::roots(name, &args.vm_options.catalogue)?,
+        (true, Some(name)) => mcpvm::server::roots(name, &args.vm_options.catalogue)?,
         (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
     };
     let (site, background_lookups) = match args.vm_options.server() {
-        Some(name) => crate::server::site_and_background(name, &args.vm_options.catalogue)?,
+        Some(name) => mcpvm::server::site_and_background(name, &args.vm_options.catalogue)?,
         None => (None, false),
     };
     // The site is the workspace served: none without one.
@@ -374,7 +374,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         None => None,
     };
     // The store's record of its install scripts (a server built there).
-    let installed = crate::server::stored(
+    let installed = mcpvm::server::stored(
         args.vm_options.server.as_deref(),
         args.vm_options.package.as_deref(),
         &args.vm_options.catalogue,
@@ -468,7 +468,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     if let Some(rec) = installed {
         result
             .findings
-            .extend(crate::image::install_record::findings(&rec));
+            .extend(crate::install::record::findings(&rec));
     }
     if let (Some(out), Some(pin_args)) = (&pin_out, &pin_args) {
         let said = crate::pinning::write(out, &pin_args.vm_options, &pin_args.command, &result)?;
@@ -485,7 +485,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     if let Some(path) = &sarif {
         let artifact = artifact.as_ref().expect("made with --sarif");
         let log = probes::sarif::log(&result, &server, artifact);
-        crate::files::write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(
+        mcpvm::files::write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(
             |source| ProbeCliError::WriteSarif {
                 path: path.clone(),
                 source,
@@ -496,7 +496,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         println!("{}", serde_json::to_string(&result)?);
     } else {
         // The server chose its name, tools and stderr: shown escaped.
-        print!("{}", crate::logger::printable_lines(&result.summary()));
+        print!("{}", mcpvm::logger::printable_lines(&result.summary()));
     }
     Ok(exit_code(args.fail_on, &result))
 }
@@ -540,9 +540,9 @@ fn vm_command(
     if let (Some(_), Some(addr)) = (http_port, vm_options.listen) {
         // The run's token, chosen here: in the child's environment,
         // and on every request.
-        let token = crate::run::inbound::fresh_token().map_err(ProbeCliError::RunDir)?;
+        let token = mcpvm::run::inbound::fresh_token().map_err(ProbeCliError::RunDir)?;
         opts.env
-            .push((crate::run::inbound::TOKEN_ENV.to_string(), token.clone()));
+            .push((mcpvm::run::inbound::TOKEN_ENV.to_string(), token.clone()));
         opts.http = Some(probes::http::Endpoint {
             authority: addr.to_string(),
             path: "/mcp".into(),
@@ -551,7 +551,7 @@ fn vm_command(
     }
     let dir = RunDir::create().map_err(ProbeCliError::RunDir)?;
     let timings = dir.path().join("probe-timings.json");
-    let exe = crate::exe::vm().map_err(ProbeCliError::Exe)?;
+    let exe = mcpvm::exe::vm().map_err(ProbeCliError::Exe)?;
     let events = dir.path().join("probe-events.jsonl");
     let run = RunArgs {
         vm: vm_options,
@@ -593,9 +593,9 @@ fn exit_code(fail_on: Option<probes::gate::Severity>, result: &probes::ProbeResu
 fn sarif_artifact(
     args: &ProbeArgs,
     server: &str,
-) -> Result<probes::sarif::Artifact, crate::server::ServerError> {
+) -> Result<probes::sarif::Artifact, mcpvm::server::ServerError> {
     Ok(match args.vm_options.server() {
-        Some(name) => match crate::server::origin(name, &args.vm_options.catalogue)? {
+        Some(name) => match mcpvm::server::origin(name, &args.vm_options.catalogue)? {
             (Some(o), _) => probes::sarif::Artifact {
                 path: o.file,
                 line: Some(o.line),

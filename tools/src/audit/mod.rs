@@ -16,6 +16,7 @@ pub mod journal;
 pub mod matrix;
 pub mod meta;
 pub mod network;
+pub mod output;
 pub mod pages;
 pub mod record;
 pub mod released;
@@ -37,33 +38,18 @@ use std::time::{Duration, Instant};
 use mcpvm_images::catalogue::Catalogue;
 
 use crate::commands::probe::ProbeArgs;
-use crate::commands::run::VmOptions;
-use crate::withholding::Profiles;
 use journal::Journal;
 use matrix::{Cell, Shard};
+pub use matrix::{DEFAULT_PROFILES, SECURITY};
+use mcpvm::commands::run::VmOptions;
+use mcpvm::withholding::Profiles;
 use meta::{Meta, ServerMeta};
+pub use output::AuditError;
+use output::{out_err, write_atomic, write_json};
 use record::{Outcome, Record, Sample};
 
-/// The profiles an audit runs when none are named.
-pub const DEFAULT_PROFILES: &[&str] = &[
-    "baseline",
-    "no-rng",
-    "ro-root",
-    "no-tmp",
-    "tiny-mem",
-    "one-cpu",
-    "low-fds",
-    "no-env",
-    "deny-exec",
-    "deny-net-sockets",
-];
-
-/// The column of `--security`: every tool attacked under the `observe`
-/// profile (`mcpvm probe --security`), judged by what the server did.
-pub const SECURITY: &str = "security";
-
 pub struct AuditOptions {
-    pub catalogue: crate::server::CatalogueArg,
+    pub catalogue: mcpvm::server::CatalogueArg,
     pub images: Option<PathBuf>,
     pub servers: Option<Vec<String>>,
     pub profiles: Vec<String>,
@@ -87,61 +73,6 @@ pub struct AuditOptions {
     pub robustness: bool,
     /// A pin file, and the servers it names: their cells are held to it.
     pub pinned: Option<(PathBuf, std::collections::BTreeSet<String>)>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum AuditError {
-    #[error("Cannot create or write the audit directory {path}")]
-    Out {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{path} holds an audit of other inputs ({what} changed); give a new --out directory, or delete it to start over")]
-    Changed { path: PathBuf, what: String },
-    #[error("{path} is not an audit directory (no audit.json)")]
-    NotAudit { path: PathBuf },
-    #[error("{path} names shard {index}/{count}, which is no split of this audit's {cells} cells: it was not written by `mcpvm audit --shard`")]
-    NotASplit {
-        path: PathBuf,
-        index: usize,
-        count: usize,
-        cells: usize,
-    },
-    #[error("The shards differ: {what} ({a} vs {b}); merge only shards of one audit")]
-    ShardsDiffer {
-        what: String,
-        a: PathBuf,
-        b: PathBuf,
-    },
-    #[error("{path} cannot be merged: {why}; merge only the output of `mcpvm audit --shard`")]
-    BadShard { path: PathBuf, why: String },
-    #[error("/dev/kvm on this host is kvm_pvm, which cannot boot the audit's Linux guests; run the audit on a host with VMX/SVM, or inside the testbed (benches/audit.sh shows how)")]
-    Pvm,
-    #[error("This host cannot run the audit's microVMs")]
-    Host(#[source] vmm::kvm::HostError),
-    #[error("No servers to audit: the catalogue has none that run offline without credentials; name some with --servers")]
-    NoServers,
-}
-
-fn out_err(path: &Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {
-    move |source| AuditError::Out {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// Writes `text` to `path` through a temporary file: never half-written.
-fn write_atomic(path: &Path, text: &str) -> Result<(), AuditError> {
-    crate::files::write_whole(path, text.as_bytes()).map_err(out_err(path))
-}
-
-/// `value` as pretty JSON in `path`, written as it is serialized.
-fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), AuditError> {
-    crate::files::write_whole_with(path, |w| {
-        serde_json::to_writer_pretty(w, value).map_err(std::io::Error::other)
-    })
-    .map_err(out_err(path))
 }
 
 fn sha256_16(path: &Path) -> String {
@@ -194,7 +125,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
     }
     let (columns, definitions) = columns(o)?;
     let (servers, runtime_image) = server_metas(o, &catalogue, &names)?;
-    let kernel = crate::exe::default_artifact(
+    let kernel = mcpvm::exe::default_artifact(
         "kernel",
         std::env::var_os("MCPVM_KERNEL").map(PathBuf::from),
         "kernel/vmlinux",
@@ -276,10 +207,10 @@ fn server_metas(
         let entry = catalogue.get(name)?;
         // A server whose layer could not be built is a row with why (its
         // build's own error where the store kept it), not a stop.
-        let plan = match crate::server::plan(name, &o.catalogue, &o.images) {
+        let plan = match mcpvm::server::plan(name, &o.catalogue, &o.images) {
             Ok(plan) => plan,
             Err(
-                e @ crate::server::ServerError::Store(
+                e @ mcpvm::server::ServerError::Store(
                     mcpvm_images::store::StoreError::Missing { .. }
                     | mcpvm_images::store::StoreError::Stale { .. },
                 ),
@@ -288,7 +219,7 @@ fn server_metas(
                     .failed
                     .get(name.as_str())
                     .map(|f| f.error.clone())
-                    .unwrap_or_else(|| crate::error_chain(&e));
+                    .unwrap_or_else(|| mcpvm::error_chain(&e));
                 servers.insert(
                     name.clone(),
                     ServerMeta {
@@ -349,7 +280,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
     {
         eprintln!(
             "audit: {s}: not run, its layer did not build: {}",
-            crate::logger::printable(m.install_error.as_deref().unwrap_or_default())
+            mcpvm::logger::printable(m.install_error.as_deref().unwrap_or_default())
         );
     }
     let all = matrix::cells(&installed, &meta.profiles, o.shard);
@@ -382,7 +313,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
 
     // 3. The cells, `jobs` at a time, each recorded as it ends.
     let ctx = CellContext {
-        exe: crate::exe::tools()?,
+        exe: mcpvm::exe::tools()?,
         out: o.out.clone(),
         catalogue: o.catalogue.clone(),
         images: o.images.clone(),
@@ -508,7 +439,7 @@ fn run_cells(
             r.outcome.name(),
             r.failed_step
                 .as_deref()
-                .map(|s| format!(" ({})", crate::logger::printable(s)))
+                .map(|s| format!(" ({})", mcpvm::logger::printable(s)))
                 .unwrap_or_default(),
             r.timings.wall_ms / 1000.0,
             human(eta)
@@ -547,7 +478,7 @@ fn as_released(
     write_atomic(&file, &released::catalogue_text(catalogue, &servers)?)?;
     let failed = released::build(&ctx.exe, &file, &servers, &o.images);
     let cx = CellContext {
-        catalogue: crate::server::CatalogueArg {
+        catalogue: mcpvm::server::CatalogueArg {
             path: Some(file),
             only: true,
         },
@@ -569,7 +500,7 @@ fn as_released(
         let said = match (failed.get(s), &r.lifecycle) {
             (Some(why), _) => format!(
                 " (its layer did not build: {})",
-                crate::logger::printable(why)
+                mcpvm::logger::printable(why)
             ),
             (None, Some(_)) => " (it starts)".to_string(),
             (None, None) => " (it does not start either)".to_string(),
@@ -649,7 +580,7 @@ pub fn write_reports(
         || !security::across(meta, records).is_empty()
     {
         let path = out.join("findings.sarif");
-        crate::files::write_whole_with(&path, |w| security::write_sarif(w, meta, records))
+        mcpvm::files::write_whole_with(&path, |w| security::write_sarif(w, meta, records))
             .map_err(out_err(&path))?;
     }
     let dir = out.join("profiles");
@@ -657,7 +588,7 @@ pub fn write_reports(
         if let Some(text) = report::proposal(meta, records, s) {
             // Under --out only: a link planted at `profiles` is refused,
             // and `s` is a checked server name, never a path.
-            crate::files::own_dir(&dir).map_err(out_err(&dir))?;
+            mcpvm::files::own_dir(&dir).map_err(out_err(&dir))?;
             write_atomic(&dir.join(format!("{s}-minimal.toml")), &text)?;
         }
     }
@@ -682,7 +613,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
         // Shards come from other machines: their files are read only,
         // bounded, and everything in them checked before it is used.
         let meta_path = dir.join("audit.json");
-        let bytes = match crate::files::read_regular(&meta_path, MAX_META_BYTES) {
+        let bytes = match mcpvm::files::read_regular(&meta_path, MAX_META_BYTES) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(AuditError::NotAudit { path: dir.clone() }.into())
             }
@@ -735,7 +666,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
     meta.gaps = gaps(&meta, &given)?;
     std::fs::create_dir_all(out).map_err(out_err(out))?;
     let results = out.join("results.jsonl");
-    crate::files::write_whole_with(&results, |w| {
+    mcpvm::files::write_whole_with(&results, |w| {
         for r in records.values() {
             serde_json::to_writer(&mut *w, r).map_err(std::io::Error::other)?;
             w.write_all(b"\n")?;
@@ -856,7 +787,7 @@ struct CellContext {
     /// `mcpvm-tools`, whose `probe` runs each cell.
     exe: PathBuf,
     out: PathBuf,
-    catalogue: crate::server::CatalogueArg,
+    catalogue: mcpvm::server::CatalogueArg,
     images: Option<PathBuf>,
     profiles_file: Option<PathBuf>,
     calls: BTreeMap<String, PathBuf>,
@@ -914,7 +845,7 @@ impl CellContext {
                 workspace: self
                     .workspace
                     .as_ref()
-                    .and_then(|w| crate::workspace::parse_workspace(&w.display().to_string()).ok()),
+                    .and_then(|w| mcpvm::workspace::parse_workspace(&w.display().to_string()).ok()),
                 ..VmOptions::default()
             },
             ..ProbeArgs::default()

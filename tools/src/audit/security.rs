@@ -10,9 +10,9 @@ use probes::findings::Finding;
 use serde_json::Value;
 
 use super::document::{Block, Cell, Item, Line};
+use super::matrix::SECURITY;
 use super::meta::Meta;
 use super::record::{Record, Security};
-use super::SECURITY;
 
 type Records = BTreeMap<(String, String), Record>;
 
@@ -206,7 +206,7 @@ pub fn across(meta: &Meta, records: &Records) -> BTreeMap<String, Vec<Finding>> 
         }
         // What its install scripts did when its layer was built.
         if let Some(rec) = &sm.install {
-            let found = crate::image::install_record::findings(rec);
+            let found = crate::install::record::findings(rec);
             if !found.is_empty() {
                 out.entry(s.clone()).or_default().extend(found);
             }

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::document::{list, Block, Cell, Line, Row, Table};
+use super::matrix::SECURITY;
 use super::meta::Meta;
 use super::record::Record;
-use super::SECURITY;
 
 type Records = BTreeMap<(String, String), Record>;
 

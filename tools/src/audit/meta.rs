@@ -119,7 +119,7 @@ impl Meta {
     /// hold. The first problem, in words.
     pub fn check(&self) -> Result<(), String> {
         let shown = |s: &str| {
-            crate::logger::printable(&s.chars().take(80).collect::<String>()).into_owned()
+            mcpvm::logger::printable(&s.chars().take(80).collect::<String>()).into_owned()
         };
         if self.servers.len() > MAX_SERVERS {
             return Err(format!(

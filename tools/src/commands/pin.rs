@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::commands::probe::ProbeArgs;
-use crate::commands::run::VmOptions;
+use mcpvm::commands::run::VmOptions;
 
 #[derive(Args, Clone, Debug, PartialEq)]
 pub struct PinArgs {

@@ -1,0 +1,5 @@
+pub mod audit;
+pub mod client;
+pub mod image;
+pub mod pin;
+pub mod probe;
