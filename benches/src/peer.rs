@@ -41,7 +41,7 @@ pub enum PeerError {
     #[error("The Firecracker peer boots a plan: it runs without {0}")]
     Unsupported(&'static str),
     #[error("Cannot plan the run")]
-    Plan(#[source] Box<dyn std::error::Error>),
+    Plan(#[source] mcpvm::run::RunError),
 }
 
 /// The plan `args` boot, where the peer can run it: no snapshot taken or

@@ -20,11 +20,9 @@ fn main() -> ExitCode {
     };
     logger::init(start, globals.verbose, globals.json);
     log::debug!("arguments parsed");
-    cli::exit(match command {
-        VmCommand::Run(a) => commands::run::run(a, start, globals.json),
-        VmCommand::Boot(a) => commands::boot::run(a, start, globals.json),
-        VmCommand::Egress(a) => mcpvm::egress::process::main(a.seccomp)
-            .map(|()| 0)
-            .map_err(|e| format!("egress proxy: {e}").into()),
-    })
+    match command {
+        VmCommand::Run(a) => cli::exit(commands::run::run(a, start, globals.json)),
+        VmCommand::Boot(a) => cli::exit(commands::boot::run(a, start, globals.json)),
+        VmCommand::Egress(a) => cli::exit(mcpvm::egress::process::main(a.seccomp).map(|()| 0)),
+    }
 }

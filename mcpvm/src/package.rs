@@ -14,18 +14,52 @@ use std::process::{Command, Stdio};
 use mcpvm_images::store::{self, Index};
 
 use crate::lines::read_line_bounded;
-use crate::server::ServerPlan;
+use crate::server::{ServerError, ServerPlan};
+
+/// Why `--package SPEC` names no server to run.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    #[error("{0}")]
+    Spec(String),
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    #[error("--package {spec}: its layer was built but is not in {dir}")]
+    NotStored { spec: String, dir: PathBuf },
+    #[error("--package {spec}: cannot run {tools}")]
+    Spawn {
+        spec: String,
+        tools: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--package {spec}: cannot read the image builder's report")]
+    Report {
+        spec: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--package {spec}: {why}")]
+    Build { spec: String, why: String },
+    #[error("--package {spec}: building its layer failed ({status})")]
+    BuildStatus {
+        spec: String,
+        status: std::process::ExitStatus,
+    },
+    #[error(transparent)]
+    Tools(std::io::Error),
+}
 
 /// The server `spec` names, its layer built first if the store has none.
 pub fn plan(
     spec: &str,
     as_released: bool,
     images: &Option<PathBuf>,
-) -> Result<ServerPlan, Box<dyn std::error::Error>> {
+) -> Result<ServerPlan, PackageError> {
     let (name, mut entry) = match as_released {
-        true => mcpvm_images::package::entry_as_released(spec)?,
-        false => mcpvm_images::package::entry(spec)?,
-    };
+        true => mcpvm_images::package::entry_as_released(spec),
+        false => mcpvm_images::package::entry(spec),
+    }
+    .map_err(PackageError::Spec)?;
     let dir = images.clone().unwrap_or_else(store::default_dir);
     let built = |entry: &mcpvm_images::catalogue::Entry| {
         let index = Index::load(&dir).ok()?;
@@ -41,11 +75,9 @@ pub fn plan(
                 dir.display()
             );
             build_layer(spec, as_released, &dir)?;
-            built(&entry).ok_or_else(|| {
-                format!(
-                    "--package {spec}: its layer was built but is not in {}",
-                    dir.display()
-                )
+            built(&entry).ok_or_else(|| PackageError::NotStored {
+                spec: spec.to_string(),
+                dir: dir.clone(),
             })?
         }
     };
@@ -59,12 +91,8 @@ pub fn plan(
 
 /// Builds `spec`'s layer into `dir` with `mcpvm-tools image build`, its
 /// progress passed on as it comes and its error, if any, made this one's.
-fn build_layer(
-    spec: &str,
-    as_released: bool,
-    dir: &Path,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let tools = crate::exe::tools()?;
+fn build_layer(spec: &str, as_released: bool, dir: &Path) -> Result<(), PackageError> {
+    let tools = crate::exe::tools().map_err(PackageError::Tools)?;
     let mut child = Command::new(&tools)
         .arg0("mcpvm")
         .args(["image", "build", "--json", "--package", spec])
@@ -75,7 +103,11 @@ fn build_layer(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("--package {spec}: cannot run {}: {e}", tools.display()))?;
+        .map_err(|source| PackageError::Spawn {
+            spec: spec.to_string(),
+            tools: tools.clone(),
+            source,
+        })?;
     // Its lines carry what installers and the sandbox VM printed: each
     // is cut at the builder's own line limit, the report at 1 MiB.
     let mut cause = None;
@@ -93,21 +125,24 @@ fn build_layer(
         }
     }
     let mut report = String::new();
-    child
+    let status = child
         .stdout
         .take()
         .expect("piped")
         .take(1 << 20)
-        .read_to_string(&mut report)?;
-    let status = child.wait()?;
+        .read_to_string(&mut report)
+        .and_then(|_| child.wait())
+        .map_err(|source| PackageError::Report {
+            spec: spec.to_string(),
+            source,
+        })?;
     let failed = serde_json::from_str::<mcpvm_images::build::Report>(&report)
         .ok()
         .and_then(|r| r.failed.into_iter().next().map(|f| f.error));
+    let spec = spec.to_string();
     match (failed.or(cause), status.success()) {
-        (Some(why), _) => Err(format!("--package {spec}: {why}").into()),
+        (Some(why), _) => Err(PackageError::Build { spec, why }),
         (None, true) => Ok(()),
-        (None, false) => {
-            Err(format!("--package {spec}: building its layer failed ({status})").into())
-        }
+        (None, false) => Err(PackageError::BuildStatus { spec, status }),
     }
 }

@@ -272,30 +272,45 @@ fn append_tree(b: &mut tar::Builder<impl io::Write>, dir: &Path) -> io::Result<(
     Ok(())
 }
 
+/// Why the workspace's thread could not be confined.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    #[error("{}: {why}", path.display())]
+    Path {
+        path: PathBuf,
+        why: landlock::PathFdError,
+    },
+    #[error(transparent)]
+    Ruleset(#[from] landlock::RulesetError),
+}
+
 /// Confines the calling thread with Landlock: read beneath `dir`, and
 /// write beneath it too when `writable` (the scratch directory and the
 /// swap are inside it). Best effort: returns how much the kernel
 /// enforced, and logs a partial jail.
-pub fn jail(dir: &Path, writable: bool) -> Result<landlock::RulesetStatus, String> {
+pub fn jail(dir: &Path, writable: bool) -> Result<landlock::RulesetStatus, LandlockError> {
     use landlock::{
         Access, AccessFs, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, ABI,
     };
     let abi = ABI::V5;
     let all = AccessFs::from_all(abi);
-    let fd = |p: &Path| PathFd::new(p).map_err(|e| format!("{}: {e}", p.display()));
+    let fd = |p: &Path| {
+        PathFd::new(p).map_err(|why| LandlockError::Path {
+            path: p.to_path_buf(),
+            why,
+        })
+    };
     let mut ruleset = Ruleset::default()
         .handle_access(all)
-        .and_then(|r| r.create())
-        .map_err(|e| e.to_string())?;
+        .and_then(|r| r.create())?;
     let add = |r: landlock::RulesetCreated, p: &Path, access| {
-        r.add_rule(PathBeneath::new(fd(p)?, access))
-            .map_err(|e| e.to_string())
+        Ok::<_, LandlockError>(r.add_rule(PathBeneath::new(fd(p)?, access))?)
     };
     ruleset = match writable {
         false => add(ruleset, dir, AccessFs::from_read(abi))?,
         true => add(ruleset, dir, all)?,
     };
-    let status = ruleset.restrict_self().map_err(|e| e.to_string())?;
+    let status = ruleset.restrict_self()?;
     if status.ruleset != landlock::RulesetStatus::FullyEnforced {
         log::info!(
             "workspace: Landlock jail {:?} on this kernel",

@@ -125,11 +125,13 @@ pub fn hand_over(name: &str, args: &[OsString]) -> ExitCode {
 }
 
 /// A command's result as the process's exit: its code, or its error on
-/// one line (with a hint where one applies) and 1.
-pub fn exit(result: Result<u8, Box<dyn std::error::Error>>) -> ExitCode {
+/// one line (with a hint where one applies) and 1. The one place a
+/// command's typed error is erased, to be printed.
+pub fn exit<E: Into<Box<dyn std::error::Error>>>(result: Result<u8, E>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            let e: Box<dyn std::error::Error> = e.into();
             // The one place every error meets the terminal: names and text
             // from catalogues, shards and servers are shown escaped.
             eprintln!(

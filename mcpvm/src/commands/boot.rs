@@ -163,9 +163,11 @@ pub enum BootCmdError {
     },
     #[error(transparent)]
     Vmm(#[from] vmm::VmmError),
+    #[error(transparent)]
+    Snapshot(#[from] vmm::snapshot::SnapshotError),
 }
 
-pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, BootCmdError> {
     if let Err(e) = vmm::host_seccomp::close_inherited_fds() {
         log::warn!("cannot close inherited file descriptors: {e}");
     }
@@ -174,9 +176,9 @@ pub fn run(args: BootArgs, start: Instant, json: bool) -> Result<u8, Box<dyn std
     }
     let mid_line = Arc::new(AtomicBool::new(false));
     let console: Option<Box<dyn Write + Send>> = match (args.serial, &args.serial_file) {
-        (SerialMode::File, None) => return Err(BootCmdError::SerialFileMissing.into()),
+        (SerialMode::File, None) => return Err(BootCmdError::SerialFileMissing),
         (SerialMode::Stdout | SerialMode::Off, Some(_)) => {
-            return Err(BootCmdError::SerialFileUnused.into())
+            return Err(BootCmdError::SerialFileUnused)
         }
         (SerialMode::Stdout, None) => Some(Box::new(LineTracking {
             out: io::stdout(),

@@ -25,11 +25,7 @@ use crate::run::RunError;
 use crate::rundir::RunDir;
 
 /// The run, step by step.
-pub fn run(
-    mut args: RunArgs,
-    start: Instant,
-    json: bool,
-) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError> {
     // 1. Nothing inherited (but a --listen socket the caller bound for
     // us), and outputs that can be written.
     let mut inherited_listener = crate::run::inbound::adopt(args.vm.listen_fd)?;

@@ -112,8 +112,17 @@ impl Drop for Egress {
 /// How long a run waits for its proxy to finish.
 const FINISH: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// Why the proxy's process ended in error.
+#[derive(Debug, thiserror::Error)]
+#[error("egress proxy")]
+pub struct ProxyFailed(#[source] pub io::Error);
+
 /// `mcpvm egress`: the proxy's process. Reads its handover from stdin.
-pub fn main(seccomp: vmm::SeccompMode) -> io::Result<()> {
+pub fn main(seccomp: vmm::SeccompMode) -> Result<(), ProxyFailed> {
+    serve(seccomp).map_err(ProxyFailed)
+}
+
+fn serve(seccomp: vmm::SeccompMode) -> io::Result<()> {
     // SAFETY: fd 0 is the control socket the run gave us.
     let control = unsafe { UnixStream::from_raw_fd(0) };
     let (payload, fds) = recv_fds(&control)?;

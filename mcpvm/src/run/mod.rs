@@ -75,4 +75,6 @@ pub enum RunError {
     Confine(#[from] vmm::host_seccomp::SeccompError),
     #[error(transparent)]
     Jail(vmm::jail::JailError),
+    #[error(transparent)]
+    Options(#[from] options::OptionsError),
 }

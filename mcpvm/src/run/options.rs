@@ -293,12 +293,37 @@ pub struct Checked {
     pub secrets: Vec<(String, String)>,
 }
 
+/// Options that cannot make a VM, said before anything is created.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    #[error(transparent)]
+    Profile(#[from] withholding::profile::ProfileError),
+    #[error(transparent)]
+    Server(#[from] crate::server::ServerError),
+    #[error(transparent)]
+    Package(#[from] crate::package::PackageError),
+    #[error("--read-only-root needs --image or --server")]
+    ReadOnlyRoot,
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+    #[error("{0} is not set in mcpvm's environment: give --env {0}=VALUE, --env-file FILE, or export {0}")]
+    Unset(String),
+    #[error("{0}")]
+    Network(String),
+    #[error("--listen {0} is not a loopback address: any host that reaches it could drive the server with its credentials; listen on 127.0.0.1, or give --listen-non-loopback to mean it")]
+    NotLoopback(std::net::SocketAddr),
+    #[error("--listen {0} needs a server that speaks HTTP: a catalogued one with transport = \"http\", or --guest-port PORT for a command")]
+    NotHttp(std::net::SocketAddr),
+}
+
 impl VmOptions {
     /// Resolves and checks the profile, server, images and workspace
     /// before anything is created, so that bad input is one clear error
     /// that leaves nothing behind (`run`, and `probe` before it spawns
     /// `mcpvm run`). `has_command`: a guest command was given too.
-    pub fn check(&self, has_command: bool) -> Result<Checked, Box<dyn std::error::Error>> {
+    pub fn check(&self, has_command: bool) -> Result<Checked, OptionsError> {
         let profile = match &self.profile {
             Some(spec) => Some(Profiles::from_option(self.profiles.as_deref())?.resolve(spec)?),
             None => None,
@@ -318,7 +343,7 @@ impl VmOptions {
             .map(|s| s.runtime.clone())
             .or(self.image.clone());
         if self.read_only_root && root_image.is_none() {
-            return Err("--read-only-root needs --image or --server".into());
+            return Err(OptionsError::ReadOnlyRoot);
         }
         if let Some(img) = &root_image {
             crate::image::check_root_image(img)?;
@@ -342,27 +367,18 @@ impl VmOptions {
                 .filter(|(k, _)| self.secrets.contains(k))
                 .cloned(),
         );
-        let network = network(server.as_ref(), &self.allow_net, profile.as_ref())?;
+        let network = network(server.as_ref(), &self.allow_net, profile.as_ref())
+            .map_err(OptionsError::Network)?;
         if let Some(addr) = self.listen {
             if !addr.ip().is_loopback() && !self.listen_non_loopback {
-                return Err(format!(
-                    "--listen {addr} is not a loopback address: any host that reaches it could \
-                     drive the server with its credentials; listen on 127.0.0.1, or give \
-                     --listen-non-loopback to mean it"
-                )
-                .into());
+                return Err(OptionsError::NotLoopback(addr));
             }
         }
         let http_port = server.as_ref().and_then(|s| s.http_port);
         let inbound = match (self.listen, self.guest_port.or(http_port)) {
             (None, _) => None,
             (Some(_), Some(port)) => Some(port),
-            (Some(addr), None) => {
-                return Err(format!(
-                    "--listen {addr} needs a server that speaks HTTP: a catalogued one with transport = \"http\", or --guest-port PORT for a command"
-                )
-                .into())
-            }
+            (Some(addr), None) => return Err(OptionsError::NotHttp(addr)),
         };
         Ok(Checked {
             profile,
@@ -378,15 +394,8 @@ impl VmOptions {
     /// The user's environment for the server ([`Checked::env`]); Err
     /// names a variable given by name only that mcpvm's environment
     /// does not hold.
-    pub fn environment(&self) -> Result<Vec<(String, String)>, String> {
-        let own = |k: &str| {
-            std::env::var(k).map_err(|_| {
-                format!(
-                    "{k} is not set in mcpvm's environment: give --env {k}=VALUE, --env-file FILE, \
-                     or export {k}"
-                )
-            })
-        };
+    pub fn environment(&self) -> Result<Vec<(String, String)>, OptionsError> {
+        let own = |k: &str| std::env::var(k).map_err(|_| OptionsError::Unset(k.to_string()));
         let mut env: Vec<(String, String)> = Vec::new();
         let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
             env.retain(|(have, _)| have != k);
@@ -657,7 +666,7 @@ mod tests {
         );
         // A name mcpvm's environment lacks is one clear error.
         let missing = parsed(&["--env=MCPVM_TEST_SURELY_UNSET_VARIABLE".into()]);
-        let e = missing.environment().unwrap_err();
+        let e = missing.environment().unwrap_err().to_string();
         assert!(
             e.contains("MCPVM_TEST_SURELY_UNSET_VARIABLE is not set") && e.contains("--env-file"),
             "{e}"

@@ -36,7 +36,7 @@ pub enum Start {
 impl Start {
     /// Decides how the run starts; a bad snapshot, plan or option is one
     /// clear error before anything exists.
-    pub fn decide(args: &RunArgs) -> Result<Start, Box<dyn std::error::Error>> {
+    pub fn decide(args: &RunArgs) -> Result<Start, RunError> {
         if let Some(dir) = &args.from_snapshot {
             let loaded = vmm::snapshot::read(dir)?;
             let disks: Vec<DiskConfig> = args.vm.disks.iter().map(|d| d.config.clone()).collect();
