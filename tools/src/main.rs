@@ -64,17 +64,15 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let Cli { globals, command } = Cli::parse_from(&args);
     logger::init(start, globals.verbose, globals.json);
-    cli::exit(match command {
-        Command::Run(_) | Command::Boot(_) | Command::Egress(_) => {
-            return cli::hand_over(exe::VM, &args);
-        }
-        Command::Probe(a) => commands::probe::run(a, globals.json),
-        Command::Audit(a) => commands::audit::run(a, globals.json),
-        Command::Pin(a) => commands::pin::run(a, globals.json),
-        Command::Bench(c) => bench::run(c, start, globals.json),
-        Command::Image(c) => commands::image::run(c, globals.json),
-        Command::Client(c) => commands::client::run(c, globals.json),
-    })
+    match command {
+        Command::Run(_) | Command::Boot(_) | Command::Egress(_) => cli::hand_over(exe::VM, &args),
+        Command::Probe(a) => cli::exit(commands::probe::run(a, globals.json)),
+        Command::Audit(a) => cli::exit(commands::audit::run(a, globals.json)),
+        Command::Pin(a) => cli::exit(commands::pin::run(a, globals.json)),
+        Command::Bench(c) => cli::exit(bench::run(c, start, globals.json)),
+        Command::Image(c) => cli::exit(commands::image::run(c, globals.json)),
+        Command::Client(c) => cli::exit(commands::client::run(c, globals.json)),
+    }
 }
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ pub fn default_jobs(guest_mib: u64) -> usize {
 }
 
 /// Everything an audit is about, checked before any VM starts.
-fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Error>> {
+fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), AuditError> {
     let catalogue = Catalogue::choose(o.catalogue.path.as_deref(), o.catalogue.only)?;
     let names: Vec<String> = match &o.servers {
         Some(list) => list.clone(),
@@ -161,16 +161,13 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), Box<dyn std::error::Er
 /// what each runs under.
 type Columns = (Vec<String>, BTreeMap<String, serde_json::Value>);
 
-fn columns(o: &AuditOptions) -> Result<Columns, Box<dyn std::error::Error>> {
+fn columns(o: &AuditOptions) -> Result<Columns, AuditError> {
     let profiles = Profiles::from_option(o.profiles_file.as_deref())?;
     let mut definitions = BTreeMap::new();
     let mut columns = o.profiles.clone();
     for p in &o.profiles {
         if p == SECURITY {
-            return Err(format!(
-                "'{SECURITY}' is the column of --security, not a profile: give --security instead"
-            )
-            .into());
+            return Err(AuditError::SecurityIsAColumn);
         }
         definitions.insert(p.clone(), serde_json::to_value(profiles.resolve(p)?)?);
     }
@@ -190,7 +187,7 @@ fn server_metas(
     o: &AuditOptions,
     catalogue: &Catalogue,
     names: &[String],
-) -> Result<(BTreeMap<String, ServerMeta>, String), Box<dyn std::error::Error>> {
+) -> Result<(BTreeMap<String, ServerMeta>, String), AuditError> {
     let mut servers = BTreeMap::new();
     let mut runtime_image = String::new();
     let index = o
@@ -256,7 +253,7 @@ fn server_metas(
 }
 
 /// Runs the audit; returns the process exit code (0: every cell ran).
-pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(o: AuditOptions, json: bool) -> Result<u8, AuditError> {
     // 1. What the audit is, and a host that can run it.
     let (meta, catalogue) = prepare(&o)?;
     // Every cell would fail to boot: say so once, before anything is
@@ -313,7 +310,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
 
     // 3. The cells, `jobs` at a time, each recorded as it ends.
     let ctx = CellContext {
-        exe: mcpvm::exe::tools()?,
+        exe: mcpvm::exe::tools().map_err(AuditError::Tools)?,
         out: o.out.clone(),
         catalogue: o.catalogue.clone(),
         images: o.images.clone(),
@@ -356,7 +353,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, Box<dyn std::error::Error>
 /// The audit's `audit.json`: written for a new audit; for an existing
 /// one, its inputs must be these (or the results would not be one
 /// audit's).
-fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, Box<dyn std::error::Error>> {
+fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, AuditError> {
     let meta_path = out.join("audit.json");
     let Ok(bytes) = std::fs::read(&meta_path) else {
         write_atomic(&meta_path, &serde_json::to_string_pretty(&meta)?)?;
@@ -386,7 +383,7 @@ fn write_calls_files(
     out: &Path,
     servers: &[String],
     catalogue: &Catalogue,
-) -> Result<BTreeMap<String, PathBuf>, Box<dyn std::error::Error>> {
+) -> Result<BTreeMap<String, PathBuf>, AuditError> {
     let calls_dir = out.join("calls");
     let mut calls = BTreeMap::new();
     for s in servers {
@@ -461,7 +458,7 @@ fn as_released(
     catalogue: &Catalogue,
     meta: &Meta,
     journal: &mut Journal,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<(), AuditError> {
     let Some(first) = meta.profiles.iter().find(|p| *p != SECURITY) else {
         return Ok(());
     };
@@ -475,7 +472,10 @@ fn as_released(
         if servers.len() == 1 { "it" } else { "them" }
     );
     let file = o.out.join("as-released.toml");
-    write_atomic(&file, &released::catalogue_text(catalogue, &servers)?)?;
+    write_atomic(
+        &file,
+        &released::catalogue_text(catalogue, &servers).map_err(AuditError::Released)?,
+    )?;
     let failed = released::build(&ctx.exe, &file, &servers, &o.images);
     let cx = CellContext {
         catalogue: mcpvm::server::CatalogueArg {
@@ -604,7 +604,7 @@ const MAX_META_BYTES: u64 = 256 << 20;
 type Given = (Shard, PathBuf, Vec<(String, String)>);
 
 /// `mcpvm audit merge`: shards of one audit into one report.
-pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditError> {
     let mut meta: Option<(Meta, PathBuf)> = None;
     let mut records = BTreeMap::new();
     // Each shard given: its split, and the cells its journal holds.
@@ -658,9 +658,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, Box<dyn s
         records.extend(journal);
     }
     let Some((mut meta, _)) = meta else {
-        return Err(
-            "Give the shard directories to merge: mcpvm audit merge --out DIR SHARD_DIR...".into(),
-        );
+        return Err(AuditError::NoShards);
     };
     meta.shard = Shard::ALL;
     meta.gaps = gaps(&meta, &given)?;

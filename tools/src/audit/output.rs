@@ -37,6 +37,37 @@ pub enum AuditError {
     Host(#[source] vmm::kvm::HostError),
     #[error("No servers to audit: the catalogue has none that run offline without credentials; name some with --servers")]
     NoServers,
+    #[error("Give the shard directories to merge: mcpvm audit merge --out DIR SHARD_DIR...")]
+    NoShards,
+    #[error(
+        "'{}' is the column of --security, not a profile: give --security instead",
+        super::matrix::SECURITY
+    )]
+    SecurityIsAColumn,
+    #[error(transparent)]
+    Catalogue(#[from] mcpvm_images::catalogue::CatalogueError),
+    #[error(transparent)]
+    Server(#[from] mcpvm::server::ServerError),
+    #[error(transparent)]
+    Profile(#[from] mcpvm::withholding::profile::ProfileError),
+    #[error(transparent)]
+    Artifact(#[from] mcpvm::exe::ArtifactError),
+    #[error(transparent)]
+    Tools(std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Released(String),
+    #[error("mcpvm audit needs --out DIR: where results and reports go")]
+    NoOut,
+    #[error(transparent)]
+    Pin(#[from] crate::pinning::PinError),
+    #[error("Cannot read the audit's journal {path}")]
+    Journal {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 pub fn out_err(path: &Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {

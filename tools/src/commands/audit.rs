@@ -103,7 +103,7 @@ struct RunAudit {
     pinned: Option<PathBuf>,
 }
 
-pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
     if let Some(AuditCommand::Merge { out, shards }) = args.command {
         return audit::merge(&out, &shards, json);
     }
@@ -120,9 +120,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
         }
         return Ok(0);
     }
-    let out = a
-        .out
-        .ok_or("mcpvm audit needs --out DIR: where results and reports go")?;
+    let out = a.out.ok_or(audit::AuditError::NoOut)?;
     let fail_on = a.fail_on;
     let out_dir = out.clone();
     let code = audit::run(
@@ -164,12 +162,10 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>
 
 /// `--fail-on`: the findings of every cell the audit recorded, against
 /// the severity; the audit's own status when none reaches it.
-fn gate(
-    out: &Path,
-    at: probes::gate::Severity,
-    code: u8,
-) -> Result<u8, Box<dyn std::error::Error>> {
-    let journal = audit::journal::Journal::open(&out.join("results.jsonl"))?;
+fn gate(out: &Path, at: probes::gate::Severity, code: u8) -> Result<u8, audit::AuditError> {
+    let path = out.join("results.jsonl");
+    let journal = audit::journal::Journal::open(&path)
+        .map_err(|source| audit::AuditError::Journal { path, source })?;
     // What a server declares counts once (each of its cells lists the
     // same), what the attacks found once per cell.
     let mut declared = std::collections::BTreeMap::new();

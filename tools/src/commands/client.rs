@@ -140,7 +140,7 @@ impl Client {
     }
 }
 
-pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, ClientError> {
     let ClientCommand::Add(a) = cmd;
     // The run options, checked now: a client that starts a broken
     // command shows the user nothing useful.

@@ -10,6 +10,51 @@ use mcpvm_images::store;
 
 use mcpvm::logger::{printable, printable_lines};
 
+/// Why an image command did nothing, or not all it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageCmdError {
+    #[error(transparent)]
+    Catalogue(#[from] mcpvm_images::catalogue::CatalogueError),
+    #[error(transparent)]
+    Store(#[from] mcpvm_images::store::StoreError),
+    #[error(transparent)]
+    Build(#[from] mcpvm_images::build::BuildError),
+    #[error("{0}")]
+    Package(String),
+    #[error("Cannot read the registry file {path}")]
+    ReadRegistry {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("The registry file {0} is not UTF-8: give JSON lines")]
+    NotUtf8(PathBuf),
+    #[error("{path}: {why}")]
+    Registry { path: PathBuf, why: String },
+    #[error("Cannot use {path}")]
+    Out {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} exists: a generated catalogue may have been reviewed; remove it or choose another --out")]
+    Exists(PathBuf),
+    #[error("Cannot write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("Cannot prune the warm-start cache {path}")]
+    Snapshots {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 #[derive(Subcommand)]
 pub enum ImageCommand {
     /// Build (or find cached) the runtime image and server layers.
@@ -48,26 +93,29 @@ pub struct FromRegistryArgs {
 /// The largest listing file read: the 2026-12 registry file is 0.3 MB.
 const MAX_REGISTRY_BYTES: u64 = 64 << 20;
 
-fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, ImageCmdError> {
     use mcpvm_images::registry;
-    let what = a.registry.display();
-    let bytes = mcpvm::files::read_regular(&a.registry, MAX_REGISTRY_BYTES)
-        .map_err(|e| format!("Cannot read the registry file {what}: {e}"))?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| format!("The registry file {what} is not UTF-8: give JSON lines"))?;
-    let listings = registry::parse(&text).map_err(|e| format!("{what}: {e}"))?;
+    let path = || a.registry.clone();
+    let bytes = mcpvm::files::read_regular(&a.registry, MAX_REGISTRY_BYTES).map_err(|source| {
+        ImageCmdError::ReadRegistry {
+            path: path(),
+            source,
+        }
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| ImageCmdError::NotUtf8(path()))?;
+    let listings =
+        registry::parse(&text).map_err(|why| ImageCmdError::Registry { path: path(), why })?;
     let n = a.sample.unwrap_or(listings.len());
     let draw = registry::draw(&listings, n, a.seed);
     let (catalogue, rows) = registry::catalogue(&listings, &draw.chosen);
-    mcpvm::files::own_dir(&a.out).map_err(|e| format!("Cannot use {}: {e}", a.out.display()))?;
+    mcpvm::files::own_dir(&a.out).map_err(|source| ImageCmdError::Out {
+        path: a.out.clone(),
+        source,
+    })?;
     let (toml_path, json_path) = (a.out.join("catalogue.toml"), a.out.join("sample.json"));
     for p in [&toml_path, &json_path] {
         if p.exists() {
-            return Err(format!(
-                "{} exists: a generated catalogue may have been reviewed; remove it or choose another --out",
-                p.display()
-            )
-            .into());
+            return Err(ImageCmdError::Exists(p.clone()));
         }
     }
     let made = rows.iter().filter(|r| r.name.is_some()).count();
@@ -90,8 +138,10 @@ fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, Box<dyn std::err
         "rows": rows,
     });
     let write = |p: &std::path::Path, bytes: &[u8]| {
-        mcpvm::files::write_whole(p, bytes)
-            .map_err(|e| format!("Cannot write {}: {e}", p.display()))
+        mcpvm::files::write_whole(p, bytes).map_err(|source| ImageCmdError::Write {
+            path: p.to_path_buf(),
+            source,
+        })
     };
     write(&toml_path, catalogue.as_bytes())?;
     write(
@@ -138,7 +188,7 @@ pub struct PruneArgs {
     dry_run: bool,
 }
 
-fn prune(a: PruneArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+fn prune(a: PruneArgs, json: bool) -> Result<u8, ImageCmdError> {
     let catalogue = load_catalogue(&a.catalogue)?;
     let dir = a.images.unwrap_or_else(store::default_dir);
     let mut index = store::Index::load(&dir)?;
@@ -156,8 +206,11 @@ fn prune(a: PruneArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     let mut removed = index.prune(&dir, |name, _| keep.contains(name), a.dry_run)?;
     // Then the warm snapshots: one of a pruned layer is unreachable too.
     let cache = a.snapshots.unwrap_or_else(mcpvm::run::warm::default_dir);
-    let snapshots = mcpvm::run::warm::prune(&cache, a.dry_run)
-        .map_err(|e| format!("Cannot prune the warm-start cache {}: {e}", cache.display()))?;
+    let snapshots =
+        mcpvm::run::warm::prune(&cache, a.dry_run).map_err(|source| ImageCmdError::Snapshots {
+            path: cache.clone(),
+            source,
+        })?;
     removed.extend(
         snapshots
             .into_iter()
@@ -223,7 +276,7 @@ struct Listed {
     root: bool,
 }
 
-fn list(a: ListArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+fn list(a: ListArgs, json: bool) -> Result<u8, ImageCmdError> {
     let catalogue = load_catalogue(&a.catalogue)?;
     let dir = a.images.unwrap_or_else(store::default_dir);
     let index = store::Index::load_or_new(&dir)?;
@@ -322,13 +375,11 @@ pub struct BuildArgs {
     sandbox_timeout: u64,
 }
 
-pub fn load_catalogue(
-    c: &mcpvm::server::CatalogueArg,
-) -> Result<Catalogue, Box<dyn std::error::Error>> {
+pub fn load_catalogue(c: &mcpvm::server::CatalogueArg) -> Result<Catalogue, ImageCmdError> {
     Ok(Catalogue::choose(c.path.as_deref(), c.only)?)
 }
 
-pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, ImageCmdError> {
     match cmd {
         ImageCommand::List(a) => list(a, json),
         ImageCommand::Prune(a) => prune(a, json),
@@ -338,9 +389,10 @@ pub fn run(cmd: ImageCommand, json: bool) -> Result<u8, Box<dyn std::error::Erro
             let mut servers = a.servers.clone();
             for spec in &a.package {
                 let (name, entry) = match a.as_released {
-                    true => mcpvm_images::package::entry_as_released(spec)?,
-                    false => mcpvm_images::package::entry(spec)?,
-                };
+                    true => mcpvm_images::package::entry_as_released(spec),
+                    false => mcpvm_images::package::entry(spec),
+                }
+                .map_err(ImageCmdError::Package)?;
                 catalogue.servers.insert(name.clone(), entry);
                 servers.push(name);
             }

@@ -35,7 +35,7 @@ pub struct PinArgs {
 
 /// `mcpvm pin`: the probe's listing steps only (no tool is called), its
 /// definitions written to the pin file.
-pub fn run(a: PinArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(a: PinArgs, json: bool) -> Result<u8, crate::commands::probe::ProbeCliError> {
     let args = ProbeArgs {
         only_given: true,
         vm: a.vm,

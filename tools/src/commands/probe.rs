@@ -243,6 +243,22 @@ pub enum ProbeCliError {
         #[source]
         source: std::io::Error,
     },
+    #[error("--sarif {0}: its directory does not exist")]
+    SarifDir(PathBuf),
+    #[error("--security judges what the server does inside its microVM: give --vm or --server")]
+    SecurityOutsideVm,
+    #[error("--warm starts a microVM from a snapshot: give --vm or --server")]
+    WarmOutsideVm,
+    #[error(transparent)]
+    Server(#[from] mcpvm::server::ServerError),
+    #[error(transparent)]
+    Options(#[from] mcpvm::run::options::OptionsError),
+    #[error(transparent)]
+    Pin(#[from] crate::pinning::PinError),
+    #[error(transparent)]
+    Probe(#[from] probes::ProbeError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
 }
 
 /// The built-in payloads, and a user's file's after them.
@@ -308,13 +324,10 @@ fn read_calls(path: &Path) -> Result<BTreeMap<String, ToolArgs>, ProbeCliError> 
         .collect()
 }
 
-pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
+pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
     if args.security {
         if !(args.vm || args.vm_options.names_a_server()) {
-            return Err(
-                "--security judges what the server does inside its microVM: give --vm or --server"
-                    .into(),
-            );
+            return Err(ProbeCliError::SecurityOutsideVm);
         }
         // Recording and canaries, on top of whatever else is withheld.
         args.vm_options.profile = Some(match args.vm_options.profile.take() {
@@ -341,11 +354,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
         .filter(|d| !d.as_os_str().is_empty())
     {
         if !dir.is_dir() {
-            return Err(format!(
-                "--sarif {}: its directory does not exist",
-                sarif.as_ref().unwrap().display()
-            )
-            .into());
+            return Err(ProbeCliError::SarifDir(sarif.clone().unwrap_or_default()));
         }
     }
     let payloads = match args.security {
@@ -438,7 +447,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, Box<dyn std::error::Er
     // A catalogued server always runs in a microVM.
     let in_vm = args.vm || args.vm_options.names_a_server();
     if args.warm && !in_vm {
-        return Err("--warm starts a microVM from a snapshot: give --vm or --server".into());
+        return Err(ProbeCliError::WarmOutsideVm);
     }
     let command = if in_vm {
         let (cmd, dir) = vm_command(
@@ -511,7 +520,7 @@ fn vm_command(
     warm: bool,
     snapshots: Option<PathBuf>,
     opts: &mut ProbeOptions,
-) -> Result<(Vec<String>, RunDir), Box<dyn std::error::Error>> {
+) -> Result<(Vec<String>, RunDir), ProbeCliError> {
     // `mcpvm run` would refuse these too, but once per spawn and
     // inside the probe's report: say it once, here.
     let checked = vm_options.check(!command.is_empty())?;
