@@ -345,6 +345,70 @@ fn dependencies_point_one_way_between_crates() {
     );
 }
 
+/// Functions of more than this many lines, outside tests: none
+/// (docs/architecture.md, "Functions longer than a screen").
+const LONGEST_FUNCTION: usize = 120;
+
+/// Each function's lines in `text` before its tests: from its `fn` line
+/// to the `}` at the indent it started at.
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text
+        .split("#[cfg(test)]")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let Some(at) = code.find("fn ") else { continue };
+        let before = &code[..at];
+        let is_fn = before
+            .split_whitespace()
+            .all(|w| w.starts_with("pub") || ["const", "async", "unsafe"].contains(&w));
+        if !is_fn || code.starts_with("//") || code.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = code[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if code.trim_end().ends_with('}') {
+            out.push((name, 1));
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[i..].iter().position(|l| l.starts_with(&close)) {
+            out.push((name, end + 1));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_is_longer_than_two_screens() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let mut long = Vec::new();
+    for c in CRATES {
+        let mut files = Vec::new();
+        rs_files(&top.join(c), &mut files);
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (name, n) in function_lengths(&text) {
+                if n > LONGEST_FUNCTION {
+                    long.push(format!("{} {name}: {n} lines", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {LONGEST_FUNCTION} lines (split them into their steps):\n{}",
+        long.join("\n")
+    );
+}
+
 /// The reader finds a circle, and an arrow up, where there is one.
 #[test]
 fn a_circle_is_found() {
@@ -368,6 +432,15 @@ fn a_circle_is_found() {
     up.insert(m("d::e"), BTreeSet::from([m("d")]));
     assert_eq!(up_arrows(&up), ["a::b -> a", "a::b -> commands::x"]);
     assert!(names_child("use b::{x, y};", "b"));
+    let text = "pub(crate) fn a(\n    x: u8,\n) {\n    1\n}\n\nfn b() {}\n    fn c() {\n        2\n    }\n";
+    assert_eq!(
+        function_lengths(text),
+        [
+            ("a".to_string(), 5),
+            ("b".to_string(), 1),
+            ("c".to_string(), 3)
+        ]
+    );
     assert!(!names_child("super::b::x; ab::x; a_b::x", "b"));
     let code = code("use crate::{a, b::c as d};\n// crate::z\nfn f() { super::x::y(); }");
     assert_eq!(paths(&code, "crate::"), [vec!["a"], vec!["b", "c"]]);

@@ -379,11 +379,16 @@ impl ProbeResult {
             self.resources.len(),
             self.resource_templates.len(),
         );
-        let attacks = self
-            .steps
-            .iter()
-            .filter(|s| s.step.starts_with("attack:"))
-            .count();
+        s += &self.steps_lines();
+        s += &self.findings_lines();
+        s += &self.ending_lines();
+        s
+    }
+
+    /// The summary's steps (attacks counted, not listed) and what the
+    /// recording saw outside them.
+    fn steps_lines(&self) -> String {
+        let mut s = String::new();
         for st in self.steps.iter().filter(|s| !s.step.starts_with("attack:")) {
             s += &format!(
                 "  {:<34} {:<10} at {:>9.1} ms (took {:.1} ms){}\n",
@@ -416,6 +421,17 @@ impl ProbeResult {
                 );
             }
         }
+        s
+    }
+
+    /// The summary's attacks and findings.
+    fn findings_lines(&self) -> String {
+        let mut s = String::new();
+        let attacks = self
+            .steps
+            .iter()
+            .filter(|s| s.step.starts_with("attack:"))
+            .count();
         match (&self.not_judged, attacks) {
             (Some(why), _) => s += &format!("  {attacks} attacks sent, not judged: {why}\n"),
             (None, 0) => {}
@@ -442,6 +458,12 @@ impl ProbeResult {
                 }
             }
         }
+        s
+    }
+
+    /// The summary's end: robustness, output, exit and verdict.
+    fn ending_lines(&self) -> String {
+        let mut s = String::new();
         if let Some(rs) = &self.robustness {
             s += "robustness:\n";
             for r in rs {

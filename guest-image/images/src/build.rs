@@ -555,6 +555,22 @@ impl LayerCx<'_> {
         crate::catalogue::write_dummy_files(&e.dummy_files, stage).map_err(io_err(stage))
     }
 
+    /// The node `e`'s install runs: its own major's (fetched once for the
+    /// build) or the build's.
+    fn node_for(&self, e: &Entry) -> Result<PathBuf, BuildError> {
+        match e.runtime.own_node() {
+            Some(major) => match self.nodes.get(major) {
+                Some(Ok(n)) => Ok(n.clone()),
+                Some(Err(why)) => Err(BuildError::Failed {
+                    what: format!("fetching node {major}"),
+                    tail: why.clone(),
+                }),
+                None => pinned_node(self.fetchers, Some(major)),
+            },
+            None => Ok(self.node.to_path_buf()),
+        }
+    }
+
     fn layer(
         &self,
         i: usize,
@@ -601,18 +617,8 @@ impl LayerCx<'_> {
                 .join(format!(".stage-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&stage);
             let tmp = self.store.join(format!(".{file}.tmp"));
-            let node = match e.runtime.own_node() {
-                Some(major) => match self.nodes.get(major) {
-                    Some(Ok(n)) => Ok(n.clone()),
-                    Some(Err(why)) => Err(BuildError::Failed {
-                        what: format!("fetching node {major}"),
-                        tail: why.clone(),
-                    }),
-                    None => pinned_node(self.fetchers, Some(major)),
-                },
-                None => Ok(self.node.to_path_buf()),
-            };
-            let r = node
+            let r = self
+                .node_for(e)
                 .and_then(|node| {
                     let scripts = (self.rt_path, self.sandbox as &dyn ScriptSandbox);
                     install(

@@ -258,7 +258,6 @@ impl Installer for Npm {
             target,
             node,
             locked,
-            scripts,
             ..
         } = *job;
         let spec = match &e.source {
@@ -328,68 +327,82 @@ impl Installer for Npm {
             std::fs::copy(node.join("bin/node"), bin.join("node")).map_err(io_err(&bin))?;
         }
         let scripted = with_install_scripts(target);
-        let mut record = None;
-        if !scripted.is_empty() {
-            let names: Vec<&str> = scripted.iter().map(|s| s.name.as_str()).collect();
-            let list = names.join(", ");
-            if e.ignore_scripts {
-                progress(&format!(
-                    "{name}: not running the install scripts of {list} (ignore_scripts)"
-                ));
-            } else {
-                progress(&format!(
-                    "{name}: install scripts of {list}: running them in a microVM"
-                ));
-                let native = native(target, &scripted);
-                let mut layers = Vec::new();
-                if !native.is_empty() {
-                    let names: Vec<&str> = native.iter().map(|s| s.name.as_str()).collect();
-                    progress(&format!(
-                        "{name}: {} build native code (binding.gyp): a compiler joins that microVM, not the server's layer",
-                        names.join(", ")
-                    ));
-                    layers.push(build_tools(job, progress)?);
-                }
-                let (runtime, sandbox) = scripts;
-                let shell = npm_rebuild_line(
-                    e.runtime.own_node().is_some(),
-                    !layers.is_empty(),
-                    &scripted,
-                );
-                let job = ScriptJob {
-                    server: name,
-                    stage: target,
-                    runtime,
-                    layers,
-                    mem_mib: None,
-                    env: &e.install_env,
-                    shell,
-                    record: true,
-                };
-                // The lock is the host's resolution: what comes back
-                // from the guest does not get to rewrite it.
-                let lock: Vec<(&str, Vec<u8>)> = crate::lock::files(e.runtime)
-                    .iter()
-                    .map(|f| Ok((*f, std::fs::read(target.join(f))?)))
-                    .collect::<std::io::Result<_>>()
-                    .map_err(io_err(target))?;
-                record = sandbox
-                    .run(&job, progress)
-                    .map_err(|tail| BuildError::Failed {
-                        what: format!("the install scripts of {list} (in a microVM)"),
-                        tail,
-                    })?;
-                for (f, bytes) in lock {
-                    std::fs::write(target.join(f), bytes).map_err(io_err(target))?;
-                }
-            }
-        }
+        let record = match scripted.is_empty() {
+            true => None,
+            false => run_install_scripts(job, &scripted, progress)?,
+        };
         Ok(Installed {
             what: spec,
             bin_dir: target.join("node_modules/.bin"),
             record,
         })
     }
+}
+
+/// Runs the install scripts of `scripted` (of `job`'s tree) in a
+/// microVM, with a compiler beside them when any builds native code;
+/// what they did, when recorded. The lock stays the host's.
+fn run_install_scripts(
+    job: &Job,
+    scripted: &[Scripted],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Option<crate::sandbox::InstallRecord>, BuildError> {
+    let Job {
+        name,
+        entry: e,
+        target,
+        scripts: (runtime, sandbox),
+        ..
+    } = *job;
+    let names: Vec<&str> = scripted.iter().map(|s| s.name.as_str()).collect();
+    let list = names.join(", ");
+    if e.ignore_scripts {
+        progress(&format!(
+            "{name}: not running the install scripts of {list} (ignore_scripts)"
+        ));
+        return Ok(None);
+    }
+    progress(&format!(
+        "{name}: install scripts of {list}: running them in a microVM"
+    ));
+    let native = native(target, scripted);
+    let mut layers = Vec::new();
+    if !native.is_empty() {
+        let names: Vec<&str> = native.iter().map(|s| s.name.as_str()).collect();
+        progress(&format!(
+            "{name}: {} build native code (binding.gyp): a compiler joins that microVM, not the server's layer",
+            names.join(", ")
+        ));
+        layers.push(build_tools(job, progress)?);
+    }
+    let shell = npm_rebuild_line(e.runtime.own_node().is_some(), !layers.is_empty(), scripted);
+    let script_job = ScriptJob {
+        server: name,
+        stage: target,
+        runtime,
+        layers,
+        mem_mib: None,
+        env: &e.install_env,
+        shell,
+        record: true,
+    };
+    // The lock is the host's resolution: what comes back from the guest
+    // does not get to rewrite it.
+    let lock: Vec<(&str, Vec<u8>)> = crate::lock::files(e.runtime)
+        .iter()
+        .map(|f| Ok((*f, std::fs::read(target.join(f))?)))
+        .collect::<std::io::Result<_>>()
+        .map_err(io_err(target))?;
+    let record = sandbox
+        .run(&script_job, progress)
+        .map_err(|tail| BuildError::Failed {
+            what: format!("the install scripts of {list} (in a microVM)"),
+            tail,
+        })?;
+    for (f, bytes) in lock {
+        std::fs::write(target.join(f), bytes).map_err(io_err(target))?;
+    }
+    Ok(record)
 }
 
 #[cfg(test)]

@@ -90,18 +90,7 @@ pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError
     let dir = RunDir::create().map_err(RunError::RunDir)?;
     let mut channels = HostChannels::open(dir.path(), args.vm.workspace.is_some())?;
     if let Some(egress) = &egress {
-        let path = channels
-            .vsock()
-            .port_path(mcpvm_protocol::ports::EGRESS_PORT);
-        let listener = std::os::unix::net::UnixListener::bind(&path)
-            .map_err(|source| RunError::Listen { path, source })?;
-        egress
-            .hand_over(
-                listener,
-                events_file.as_ref(),
-                start.elapsed().as_secs_f64() * 1000.0,
-            )
-            .map_err(RunError::Egress)?;
+        connect_egress(egress, &channels, events_file.as_ref(), start)?;
     }
     let transfer = match (&args.vm.workspace, channels.take_workspace()) {
         (Some(ws), Some(listener)) => Some(crate::workspace::serve(
@@ -138,17 +127,7 @@ pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError
     // 8. What the run leaves: the workspace back, the snapshot's
     //    `initialize` answer, the timings, the exit status.
     if let Some(t) = transfer {
-        match t.finish() {
-            Some(Ok(Some(back))) if back.refused.is_empty() => {
-                log::info!("workspace: the guest's copy is back in place ({back})")
-            }
-            Some(Ok(Some(back))) => {
-                eprintln!("mcpvm: workspace: {}", printable_lines(&back.to_string()))
-            }
-            Some(Ok(None)) | None => {}
-            // The server's status stays ours; the workspace problem is said.
-            Some(Err(e)) => eprintln!("mcpvm: {}", printable_lines(&crate::error_chain(&e))),
-        }
+        say_workspace(t);
     }
     if let Some(dir) = &args.snapshot_to {
         keep_initialize_answer(dir, &outcome.reason, &answer)?;
@@ -157,6 +136,39 @@ pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError
         write_timings(path, file, &outcome, &relays)?;
     }
     Ok(report(&outcome.reason, json))
+}
+
+/// Hands the egress proxy the socket the guest's egress connections
+/// arrive on, and the events file it records them in.
+fn connect_egress(
+    egress: &crate::egress::process::Egress,
+    channels: &HostChannels,
+    events: Option<&File>,
+    start: Instant,
+) -> Result<(), RunError> {
+    let path = channels
+        .vsock()
+        .port_path(mcpvm_protocol::ports::EGRESS_PORT);
+    let listener = std::os::unix::net::UnixListener::bind(&path)
+        .map_err(|source| RunError::Listen { path, source })?;
+    egress
+        .hand_over(listener, events, start.elapsed().as_secs_f64() * 1000.0)
+        .map_err(RunError::Egress)
+}
+
+/// Says what came of the workspace's copy once the VM ended: the
+/// server's status stays the run's, a workspace problem is only said.
+fn say_workspace(t: crate::workspace::Transfer) {
+    match t.finish() {
+        Some(Ok(Some(back))) if back.refused.is_empty() => {
+            log::info!("workspace: the guest's copy is back in place ({back})")
+        }
+        Some(Ok(Some(back))) => {
+            eprintln!("mcpvm: workspace: {}", printable_lines(&back.to_string()))
+        }
+        Some(Ok(None)) | None => {}
+        Some(Err(e)) => eprintln!("mcpvm: {}", printable_lines(&crate::error_chain(&e))),
+    }
 }
 
 /// Says how the VM ended (when it was not the server's own exit) and

@@ -325,8 +325,10 @@ fn read_calls(path: &Path) -> Result<BTreeMap<String, ToolArgs>, ProbeCliError> 
 }
 
 pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
+    // A catalogued server always runs in a microVM.
+    let in_vm = args.vm || args.vm_options.names_a_server();
     if args.security {
-        if !(args.vm || args.vm_options.names_a_server()) {
+        if !in_vm {
             return Err(ProbeCliError::SecurityOutsideVm);
         }
         // Recording and canaries, on top of whatever else is withheld.
@@ -336,6 +338,9 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
             Some(p) => format!("{p}+observe"),
         });
     }
+    if args.warm && !in_vm {
+        return Err(ProbeCliError::WarmOutsideVm);
+    }
     // What the SARIF log names as probed, and where it goes.
     let server = args
         .vm_options
@@ -343,45 +348,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
         .or(args.vm_options.package.as_deref())
         .map(str::to_string)
         .unwrap_or_else(|| args.command.join(" "));
-    let sarif = args.sarif.clone();
-    let artifact = match sarif {
-        Some(_) => Some(sarif_artifact(&args, &server)?),
-        None => None,
-    };
-    if let Some(dir) = sarif
-        .as_deref()
-        .and_then(Path::parent)
-        .filter(|d| !d.as_os_str().is_empty())
-    {
-        if !dir.is_dir() {
-            return Err(ProbeCliError::SarifDir(sarif.clone().unwrap_or_default()));
-        }
-    }
-    let payloads = match args.security {
-        true => payloads(args.payloads.as_deref())?,
-        false => Vec::new(),
-    };
-    let roots = match (args.security, args.vm_options.server()) {
-        (false, _) => Vec::new(),
-        (true, _) if !args.roots.is_empty() => args.roots.clone(),
-        (true, Some(name)) => mcpvm::server::roots(name, &args.vm_options.catalogue)?,
-        (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
-    };
-    let (site, background_lookups) = match args.vm_options.server() {
-        Some(name) => mcpvm::server::site_and_background(name, &args.vm_options.catalogue)?,
-        None => (None, false),
-    };
-    // The site is the workspace served: none without one.
-    let site = site.filter(|_| args.vm_options.workspace.is_some());
-    // A pin to hold the listing to, or one to write.
-    let pinned = match &args.pinned {
-        Some(path) => Some(crate::pinning::pinned_for(
-            path,
-            &args.vm_options,
-            &args.command,
-        )?),
-        None => None,
-    };
+    let sarif = sarif_target(&args, &server)?;
     // The store's record of its install scripts (a server built there).
     let installed = mcpvm::server::stored(
         args.vm_options.server.as_deref(),
@@ -390,65 +357,12 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
         &args.vm_options.images,
     )
     .and_then(|s| s.record?.install);
-    let pin_out = args.pin_out.clone();
-    let pin_args = pin_out.as_ref().map(|_| args.clone());
-    let mut calls = match &args.calls {
-        Some(path) => read_calls(path)?,
-        None => BTreeMap::new(),
-    };
-    // The order they were given in: the file's (by name), then --call's.
-    let mut call_order: Vec<String> = calls.keys().cloned().collect();
-    call_order.extend(args.call.iter().map(|(name, _)| name.clone()));
-    calls.extend(args.call);
-    for name in args.dangerous {
-        calls.insert(name, ToolArgs::Dangerous);
-    }
-    let mut opts = ProbeOptions {
-        init_timeout: Duration::from_secs(args.init_timeout),
-        step_timeout: Duration::from_secs(args.step_timeout),
-        discover_timeout: Duration::from_secs(args.discover_timeout.unwrap_or(
-            if args.vm || args.vm_options.server().is_some() {
-                args.init_timeout
-            } else {
-                10
-            },
-        )),
-        answer_timeout: Duration::from_secs(args.answer_timeout),
-        exit_grace: Duration::from_secs(args.exit_grace),
-        lifecycle: match args.lifecycle {
-            Lifecycle::Auto => LifecycleChoice::Auto,
-            Lifecycle::Initialize => LifecycleChoice::Initialize,
-            Lifecycle::Stateless => LifecycleChoice::Stateless,
-        },
-        calls,
-        call_order,
-        only_given: args.only_given,
-        vary_given: args.vary_given,
-        allow_destructive: args.allow_destructive,
-        robustness: args.robustness,
-        security: args.security,
-        payloads,
-        roots,
-        // A VM given a workspace sees it here: path arguments point in it.
-        workspace: args
-            .vm_options
-            .workspace
-            .as_ref()
-            .map(|_| mcpvm_protocol::ports::WORKSPACE_DIR.to_string()),
-        site,
-        background_lookups,
-        keep_definitions: pin_out.is_some(),
-        pinned,
-        ..ProbeOptions::default()
-    };
+    let pin = args.pin_out.clone().map(|out| (out, args.clone()));
+    let fail_on = args.fail_on;
+    let mut opts = probe_options(&mut args, pin.is_some())?;
     // The run directory holds the VM's timings file and goes with this
     // process, whatever happens.
     let mut rundir = None;
-    // A catalogued server always runs in a microVM.
-    let in_vm = args.vm || args.vm_options.names_a_server();
-    if args.warm && !in_vm {
-        return Err(ProbeCliError::WarmOutsideVm);
-    }
     let command = if in_vm {
         let (cmd, dir) = vm_command(
             args.vm_options,
@@ -479,7 +393,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
             .findings
             .extend(crate::install::record::findings(&rec));
     }
-    if let (Some(out), Some(pin_args)) = (&pin_out, &pin_args) {
+    if let Some((out, pin_args)) = &pin {
         let said = crate::pinning::write(out, &pin_args.vm_options, &pin_args.command, &result)?;
         if json {
             println!(
@@ -491,8 +405,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
         }
         return Ok(0);
     }
-    if let Some(path) = &sarif {
-        let artifact = artifact.as_ref().expect("made with --sarif");
+    if let Some((path, artifact)) = &sarif {
         let log = probes::sarif::log(&result, &server, artifact);
         mcpvm::files::write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(
             |source| ProbeCliError::WriteSarif {
@@ -507,7 +420,107 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
         // The server chose its name, tools and stderr: shown escaped.
         print!("{}", mcpvm::logger::printable_lines(&result.summary()));
     }
-    Ok(exit_code(args.fail_on, &result))
+    Ok(exit_code(fail_on, &result))
+}
+
+/// With `--sarif FILE`: the file, checked to be writable where it is,
+/// and what the log names as the probed artifact.
+fn sarif_target(
+    args: &ProbeArgs,
+    server: &str,
+) -> Result<Option<(PathBuf, probes::sarif::Artifact)>, ProbeCliError> {
+    let Some(path) = args.sarif.clone() else {
+        return Ok(None);
+    };
+    let artifact = sarif_artifact(args, server)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(ProbeCliError::SarifDir(path));
+        }
+    }
+    Ok(Some((path, artifact)))
+}
+
+/// The probe's options from its arguments: the calls (taken out of
+/// `args`), the attacks and what they are judged against, the pin, the
+/// timeouts. `keep_definitions`: a pin is to be written.
+fn probe_options(
+    args: &mut ProbeArgs,
+    keep_definitions: bool,
+) -> Result<ProbeOptions, ProbeCliError> {
+    let payloads = match args.security {
+        true => payloads(args.payloads.as_deref())?,
+        false => Vec::new(),
+    };
+    let roots = match (args.security, args.vm_options.server()) {
+        (false, _) => Vec::new(),
+        (true, _) if !args.roots.is_empty() => args.roots.clone(),
+        (true, Some(name)) => mcpvm::server::roots(name, &args.vm_options.catalogue)?,
+        (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
+    };
+    let (site, background_lookups) = match args.vm_options.server() {
+        Some(name) => mcpvm::server::site_and_background(name, &args.vm_options.catalogue)?,
+        None => (None, false),
+    };
+    // The site is the workspace served: none without one.
+    let site = site.filter(|_| args.vm_options.workspace.is_some());
+    // A pin to hold the listing to.
+    let pinned = match &args.pinned {
+        Some(path) => Some(crate::pinning::pinned_for(
+            path,
+            &args.vm_options,
+            &args.command,
+        )?),
+        None => None,
+    };
+    let mut calls = match &args.calls {
+        Some(path) => read_calls(path)?,
+        None => BTreeMap::new(),
+    };
+    // The order they were given in: the file's (by name), then --call's.
+    let mut call_order: Vec<String> = calls.keys().cloned().collect();
+    call_order.extend(args.call.iter().map(|(name, _)| name.clone()));
+    calls.extend(std::mem::take(&mut args.call));
+    for name in std::mem::take(&mut args.dangerous) {
+        calls.insert(name, ToolArgs::Dangerous);
+    }
+    let in_vm = args.vm || args.vm_options.server().is_some();
+    Ok(ProbeOptions {
+        init_timeout: Duration::from_secs(args.init_timeout),
+        step_timeout: Duration::from_secs(args.step_timeout),
+        discover_timeout: Duration::from_secs(args.discover_timeout.unwrap_or(if in_vm {
+            args.init_timeout
+        } else {
+            10
+        })),
+        answer_timeout: Duration::from_secs(args.answer_timeout),
+        exit_grace: Duration::from_secs(args.exit_grace),
+        lifecycle: match args.lifecycle {
+            Lifecycle::Auto => LifecycleChoice::Auto,
+            Lifecycle::Initialize => LifecycleChoice::Initialize,
+            Lifecycle::Stateless => LifecycleChoice::Stateless,
+        },
+        calls,
+        call_order,
+        only_given: args.only_given,
+        vary_given: args.vary_given,
+        allow_destructive: args.allow_destructive,
+        robustness: args.robustness,
+        security: args.security,
+        payloads,
+        roots,
+        // A VM given a workspace sees it here: path arguments point in it.
+        workspace: args
+            .vm_options
+            .workspace
+            .as_ref()
+            .map(|_| mcpvm_protocol::ports::WORKSPACE_DIR.to_string()),
+        site,
+        background_lookups,
+        keep_definitions,
+        pinned,
+        ..ProbeOptions::default()
+    })
 }
 
 /// The `mcpvm run` command line that starts the server in its microVM,
