@@ -9,7 +9,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
-use withholding::network::{canonical, refused_range, Policy, Rule, Verdict};
+use withholding::network::{canonical, refused_range, NetworkPolicy, Rule, Decision};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(Rule::parse(&rule.to_string()).as_ref(), Ok(&rule), "{r:?}");
         }
     }
-    let Ok(policy) = Policy::parse(&rules) else {
+    let Ok(policy) = NetworkPolicy::parse(&rules) else {
         return;
     };
     // The rest: names and addresses to decide.
@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
                 matches!(r.host, withholding::network::Host::Address(x) if canonical(x) == canonical(a))
             });
             let verdict = policy.connect(Some("example.org"), a, port);
-            if refused_range(a).is_some() && verdict == Verdict::Allow {
+            if refused_range(a).is_some() && verdict == Decision::Allow {
                 assert!(named, "{a} allowed by {policy:?}");
             }
             let _ = policy.answer_ok(a);

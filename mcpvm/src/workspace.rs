@@ -148,7 +148,7 @@ impl std::fmt::Display for TakenBack {
 /// workspace takes the guest's copy back (up to `limit` bytes).
 /// The thread confines itself to host-file work in `seccomp` mode first;
 /// if it cannot, the transfer ends with that error.
-pub fn serve(
+pub fn start_transfer(
     listener: UnixListener,
     ws: WorkspaceArg,
     limit: u64,
@@ -378,7 +378,7 @@ fn protected(rel: &Path) -> bool {
 
 /// What happens to one entry of the guest's tar.
 #[derive(Debug, PartialEq)]
-enum Verdict {
+enum Disposition {
     /// Unpack it with this permission mask.
     Take {
         mask: u32,
@@ -400,27 +400,27 @@ fn judge(
     size: u64,
     room: u64,
     host_exec: bool,
-) -> Verdict {
+) -> Disposition {
     use tar::EntryType as T;
-    let refuse = |why: &str| Verdict::Refuse(format!("{}: {why}", rel.display()));
+    let refuse = |why: &str| Disposition::Refuse(format!("{}: {why}", rel.display()));
     if protected(rel) {
-        return Verdict::Keep(format!(
+        return Disposition::Keep(format!(
             "{}: configuration the host's tools act on (hidden, or a build, test or task file); the host's copy is kept",
             rel.display()
         ));
     }
     match kind {
         T::Regular | T::Continuous if size > room => refuse("over the size limit"),
-        T::Regular | T::Continuous => Verdict::Take {
+        T::Regular | T::Continuous => Disposition::Take {
             // No special bits, no group/world write, exec only as before.
             mask: 0o7022 | if host_exec { 0 } else { 0o111 },
         },
-        T::Directory => Verdict::Take { mask: 0o7022 },
+        T::Directory => Disposition::Take { mask: 0o7022 },
         T::Symlink => match link.map(|target| resolve_link(rel, target)) {
             Some(Some(to)) if protected(&to) => {
                 refuse("a symbolic link into a path the host's tools run code from")
             }
-            Some(Some(_)) => Verdict::Take { mask: 0o7022 },
+            Some(Some(_)) => Disposition::Take { mask: 0o7022 },
             _ => refuse("a symbolic link that leaves the workspace"),
         },
         T::GNUSparse => refuse("a sparse file"),
@@ -600,19 +600,19 @@ fn unpack_judged(stream: impl Read, fresh: &Path, dir: &Path, limit: u64) -> io:
         let host_exec = std::fs::symlink_metadata(dir.join(&rel))
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
         match judge(&rel, kind, link.as_deref(), size, room, host_exec) {
-            Verdict::Refuse(why) => {
+            Disposition::Refuse(why) => {
                 summary
                     .refused
                     .push(crate::logger::printable(&why).into_owned());
             }
-            Verdict::Keep(why) => {
+            Disposition::Keep(why) => {
                 if changed(&mut e, kind, link.as_deref(), &dir.join(&rel))? {
                     summary
                         .refused
                         .push(crate::logger::printable(&why).into_owned());
                 }
             }
-            Verdict::Take { mask } => {
+            Disposition::Take { mask } => {
                 if matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous) {
                     room -= size;
                 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use mcpvm::egress::process::Egress;
 use mcpvm_protocol::egress::{Reply, Request};
-use withholding::network::Policy;
+use withholding::network::NetworkPolicy;
 
 fn ask(sock: &Path, req: &Request) -> (Reply, UnixStream) {
     let s = UnixStream::connect(sock).unwrap();
@@ -39,7 +39,7 @@ fn the_proxy_resolves_connects_and_logs_under_its_seccomp_filter() {
         s.write_all(b"HTTP/1.0 200 OK\r\n\r\nhello").unwrap();
     });
     let rules: Vec<String> = ["localhost", "127.0.0.1"].map(String::from).to_vec();
-    let policy = Policy::parse(&rules).unwrap();
+    let policy = NetworkPolicy::parse(&rules).unwrap();
     let egress = Egress::spawn_exe(
         Path::new(env!("CARGO_BIN_EXE_mcpvm")),
         &policy,

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Command;
 
-use mcpvm::workspace::{parse_workspace, serve};
+use mcpvm::workspace::{parse_workspace, start_transfer};
 
 const CHILD: &str = "MCPVM_WORKSPACE_CHILD";
 
@@ -22,7 +22,7 @@ fn the_workspace_round_trip_stays_within_its_filter() {
         std::env::set_current_dir(dir_path.parent().unwrap()).unwrap();
         let name = dir_path.file_name().unwrap().to_str().unwrap();
         let ws = parse_workspace(&format!("{name},rw")).unwrap();
-        let t = serve(listener, ws, 1 << 20, vmm::SeccompMode::On);
+        let t = start_transfer(listener, ws, 1 << 20, vmm::SeccompMode::On);
         // The guest side, on this (unconfined) thread.
         let mut s = UnixStream::connect(&sock).unwrap();
         // As the agent does: to the tar's end (the host keeps the stream

@@ -122,9 +122,12 @@ pub struct Timings {
     pub vm: Option<mcpvm_protocol::timings::RunTimings>,
 }
 
-/// Findings, kept apart by what caused them.
+/// What broke, kept apart by what caused it: the probe's own reading,
+/// which the audit's verdict (`fit`, `not_fit`, `inconclusive`) weighs
+/// with the rest of the evidence. (The result's field keeps its name,
+/// `verdict`, as the result's format has it: docs/probe-result.md.)
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Verdict {
+pub struct Breakage {
     /// Steps a real client would fail on.
     pub real_client_failures: Vec<String>,
     /// Robustness probes with valid input that crashed or hung the server.
@@ -191,7 +194,7 @@ pub struct ProbeResult {
     /// its descendants (`crate::memory`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_pss_kib: Option<u64>,
-    pub verdict: Verdict,
+    pub verdict: Breakage,
     /// How far the calls got: the audit's coverage figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reach: Option<Reach>,
@@ -306,7 +309,7 @@ impl ProbeResult {
             roots: Vec::new(),
             background_lookups: false,
             memory_pss_kib: None,
-            verdict: Verdict::default(),
+            verdict: Breakage::default(),
             reach: None,
             definitions: Vec::new(),
         }

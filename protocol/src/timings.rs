@@ -5,19 +5,16 @@
 //! ([`BootReport`], read by the boot benchmark).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// `mcpvm run --timings FILE`: the VM's phases and when each kind of
+/// agent event first came, one flat JSON object.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunTimings {
-    /// `/dev/kvm` opened and the VM made.
-    pub kvm_ready: Option<f64>,
-    /// The guest kernel's first instruction.
-    pub kernel_entry: Option<f64>,
-    /// The agent's write to the boot timer (init reached).
-    pub boot_timer: Option<f64>,
-    /// The VM ended.
-    pub exit: Option<f64>,
+    #[serde(flatten)]
+    pub phases: VmPhases,
     /// VM exits that reached the VMM over the whole run (the boot's and
     /// every MMIO access after it).
     #[serde(default)]
@@ -31,13 +28,9 @@ pub struct RunTimings {
 impl RunTimings {
     /// A phase by the name the file gives it: a VMM phase or an event's.
     pub fn get(&self, phase: &str) -> Option<f64> {
-        match phase {
-            "kvm_ready" => self.kvm_ready,
-            "kernel_entry" => self.kernel_entry,
-            "boot_timer" => self.boot_timer,
-            "exit" => self.exit,
-            other => self.first_event.get(other).copied(),
-        }
+        self.phases
+            .get(phase)
+            .or_else(|| self.first_event.get(phase).copied())
     }
 }
 
@@ -46,7 +39,7 @@ impl RunTimings {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BootReport {
     pub exit: BootExit,
-    pub timings_ms: BootPhases,
+    pub timings_ms: VmPhases,
     /// Each step of the VMM's set-up, by name, when it ended.
     #[serde(default)]
     pub setup_ms: BTreeMap<String, f64>,
@@ -63,16 +56,37 @@ pub struct BootExit {
     pub code: i32,
 }
 
+/// The VMM's four phases, in ms since its process started: the same in
+/// a run's timings file and a boot's report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct BootPhases {
+pub struct VmPhases {
+    /// `/dev/kvm` opened and the VM made.
     pub kvm_ready: Option<f64>,
+    /// The guest kernel's first instruction.
     pub kernel_entry: Option<f64>,
+    /// The agent's write to the boot timer (init reached).
     pub boot_timer: Option<f64>,
+    /// The VM ended.
     pub exit: Option<f64>,
 }
 
-impl BootPhases {
-    /// A phase by its name in the report.
+impl VmPhases {
+    /// From the times since the VMM started, as the VMM measures them.
+    pub fn from_durations(
+        kvm_ready: Option<Duration>,
+        kernel_entry: Option<Duration>,
+        boot_timer: Option<Duration>,
+        exit: Option<Duration>,
+    ) -> Self {
+        VmPhases {
+            kvm_ready: ms(kvm_ready),
+            kernel_entry: ms(kernel_entry),
+            boot_timer: ms(boot_timer),
+            exit: ms(exit),
+        }
+    }
+
+    /// A phase by its name in the file or the report.
     pub fn get(&self, phase: &str) -> Option<f64> {
         match phase {
             "kvm_ready" => self.kvm_ready,
@@ -82,6 +96,12 @@ impl BootPhases {
             _ => None,
         }
     }
+}
+
+/// A time since the VMM started, in ms to the µs: how every report
+/// gives it.
+pub fn ms(d: Option<Duration>) -> Option<f64> {
+    d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
 }
 
 /// Exits of one kind at one port or guest-physical address.
@@ -101,10 +121,12 @@ mod tests {
     #[test]
     fn a_timings_file_reads_back_as_written_and_by_phase_name() {
         let t = RunTimings {
-            kvm_ready: Some(1.5),
-            kernel_entry: Some(20.0),
-            boot_timer: None,
-            exit: Some(900.25),
+            phases: VmPhases {
+                kvm_ready: Some(1.5),
+                kernel_entry: Some(20.0),
+                boot_timer: None,
+                exit: Some(900.25),
+            },
             exits_to_vmm: 3079,
             first_event: [("agent_start".to_string(), 410.0)].into(),
         };
@@ -128,7 +150,7 @@ mod tests {
                 detail: "the guest powered off with status 0".into(),
                 code: 0,
             },
-            timings_ms: BootPhases {
+            timings_ms: VmPhases {
                 kvm_ready: Some(2.0),
                 kernel_entry: Some(30.0),
                 boot_timer: Some(900.0),

@@ -136,42 +136,42 @@ fn valid_name(name: &str) -> bool {
 
 /// The rules of a run. Empty: no network at all.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Policy {
+pub struct NetworkPolicy {
     pub rules: Vec<Rule>,
     /// The host's own interface addresses (its public or LAN address, where
     /// its local services listen), refused like the ranges below; filled
-    /// by the egress process where it runs ([`Policy::on_host`]).
+    /// by the egress process where it runs ([`NetworkPolicy::on_host`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_addresses: Vec<IpAddr>,
 }
 
 /// A decision and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Decision {
     Allow,
     Deny(String),
 }
 
-impl Policy {
-    pub fn parse(rules: &[String]) -> Result<Policy, String> {
+impl NetworkPolicy {
+    pub fn parse(rules: &[String]) -> Result<NetworkPolicy, String> {
         let rules = rules
             .iter()
             .map(|r| Rule::parse(r))
             .collect::<Result<_, _>>()?;
-        Ok(Policy::of(rules))
+        Ok(NetworkPolicy::of(rules))
     }
 
     /// The policy of rules already parsed.
-    pub fn of(rules: Vec<Rule>) -> Policy {
-        Policy {
+    pub fn of(rules: Vec<Rule>) -> NetworkPolicy {
+        NetworkPolicy {
             rules,
             host_addresses: Vec::new(),
         }
     }
 
     /// This policy on a host whose interfaces hold `addresses`.
-    pub fn on_host(self, addresses: Vec<IpAddr>) -> Policy {
-        Policy {
+    pub fn on_host(self, addresses: Vec<IpAddr>) -> NetworkPolicy {
+        NetworkPolicy {
             host_addresses: addresses.into_iter().map(canonical).collect(),
             ..self
         }
@@ -192,10 +192,10 @@ impl Policy {
     }
 
     /// May the guest look `name` up? (Any port of it allowed.)
-    pub fn resolve(&self, name: &str) -> Verdict {
+    pub fn resolve(&self, name: &str) -> Decision {
         match self.rules.iter().any(|r| r.names(name)) {
-            true => Verdict::Allow,
-            false => Verdict::Deny(format!("{name} is not allowed")),
+            true => Decision::Allow,
+            false => Decision::Deny(format!("{name} is not allowed")),
         }
     }
 
@@ -207,39 +207,39 @@ impl Policy {
 
     /// May the guest connect to `address:port`, which it got by looking
     /// up `name` (None: it never looked an allowed name up)?
-    pub fn connect(&self, name: Option<&str>, address: IpAddr, port: u16) -> Verdict {
+    pub fn connect(&self, name: Option<&str>, address: IpAddr, port: u16) -> Decision {
         if self.names_address(address, Some(port)) {
-            return Verdict::Allow;
+            return Decision::Allow;
         }
         if let Some(range) = self.refusal(address) {
-            return Verdict::Deny(format!(
+            return Decision::Deny(format!(
                 "{address} is {range}; only a rule naming the address allows it"
             ));
         }
         let Some(name) = name else {
-            return Verdict::Deny(format!(
+            return Decision::Deny(format!(
                 "{address}:{port} is not allowed (no allowed name resolved to it)"
             ));
         };
         let named: Vec<&Rule> = self.rules.iter().filter(|r| r.names(name)).collect();
         if named.iter().any(|r| r.port_ok(port)) {
-            return Verdict::Allow;
+            return Decision::Allow;
         }
         match named.is_empty() {
-            true => Verdict::Deny(format!("{name} is not allowed")),
-            false => Verdict::Deny(format!("{name} is allowed, but not on port {port}")),
+            true => Decision::Deny(format!("{name} is not allowed")),
+            false => Decision::Deny(format!("{name} is allowed, but not on port {port}")),
         }
     }
 
     /// May the guest reach the host's own `port` (as host.mcpvm.internal)?
-    pub fn this_host(&self, port: u16) -> Verdict {
+    pub fn this_host(&self, port: u16) -> Decision {
         match self
             .rules
             .iter()
             .any(|r| r.host == Host::ThisHost && r.port_ok(port))
         {
-            true => Verdict::Allow,
-            false => Verdict::Deny(format!("{HOST_NAME}:{port} is not allowed")),
+            true => Decision::Allow,
+            false => Decision::Deny(format!("{HOST_NAME}:{port} is not allowed")),
         }
     }
 
@@ -319,8 +319,8 @@ pub fn refused_range(a: IpAddr) -> Option<&'static str> {
 mod tests {
     use super::*;
 
-    fn policy(rules: &[&str]) -> Policy {
-        Policy::parse(&rules.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
+    fn policy(rules: &[&str]) -> NetworkPolicy {
+        NetworkPolicy::parse(&rules.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap()
     }
 
     #[test]
@@ -333,7 +333,7 @@ mod tests {
             let ip: IpAddr = a.parse().unwrap();
             assert!(!any.answer_ok(ip), "{a}");
             assert!(
-                matches!(any.connect(Some("a.example"), ip, 443), Verdict::Deny(_)),
+                matches!(any.connect(Some("a.example"), ip, 443), Decision::Deny(_)),
                 "{a}"
             );
         }
@@ -341,7 +341,7 @@ mod tests {
         let named = policy(&["198.51.100.7:443"]).on_host(vec!["198.51.100.7".parse().unwrap()]);
         assert_eq!(
             named.connect(None, "198.51.100.7".parse().unwrap(), 443),
-            Verdict::Allow
+            Decision::Allow
         );
     }
 
@@ -403,38 +403,41 @@ mod tests {
     fn names_are_allowed_by_rule_and_ports_checked_on_connect() {
         let p = policy(&["api.github.com:443", "*.googleapis.com:443", "example.org"]);
         let public: IpAddr = "93.184.216.34".parse().unwrap();
-        assert_eq!(p.resolve("api.github.com"), Verdict::Allow);
-        assert_eq!(p.resolve("storage.googleapis.com"), Verdict::Allow);
+        assert_eq!(p.resolve("api.github.com"), Decision::Allow);
+        assert_eq!(p.resolve("storage.googleapis.com"), Decision::Allow);
         assert!(
-            matches!(p.resolve("googleapis.com"), Verdict::Deny(_)),
+            matches!(p.resolve("googleapis.com"), Decision::Deny(_)),
             "*.d is not d"
         );
-        assert!(matches!(p.resolve("evilgoogleapis.com"), Verdict::Deny(_)));
-        assert!(matches!(p.resolve("github.com"), Verdict::Deny(_)));
+        assert!(matches!(p.resolve("evilgoogleapis.com"), Decision::Deny(_)));
+        assert!(matches!(p.resolve("github.com"), Decision::Deny(_)));
         let any = policy(&["*:443"]);
-        assert_eq!(any.resolve("anything.example"), Verdict::Allow);
+        assert_eq!(any.resolve("anything.example"), Decision::Allow);
         assert!(
-            matches!(any.resolve(HOST_NAME), Verdict::Deny(_)),
+            matches!(any.resolve(HOST_NAME), Decision::Deny(_)),
             "* is not the host"
         );
         assert!(matches!(
             any.connect(Some("a.example"), "169.254.169.254".parse().unwrap(), 443),
-            Verdict::Deny(_)
+            Decision::Deny(_)
         ));
         assert!(matches!(
             any.connect(Some("a.example"), public, 80),
-            Verdict::Deny(_)
+            Decision::Deny(_)
         ));
         assert_eq!(
             p.connect(Some("api.github.com"), public, 443),
-            Verdict::Allow
+            Decision::Allow
         );
-        assert_eq!(p.connect(Some("example.org"), public, 8443), Verdict::Allow);
-        let Verdict::Deny(why) = p.connect(Some("api.github.com"), public, 22) else {
+        assert_eq!(
+            p.connect(Some("example.org"), public, 8443),
+            Decision::Allow
+        );
+        let Decision::Deny(why) = p.connect(Some("api.github.com"), public, 22) else {
             panic!()
         };
         assert!(why.contains("not on port 22"), "{why}");
-        let Verdict::Deny(why) = p.connect(None, public, 443) else {
+        let Decision::Deny(why) = p.connect(None, public, 443) else {
             panic!()
         };
         assert!(why.contains("no allowed name"), "{why}");
@@ -478,9 +481,9 @@ mod tests {
             assert!(!p.answer_ok(ip) || a == "fd00:ec2::254", "{a}");
             let v = p.connect(Some("example.org"), ip, 80);
             match a {
-                "fd00:ec2::254" => assert_eq!(v, Verdict::Allow, "named by address"),
+                "fd00:ec2::254" => assert_eq!(v, Decision::Allow, "named by address"),
                 _ => assert!(
-                    matches!(v, Verdict::Deny(ref w) if w.contains("only a rule naming")),
+                    matches!(v, Decision::Deny(ref w) if w.contains("only a rule naming")),
                     "{a}: {v:?}"
                 ),
             }
@@ -497,20 +500,20 @@ mod tests {
         // Named by address: allowed on its port, even when private.
         assert_eq!(
             p.connect(None, "10.1.2.3".parse().unwrap(), 5432),
-            Verdict::Allow
+            Decision::Allow
         );
         assert!(matches!(
             p.connect(None, "10.1.2.3".parse().unwrap(), 22),
-            Verdict::Deny(_)
+            Decision::Deny(_)
         ));
         assert_eq!(
             p.connect(None, "::ffff:198.51.100.7".parse().unwrap(), 80),
-            Verdict::Allow,
+            Decision::Allow,
             "a mapped form is its address"
         );
         assert_eq!(
             p.connect(None, "198.51.100.7".parse().unwrap(), 80),
-            Verdict::Allow
+            Decision::Allow
         );
     }
 
@@ -520,7 +523,7 @@ mod tests {
         let compat = policy(&["[::8]:80"]);
         assert_eq!(
             compat.connect(None, "0.0.0.8".parse().unwrap(), 80),
-            Verdict::Allow
+            Decision::Allow
         );
         assert_eq!(
             canonical("::8".parse().unwrap()),
@@ -528,23 +531,23 @@ mod tests {
         );
         assert!(matches!(
             compat.connect(None, "0.0.0.9".parse().unwrap(), 80),
-            Verdict::Deny(_)
+            Decision::Deny(_)
         ));
     }
 
     #[test]
     fn the_host_is_reachable_only_by_its_name_and_port_when_allowed() {
         let none = policy(&["example.org"]);
-        assert!(matches!(none.resolve(HOST_NAME), Verdict::Deny(_)));
-        assert!(matches!(none.this_host(8080), Verdict::Deny(_)));
+        assert!(matches!(none.resolve(HOST_NAME), Decision::Deny(_)));
+        assert!(matches!(none.this_host(8080), Decision::Deny(_)));
         let p = policy(&["host.mcpvm.internal:8080"]);
-        assert_eq!(p.resolve(HOST_NAME), Verdict::Allow);
-        assert_eq!(p.this_host(8080), Verdict::Allow);
-        assert!(matches!(p.this_host(22), Verdict::Deny(_)));
+        assert_eq!(p.resolve(HOST_NAME), Decision::Allow);
+        assert_eq!(p.this_host(8080), Decision::Allow);
+        assert!(matches!(p.this_host(22), Decision::Deny(_)));
         assert!(
             matches!(
                 p.connect(Some(HOST_NAME), "127.0.0.1".parse().unwrap(), 8080),
-                Verdict::Deny(_)
+                Decision::Deny(_)
             ),
             "not as loopback"
         );

@@ -259,10 +259,6 @@ impl<W: Write> Write for LineTracking<W> {
     }
 }
 
-fn ms(d: Option<Duration>) -> Option<f64> {
-    d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3)
-}
-
 /// The exits that reached the VMM, most first, with the port or
 /// guest-physical address in hex.
 pub fn exit_counts(
@@ -278,22 +274,27 @@ pub fn exit_counts(
         .collect()
 }
 
+/// The VMM's phases as every report gives them (ms since it started).
+pub fn vm_phases(t: &vmm::BootTimings) -> mcpvm_protocol::timings::VmPhases {
+    mcpvm_protocol::timings::VmPhases::from_durations(
+        t.kvm_ready,
+        t.kernel_entry,
+        t.boot_timer,
+        t.exit,
+    )
+}
+
 fn report(outcome: &RunOutcome, json: bool) {
     let t = &outcome.timings;
     if json {
-        use mcpvm_protocol::timings::{BootExit, BootPhases, BootReport};
+        use mcpvm_protocol::timings::{ms, BootExit, BootReport};
         let v = BootReport {
             exit: BootExit {
                 reason: outcome.reason.kind().to_string(),
                 detail: outcome.reason.to_string(),
                 code: outcome.reason.exit_code(),
             },
-            timings_ms: BootPhases {
-                kvm_ready: ms(t.kvm_ready),
-                kernel_entry: ms(t.kernel_entry),
-                boot_timer: ms(t.boot_timer),
-                exit: ms(t.exit),
-            },
+            timings_ms: vm_phases(t),
             setup_ms: t
                 .setup
                 .iter()
@@ -311,13 +312,7 @@ fn report(outcome: &RunOutcome, json: bool) {
             .map(|e| format!("{} {:#x}: {}", e.kind.name(), e.addr, e.count))
             .collect();
         log::debug!("{total} exits to the VMM; most: {}", top.join(", "));
-        log::debug!(
-            "timings (ms since start): kvm ready {:?}, kernel entry {:?}, boot timer {:?}, exit {:?}",
-            ms(t.kvm_ready),
-            ms(t.kernel_entry),
-            ms(t.boot_timer),
-            ms(t.exit)
-        );
+        log::debug!("timings (ms since start): {:?}", vm_phases(t));
         if outcome.reason.exit_code() != 0 {
             eprintln!("mcpvm: {}", outcome.reason);
         } else {

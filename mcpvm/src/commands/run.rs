@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use vmm::VmHandle;
 
@@ -93,7 +93,7 @@ pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError
         connect_egress(egress, &channels, events_file.as_ref(), start)?;
     }
     let transfer = match (&args.vm.workspace, channels.take_workspace()) {
-        (Some(ws), Some(listener)) => Some(crate::workspace::serve(
+        (Some(ws), Some(listener)) => Some(crate::workspace::start_transfer(
             listener,
             ws.clone(),
             args.vm.workspace_limit << 20,
@@ -117,7 +117,7 @@ pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError
     sink.host(jail);
     let relays = channels.serve(first, stdio, sink, args.vm.seccomp)?;
     if let Some((listener, gate)) = inbound {
-        crate::run::inbound::serve(listener, channels_uds, gate, args.vm.seccomp);
+        crate::run::inbound::forward_all(listener, channels_uds, gate, args.vm.seccomp);
     }
     let _forwarding = caught.forward_to(&vm)?;
     let outcome = vm.wait()?;
@@ -247,13 +247,8 @@ fn write_timings(
     outcome: &vmm::RunOutcome,
     relays: &Relays,
 ) -> Result<(), RunError> {
-    let t = &outcome.timings;
-    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
     let timings = mcpvm_protocol::timings::RunTimings {
-        kvm_ready: ms(t.kvm_ready),
-        kernel_entry: ms(t.kernel_entry),
-        boot_timer: ms(t.boot_timer),
-        exit: ms(t.exit),
+        phases: super::boot::vm_phases(&outcome.timings),
         exits_to_vmm: outcome.exits.iter().map(|e| e.count).sum(),
         first_event: relays
             .first_seen

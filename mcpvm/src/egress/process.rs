@@ -14,14 +14,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use withholding::network::Policy;
+use withholding::network::NetworkPolicy;
 
 use super::proxy::{NetLog, Proxy};
 
 /// What the run tells the proxy with the sockets.
 #[derive(Serialize, Deserialize)]
 struct Handover {
-    policy: Policy,
+    policy: NetworkPolicy,
     /// How long the run had been going (ms), for events' `at_ms`.
     since_start_ms: f64,
     events: bool,
@@ -33,19 +33,19 @@ pub struct Egress {
     #[allow(dead_code)]
     child: Child,
     control: UnixStream,
-    policy: Policy,
+    policy: NetworkPolicy,
 }
 
 impl Egress {
     /// Starts `mcpvm egress`, waiting for its sockets.
-    pub fn spawn(policy: &Policy, seccomp: vmm::SeccompMode) -> io::Result<Egress> {
+    pub fn spawn(policy: &NetworkPolicy, seccomp: vmm::SeccompMode) -> io::Result<Egress> {
         Egress::spawn_exe(&crate::exe::vm()?, policy, seccomp)
     }
 
     /// [`Egress::spawn`] of the `mcpvm` binary at `exe`.
     pub fn spawn_exe(
         exe: &std::path::Path,
-        policy: &Policy,
+        policy: &NetworkPolicy,
         seccomp: vmm::SeccompMode,
     ) -> io::Result<Egress> {
         let (ours, theirs) = UnixStream::pair()?;

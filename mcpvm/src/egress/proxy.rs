@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use mcpvm_protocol::egress::{Reply, Request, HOST_ADDR, HOST_NAME, MAX_REQUEST};
 use mcpvm_protocol::messages::{AnyEvent, During, EventLine, HostEvent, NetEvent};
-use withholding::network::{Policy, Verdict};
+use withholding::network::{Decision, NetworkPolicy};
 
 /// Streams open at once at most (fewer where the descriptor limit is
 /// low: [`streams_within`]).
@@ -163,7 +163,7 @@ struct Rate {
 }
 
 pub struct Proxy {
-    policy: Policy,
+    policy: NetworkPolicy,
     /// Address → the allowed name it was handed out for.
     resolved: Mutex<HashMap<Ipv4Addr, String>>,
     pub log: NetLog,
@@ -176,7 +176,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    pub fn new(policy: Policy, log: NetLog) -> Proxy {
+    pub fn new(policy: NetworkPolicy, log: NetLog) -> Proxy {
         Proxy {
             policy,
             resolved: Mutex::default(),
@@ -327,7 +327,7 @@ impl Proxy {
                 }),
             };
         }
-        if let Verdict::Deny(reason) = self.policy.resolve(name) {
+        if let Decision::Deny(reason) = self.policy.resolve(name) {
             return Err(Reply::Denied { reason });
         }
         let found: Vec<IpAddr> = (name, 0)
@@ -396,7 +396,7 @@ impl Proxy {
             ..NetEvent::default()
         };
         // Each event is written before the guest hears the answer.
-        if let Verdict::Deny(reason) = verdict {
+        if let Decision::Deny(reason) = verdict {
             event.reason = Some(reason.clone());
             event.duration_ms = t.elapsed().as_secs_f64() * 1000.0;
             self.log.add(&event);
@@ -468,7 +468,7 @@ mod tests {
 
     fn proxy(rules: &[&str], events: &std::path::Path) -> Arc<Proxy> {
         let policy =
-            Policy::parse(&rules.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+            NetworkPolicy::parse(&rules.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         Arc::new(Proxy::new(
             policy,
             NetLog::new(Some(File::create(events).unwrap()), 0.0),

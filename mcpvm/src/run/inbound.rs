@@ -234,7 +234,7 @@ pub fn bind(
 
 /// Starts accepting on `listener`; each connection that `gate` lets
 /// through goes to the guest through the VMM's vsock socket at `uds`.
-pub fn serve(listener: TcpListener, uds: PathBuf, gate: Gate, mode: SeccompMode) {
+pub fn forward_all(listener: TcpListener, uds: PathBuf, gate: Gate, mode: SeccompMode) {
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -382,7 +382,7 @@ mod tests {
         fake_vmm(&uds, true);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        serve(listener, uds, gate(addr), SeccompMode::Off);
+        forward_all(listener, uds, gate(addr), SeccompMode::Off);
         let mut c = TcpStream::connect(addr).unwrap();
         let req = request(
             &addr.to_string(),
@@ -405,7 +405,7 @@ mod tests {
         let uds = dir.path().join("no-vmm.sock");
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        serve(listener, uds, gate(addr), SeccompMode::Off);
+        forward_all(listener, uds, gate(addr), SeccompMode::Off);
         let auth = format!("Authorization: Bearer {TOKEN}\r\n");
         let here = addr.to_string();
         for (req, want) in [

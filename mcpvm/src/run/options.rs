@@ -212,8 +212,8 @@ fn network(
     server: Option<&ServerPlan>,
     allow_net: &[withholding::network::Rule],
     profile: Option<&Profile>,
-) -> Result<Option<withholding::network::Policy>, String> {
-    use withholding::network::{Policy, Rule};
+) -> Result<Option<withholding::network::NetworkPolicy>, String> {
+    use withholding::network::{NetworkPolicy, Rule};
     // Parsed once each (the user's as they were read, the catalogue's
     // here), then narrowed and passed on as rules.
     let mut rules: Vec<Rule> = server
@@ -228,7 +228,7 @@ fn network(
     if let Some(p) = profile {
         rules = p.network.narrow(rules);
     }
-    Ok(Some(Policy::of(rules)))
+    Ok(Some(NetworkPolicy::of(rules)))
 }
 
 const DEFAULT_WORKSPACE_LIMIT_MIB: u64 = 1024;
@@ -281,7 +281,7 @@ pub struct Checked {
     /// Who the guest may reach: the server's rules and --allow-net, as
     /// the profile narrows them. None: no network at all (no rules were
     /// given); a policy the profile emptied still logs every attempt.
-    pub network: Option<withholding::network::Policy>,
+    pub network: Option<withholding::network::NetworkPolicy>,
     /// The guest port --listen forwards to.
     pub inbound: Option<u16>,
     /// The user's environment for the server: --env-file's, then
@@ -592,7 +592,7 @@ mod tests {
             ..ServerPlan::default()
         };
         let user = [withholding::network::Rule::parse("198.51.100.7:8080").unwrap()];
-        let rules = |p: &Option<withholding::network::Policy>| -> Vec<String> {
+        let rules = |p: &Option<withholding::network::NetworkPolicy>| -> Vec<String> {
             p.as_ref()
                 .unwrap()
                 .rules

@@ -35,7 +35,7 @@ pub struct RunPlan {
     pub disks: Vec<vmm::DiskConfig>,
     pub spec: RunSpec,
     /// Who the guest may reach; None: no network (docs/network.md).
-    pub network: Option<withholding::network::Policy>,
+    pub network: Option<withholding::network::NetworkPolicy>,
 }
 
 impl RunPlan {

@@ -858,7 +858,7 @@ fn section_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::record::{Evidence, Robustness, Timings};
+    use crate::audit::record::{CellEvidence, CellTimings, Robustness};
 
     fn meta() -> ServerMeta {
         ServerMeta {
@@ -884,11 +884,11 @@ mod tests {
             tools_ok: vec!["a".into()],
             tools_failed: Vec::new(),
             tools_listed: Vec::new(),
-            timings: Timings::default(),
-            evidence: Evidence {
+            timings: CellTimings::default(),
+            evidence: CellEvidence {
                 stderr_tail: stderr.into(),
                 exit,
-                ..Evidence::default()
+                ..CellEvidence::default()
             },
             syscalls_used: None,
             samples: Vec::new(),

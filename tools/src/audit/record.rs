@@ -80,7 +80,7 @@ impl Outcome {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Timings {
+pub struct CellTimings {
     /// The whole cell, as the audit saw it.
     pub wall_ms: f64,
     /// `mcpvm run` start to the guest agent's first event.
@@ -110,7 +110,7 @@ impl Sample {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Evidence {
+pub struct CellEvidence {
     /// System calls the profile denied, with the errno the server saw.
     pub denied: Vec<SyscallCount>,
     /// Failed steps: `step: outcome: what the server said`.
@@ -143,8 +143,8 @@ pub struct Record {
     /// (`probes::names`). Empty in records written before them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools_listed: Vec<String>,
-    pub timings: Timings,
-    pub evidence: Evidence,
+    pub timings: CellTimings,
+    pub evidence: CellEvidence,
     /// Every call the server made, in a profile that logs them (baseline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub syscalls_used: Option<Vec<SyscallCount>>,
@@ -493,13 +493,13 @@ impl Record {
             tools_ok: Vec::new(),
             tools_failed: Vec::new(),
             tools_listed: Vec::new(),
-            timings: Timings {
+            timings: CellTimings {
                 wall_ms,
-                ..Timings::default()
+                ..CellTimings::default()
             },
-            evidence: Evidence {
+            evidence: CellEvidence {
                 errors: vec![why],
-                ..Evidence::default()
+                ..CellEvidence::default()
             },
             syscalls_used: None,
             samples: Vec::new(),
@@ -567,7 +567,7 @@ impl Record {
                 .take(MAX_LISTED)
                 .map(|t| t.chars().take(128).collect())
                 .collect(),
-            timings: Timings {
+            timings: CellTimings {
                 wall_ms,
                 // The events file is written as events come; the
                 // timings file only when `mcpvm run` ends by itself.
@@ -580,7 +580,7 @@ impl Record {
                 handshake_ms: probe.timings.handshake_ms,
                 tools_list_ms: probe.timings.tools_list_ms,
             },
-            evidence: Evidence {
+            evidence: CellEvidence {
                 denied,
                 errors,
                 stderr_head: head(&probe.stderr, STDERR_TAIL),

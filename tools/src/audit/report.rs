@@ -13,7 +13,7 @@ use super::matrix::SECURITY;
 use super::meta::Meta;
 use super::record::{Outcome, Record};
 use super::render;
-use super::verdict::{self, Effect, Spread, BASELINE};
+use super::verdict::{self, ProfileEffect, Spread, BASELINE};
 use super::{compat, network, security};
 
 type Records = BTreeMap<(String, String), Record>;
@@ -23,7 +23,7 @@ fn cell<'a>(records: &'a Records, s: &str, p: &str) -> Option<&'a Record> {
 }
 
 /// What the profile did to the server of `r` (`verdict::judge`).
-fn effect(records: &Records, r: &Record) -> Effect {
+fn effect(records: &Records, r: &Record) -> ProfileEffect {
     verdict::judge(cell(records, &r.server, BASELINE), r)
 }
 
@@ -47,29 +47,32 @@ fn findings(meta: &Meta, records: &Records) -> Vec<Block> {
             let Some(r) = cell(records, s, p) else {
                 continue;
             };
-            let hit = match effect(records, r) {
-                Effect::NewlyBroken => Line::text("broke ").strong(s.as_str()).and(format!(
-                    " ({}{})",
-                    r.outcome.name(),
-                    denied_part(r)
-                )),
-                Effect::NewFailures(new) => Line::text("made ").strong(s.as_str()).and(format!(
-                    " fail {}{}",
-                    new.iter()
-                        .map(|e| step_of(e))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    denied_part(r)
-                )),
-                Effect::SlowerStart(c) => Line::text("slowed ").strong(s.as_str()).and(format!(
-                    "'s first response to {:.2}× ({} against {}, no run overlapping){}",
-                    c.ratio,
-                    c.cell.describe(),
-                    c.baseline.describe(),
-                    denied_part(r)
-                )),
-                _ => continue,
-            };
+            let hit =
+                match effect(records, r) {
+                    ProfileEffect::NewlyBroken => Line::text("broke ")
+                        .strong(s.as_str())
+                        .and(format!(" ({}{})", r.outcome.name(), denied_part(r))),
+                    ProfileEffect::NewFailures(new) => {
+                        Line::text("made ").strong(s.as_str()).and(format!(
+                            " fail {}{}",
+                            new.iter()
+                                .map(|e| step_of(e))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            denied_part(r)
+                        ))
+                    }
+                    ProfileEffect::SlowerStart(c) => {
+                        Line::text("slowed ").strong(s.as_str()).and(format!(
+                            "'s first response to {:.2}× ({} against {}, no run overlapping){}",
+                            c.ratio,
+                            c.cell.describe(),
+                            c.baseline.describe(),
+                            denied_part(r)
+                        ))
+                    }
+                    _ => continue,
+                };
             if hits > 0 {
                 line = line.and("; ");
             }
@@ -245,8 +248,8 @@ fn matrix(meta: &Meta, records: &Records) -> Vec<Block> {
                         Cell {
                             lines: vec![e.symbol(r.outcome).to_string()],
                             shade: Some(match e {
-                                Effect::Same => "#6a8",
-                                Effect::SlowerStart(_) => "#a8a040",
+                                ProfileEffect::Same => "#6a8",
+                                ProfileEffect::SlowerStart(_) => "#a8a040",
                                 _ => r.outcome.colour(),
                             }),
                             title: Some(format!(
@@ -582,7 +585,7 @@ pub(super) mod tests {
     use super::*;
     use crate::audit::matrix::Shard;
     use crate::audit::meta::ServerMeta;
-    use crate::audit::record::{Evidence, Sample, Timings};
+    use crate::audit::record::{CellEvidence, CellTimings, Sample};
     use mcpvm_protocol::messages::SyscallCount;
 
     pub(in crate::audit) fn meta() -> Meta {
@@ -641,13 +644,13 @@ pub(super) mod tests {
             tools_ok: vec![],
             tools_failed: vec![],
             tools_listed: Vec::new(),
-            timings: Timings {
+            timings: CellTimings {
                 wall_ms: 1.0,
                 boot_ms: Some(400.0),
                 handshake_ms: Some(handshake),
                 tools_list_ms: None,
             },
-            evidence: Evidence {
+            evidence: CellEvidence {
                 denied: if outcome == Outcome::Ok {
                     vec![]
                 } else {

@@ -20,7 +20,7 @@ use super::record::{Outcome, Record};
 pub const BASELINE: &str = "baseline";
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
+pub enum ProfileEffect {
     /// The baseline cell itself.
     Baseline,
     /// No baseline cell to compare with.
@@ -137,15 +137,15 @@ fn severe(o: Outcome) -> bool {
 }
 
 /// Judges `cell` against `baseline` (the same server's baseline cell).
-pub fn judge(baseline: Option<&Record>, cell: &Record) -> Effect {
+pub fn judge(baseline: Option<&Record>, cell: &Record) -> ProfileEffect {
     if cell.profile == BASELINE {
-        return Effect::Baseline;
+        return ProfileEffect::Baseline;
     }
     let Some(base) = baseline else {
-        return Effect::Unjudged;
+        return ProfileEffect::Unjudged;
     };
     if severe(cell.outcome) && cell.outcome != base.outcome {
-        return Effect::NewlyBroken;
+        return ProfileEffect::NewlyBroken;
     }
     let new: Vec<String> = cell
         .evidence
@@ -155,45 +155,48 @@ pub fn judge(baseline: Option<&Record>, cell: &Record) -> Effect {
         .cloned()
         .collect();
     if !new.is_empty() {
-        return Effect::NewFailures(new);
+        return ProfileEffect::NewFailures(new);
     }
     match start_change(base, cell) {
-        Some(change) if change.ratio > 1.0 => Effect::SlowerStart(change),
-        _ => Effect::Same,
+        Some(change) if change.ratio > 1.0 => ProfileEffect::SlowerStart(change),
+        _ => ProfileEffect::Same,
     }
 }
 
-impl Effect {
+impl ProfileEffect {
     /// What the profile broke (as opposed to what the server has anyway;
     /// a slower start is the profile's too, but breaks nothing).
     pub fn profile_caused(&self) -> bool {
-        matches!(self, Effect::NewFailures(_) | Effect::NewlyBroken)
+        matches!(
+            self,
+            ProfileEffect::NewFailures(_) | ProfileEffect::NewlyBroken
+        )
     }
 
     /// The matrix symbol: the outcome's own where there is nothing to
     /// compare with.
     pub fn symbol(&self, outcome: Outcome) -> &'static str {
         match self {
-            Effect::Baseline | Effect::Unjudged => outcome.symbol(),
-            Effect::Same => "=",
-            Effect::NewFailures(_) => "◐",
-            Effect::NewlyBroken => "✗",
-            Effect::SlowerStart(_) => "◷",
+            ProfileEffect::Baseline | ProfileEffect::Unjudged => outcome.symbol(),
+            ProfileEffect::Same => "=",
+            ProfileEffect::NewFailures(_) => "◐",
+            ProfileEffect::NewlyBroken => "✗",
+            ProfileEffect::SlowerStart(_) => "◷",
         }
     }
 
     pub fn name(&self, outcome: Outcome) -> String {
         match self {
-            Effect::Baseline | Effect::Unjudged => outcome.name().to_string(),
-            Effect::Same => format!("as baseline ({})", outcome.name()),
-            Effect::NewFailures(new) => format!(
+            ProfileEffect::Baseline | ProfileEffect::Unjudged => outcome.name().to_string(),
+            ProfileEffect::Same => format!("as baseline ({})", outcome.name()),
+            ProfileEffect::NewFailures(new) => format!(
                 "{}, {} new failure{}",
                 outcome.name(),
                 new.len(),
                 if new.len() == 1 { "" } else { "s" }
             ),
-            Effect::NewlyBroken => format!("newly broken ({})", outcome.name()),
-            Effect::SlowerStart(c) => format!(
+            ProfileEffect::NewlyBroken => format!("newly broken ({})", outcome.name()),
+            ProfileEffect::SlowerStart(c) => format!(
                 "as baseline ({}), slower start: {:.2}× the baseline's first response",
                 outcome.name(),
                 c.ratio
@@ -240,9 +243,9 @@ mod tests {
             Outcome::Degraded,
             &["tools/call:lint: tool_error: No files matching 'mcpvm-probe'"],
         );
-        assert_eq!(judge(Some(&base), &cell), Effect::Same);
+        assert_eq!(judge(Some(&base), &cell), ProfileEffect::Same);
         assert!(!judge(Some(&base), &cell).profile_caused());
-        assert_eq!(judge(Some(&base), &base), Effect::Baseline);
+        assert_eq!(judge(Some(&base), &base), ProfileEffect::Baseline);
         assert!(baseline_failure(&base)
             .unwrap()
             .starts_with("degraded: tools/call:lint"));
@@ -258,7 +261,7 @@ mod tests {
         );
         assert_eq!(
             judge(Some(&base), &cell),
-            Effect::NewFailures(vec!["tools/call:save: tool_error: EROFS".into()])
+            ProfileEffect::NewFailures(vec!["tools/call:save: tool_error: EROFS".into()])
         );
         let base = rec(
             BASELINE,
@@ -292,7 +295,7 @@ mod tests {
         let base = timed(BASELINE, &[9100.0, 8300.0, 11700.0, 9000.0, 9500.0]);
         // Every run later than every baseline run, 1.4x at the medians.
         let slow = timed("tiny-mem", &[12800.0, 13100.0, 12900.0, 14000.0, 13000.0]);
-        let Effect::SlowerStart(c) = judge(Some(&base), &slow) else {
+        let ProfileEffect::SlowerStart(c) = judge(Some(&base), &slow) else {
             panic!("{:?}", judge(Some(&base), &slow));
         };
         assert!((c.ratio - 13000.0 / 9100.0).abs() < 1e-9);
@@ -304,22 +307,22 @@ mod tests {
         assert!(!judge(Some(&base), &slow).profile_caused());
         // One run inside the baseline's range: noise.
         let mixed = timed("tiny-mem", &[12800.0, 11000.0, 12900.0, 14000.0, 13000.0]);
-        assert_eq!(judge(Some(&base), &mixed), Effect::Same);
+        assert_eq!(judge(Some(&base), &mixed), ProfileEffect::Same);
         // Three runs each separate by chance one time in 20: not judged.
         let base3 = timed(BASELINE, &[9100.0, 8300.0, 9500.0]);
         let slow3 = timed("tiny-mem", &[12800.0, 13100.0, 12900.0]);
-        assert_eq!(judge(Some(&base3), &slow3), Effect::Same);
+        assert_eq!(judge(Some(&base3), &slow3), ProfileEffect::Same);
         // Apart, but by under 10%: not reported.
         let close = timed("tiny-mem", &[11800.0, 11900.0, 12000.0, 11750.0, 11850.0]);
         let tight = timed(BASELINE, &[11000.0, 11100.0, 11200.0, 11050.0, 11150.0]);
-        assert_eq!(judge(Some(&tight), &close), Effect::Same);
+        assert_eq!(judge(Some(&tight), &close), ProfileEffect::Same);
         // Faster is not a harm the profile did.
         assert_eq!(
             judge(
                 Some(&slow),
                 &timed("x", &[9100.0, 8300.0, 8700.0, 9000.0, 9500.0])
             ),
-            Effect::Same
+            ProfileEffect::Same
         );
         assert!(start_change(&slow, &base).is_some_and(|c| c.ratio < 1.0));
         // A new failure outranks a slower start.
@@ -327,7 +330,7 @@ mod tests {
         failing.evidence.errors = vec!["tools/call:x: tool_error: EPERM".into()];
         assert!(matches!(
             judge(Some(&base), &failing),
-            Effect::NewFailures(_)
+            ProfileEffect::NewFailures(_)
         ));
     }
 
@@ -347,11 +350,11 @@ mod tests {
     fn newly_broken_and_unjudged() {
         let base = rec(BASELINE, Outcome::Ok, &[]);
         let cell = rec("deny-exec", Outcome::Broken, &["initialize: closed: "]);
-        assert_eq!(judge(Some(&base), &cell), Effect::NewlyBroken);
-        assert_eq!(judge(None, &cell), Effect::Unjudged);
+        assert_eq!(judge(Some(&base), &cell), ProfileEffect::NewlyBroken);
+        assert_eq!(judge(None, &cell), ProfileEffect::Unjudged);
         // A server broken in the baseline too: the profile broke nothing.
         let base = rec(BASELINE, Outcome::Broken, &["initialize: closed: "]);
-        assert_eq!(judge(Some(&base), &cell), Effect::Same);
+        assert_eq!(judge(Some(&base), &cell), ProfileEffect::Same);
         assert!(baseline_failure(&base).is_some());
     }
 }
