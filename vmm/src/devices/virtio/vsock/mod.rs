@@ -2,17 +2,17 @@
 //! the way Firecracker does it, so host tools written for Firecracker work.
 //!
 //! ```text
-//! guest AF_VSOCK ⇄ TX/RX virtqueues ⇄ device.rs (worker thread, epoll)
+//! guest AF_VSOCK ⇄ TX/RX virtqueues ⇄ event_handler.rs (worker thread, epoll)
 //!                                         ⇅
 //!                                     muxer.rs ⇄ connection.rs ⇄ host UnixStream
 //! ```
 //!
 //! - `device.rs`: the virtio device. On activation it starts one worker
-//!   thread that waits (epoll) on the queue notifications, the host
-//!   listener, every host socket and a kill eventfd. TX chains are parsed
-//!   into packets for the muxer; RX chains are filled with the muxer's
-//!   packets. Malformed chains are returned to the guest unused and the
-//!   device carries on.
+//!   thread (`event_handler.rs`) that waits (epoll) on the queue
+//!   notifications, the host listener, every host socket and a kill
+//!   eventfd. TX chains are parsed into packets for the muxer; RX chains
+//!   are filled with the muxer's packets. Malformed chains are returned
+//!   to the guest unused and the device carries on.
 //! - `muxer.rs`: connection setup both ways (host `CONNECT <port>\n` /
 //!   `OK <port>\n`; guest connects to `<uds_path>_<port>` or gets RST),
 //!   routing, shutdown, limits.
@@ -27,6 +27,7 @@
 pub mod connection;
 pub mod connector;
 pub mod device;
+pub mod event_handler;
 pub mod muxer;
 pub mod packet;
 
