@@ -4,19 +4,13 @@
 //! targets (fuzz/) reach its parsers through it. It knows nothing of
 //! MCP clients or reports: it depends on neither `probes` nor `maud`.
 
-pub mod accept;
 pub mod cli;
 pub mod commands;
-pub mod disk_arg;
 pub mod egress;
 pub mod exe;
-pub mod files;
-pub mod image;
-pub mod lines;
+pub mod host;
 pub mod logger;
-pub mod package;
 pub mod run;
-pub mod rundir;
 pub mod server;
 pub mod workspace;
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use vmm::{RunOutcome, VmConfig};
 
-use crate::disk_arg::{parse_disk, DiskArg};
+use crate::run::disk_arg::{parse_disk, DiskArg};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SerialMode {

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use vmm::VmHandle;
 
+use crate::host::rundir::RunDir;
 use crate::logger::printable_lines;
 use crate::run::channels::{HostChannels, Relays, Stdio, RELAY_DRAIN};
 use crate::run::events::EventSink;
@@ -22,7 +23,6 @@ pub use crate::run::options::{Checked, RunArgs, VmOptions};
 use crate::run::start::Start;
 use crate::run::template::{self, INITIALIZE_FILE};
 use crate::run::RunError;
-use crate::rundir::RunDir;
 
 /// The run, step by step.
 pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError> {

@@ -206,9 +206,9 @@ impl Proxy {
     }
 
     /// [`Proxy::serve`] of any stream of accepted connections: an error
-    /// passes (`crate::accept`), only a listener that is gone ends it.
+    /// passes (`crate::host::accept`), only a listener that is gone ends it.
     pub fn serve_from(self: Arc<Self>, incoming: impl Iterator<Item = io::Result<UnixStream>>) {
-        for stream in crate::accept::accepted(incoming) {
+        for stream in crate::host::accept::accepted(incoming) {
             let admitted =
                 self.active.load(Ordering::SeqCst) < self.max_streams && self.take_token();
             if !admitted {

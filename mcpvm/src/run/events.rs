@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use mcpvm_protocol::messages::{AnyEvent, Event, EventLine, HostEvent};
 
-use crate::lines::read_line_bounded;
+use crate::host::lines::read_line_bounded;
 
 /// The agent's longest event, the control channel's line limit.
 pub const MAX_LINE: usize = mcpvm_protocol::ports::MAX_CONTROL_LINE;

@@ -248,8 +248,8 @@ pub fn forward_all(listener: TcpListener, uds: PathBuf, gate: Gate, mode: Seccom
             }
             let active = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
             // An accept error passes after a pause, never spins
-            // (crate::accept).
-            for conn in crate::accept::accepted(listener.incoming()) {
+            // (crate::host::accept).
+            for conn in crate::host::accept::accepted(listener.incoming()) {
                 if active.load(std::sync::atomic::Ordering::SeqCst) >= MAX_CONNECTIONS {
                     let _ = conn.shutdown(Shutdown::Both);
                     continue;

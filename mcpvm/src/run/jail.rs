@@ -37,7 +37,7 @@ pub fn enter(mode: JailMode, paths: RunPaths) -> Result<HostEvent, RunError> {
     }
     // Runs killed earlier left their directories on the host, where the
     // jail no longer looks; the jail is built over the base directory.
-    let base = crate::rundir::prepare_base().map_err(RunError::RunDir)?;
+    let base = crate::host::rundir::prepare_base().map_err(RunError::RunDir)?;
     let mut jail = Jail::for_vmm(&base);
     // A path that is missing stays as it is and out of the jail: the step
     // that reads it says so, as it would unjailed.

@@ -20,6 +20,7 @@
 //! the guest agent (`guest-agent/src/links.rs`) → the server's stdin pipe.
 
 pub mod channels;
+pub mod disk_arg;
 pub mod events;
 pub mod inbound;
 pub mod jail;

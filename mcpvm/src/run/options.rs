@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::disk_arg::{parse_disk, DiskArg};
+use crate::run::disk_arg::{parse_disk, DiskArg};
 use crate::server::{CatalogueArg, ServerPlan};
 use crate::withholding::profile::Profile;
 use crate::withholding::Profiles;
@@ -301,11 +301,11 @@ pub enum OptionsError {
     #[error(transparent)]
     Server(#[from] crate::server::ServerError),
     #[error(transparent)]
-    Package(#[from] crate::package::PackageError),
+    Package(#[from] crate::server::package::PackageError),
     #[error("--read-only-root needs --image or --server")]
     ReadOnlyRoot,
     #[error(transparent)]
-    Image(#[from] crate::image::ImageError),
+    Image(#[from] crate::server::image::ImageError),
     #[error(transparent)]
     Workspace(#[from] crate::workspace::WorkspaceError),
     #[error("{0} is not set in mcpvm's environment: give --env {0}=VALUE, --env-file FILE, or export {0}")]
@@ -334,7 +334,11 @@ impl VmOptions {
             }
             Some(_) => return Err(crate::server::ServerError::Both.into()),
             None => match &self.package {
-                Some(spec) => Some(crate::package::plan(spec, self.as_released, &self.images)?),
+                Some(spec) => Some(crate::server::package::plan(
+                    spec,
+                    self.as_released,
+                    &self.images,
+                )?),
                 None => None,
             },
         };
@@ -346,13 +350,13 @@ impl VmOptions {
             return Err(OptionsError::ReadOnlyRoot);
         }
         if let Some(img) = &root_image {
-            crate::image::check_root_image(img)?;
+            crate::server::image::check_root_image(img)?;
         }
         if let Some(s) = &server {
-            crate::image::check_root_image(&s.layer)?;
+            crate::server::image::check_root_image(&s.layer)?;
         }
         for layer in &self.layers {
-            crate::image::check_root_image(layer)?;
+            crate::server::image::check_root_image(layer)?;
         }
         if let Some(ws) = &self.workspace {
             crate::workspace::check(ws)?;
@@ -700,7 +704,7 @@ mod tests {
             console: Some("console.log".into()),
             timeout: Some(30),
             allow_pvm: true,
-            disks: vec![crate::disk_arg::parse_disk("d.img,rw,id=data").unwrap()],
+            disks: vec![crate::run::disk_arg::parse_disk("d.img,rw,id=data").unwrap()],
             image: None,
             layers: Vec::new(),
             read_only_root: true,

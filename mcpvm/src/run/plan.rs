@@ -283,7 +283,7 @@ mod tests {
             secrets: Vec::new(),
         };
         let opts = VmOptions {
-            disks: vec![crate::disk_arg::parse_disk("data.img,rw").unwrap()],
+            disks: vec![crate::run::disk_arg::parse_disk("data.img,rw").unwrap()],
             read_only_root: true,
             ..VmOptions::default()
         };
@@ -333,7 +333,7 @@ mod tests {
         };
         let opts = VmOptions {
             layers: vec!["tools.erofs".into(), "more.erofs".into()],
-            disks: vec![crate::disk_arg::parse_disk("data.img,rw").unwrap()],
+            disks: vec![crate::run::disk_arg::parse_disk("data.img,rw").unwrap()],
             ..VmOptions::default()
         };
         let p = plan(&opts, &checked, &["/bin/sh"]);

@@ -180,7 +180,7 @@ fn disks(d: &mut [DiskConfig]) -> Vec<(&mut PathBuf, bool)> {
 /// images, the kind mcpvm's runs use.
 fn only_images(dir: &Path, disks: &[(PathBuf, bool)]) -> Result<(), RunError> {
     for (path, _) in disks {
-        crate::image::check_root_image(path).map_err(|e| RunError::SnapshotDisk {
+        crate::server::image::check_root_image(path).map_err(|e| RunError::SnapshotDisk {
             dir: dir.to_path_buf(),
             path: path.clone(),
             why: crate::error_chain(&e),

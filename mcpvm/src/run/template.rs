@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use mcpvm_protocol::messages::HostMessage;
 
-use crate::lines::read_line_bounded;
+use crate::host::lines::read_line_bounded;
 
 /// The ids of the `initialize` and `ping` mcpvm sends before a snapshot.
 const TEMPLATE_ID: &str = "mcpvm-snapshot";

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use mcpvm_images::store::{self, Index};
 
-use crate::lines::read_line_bounded;
+use crate::host::lines::read_line_bounded;
 use crate::server::{ServerError, ServerPlan};
 
 /// Why `--package SPEC` names no server to run.

@@ -1,6 +1,9 @@
 //! `--server NAME`: a catalogued server resolved to what a VM needs: the
 //! runtime image, the server's layer, its guest command and environment.
 
+pub mod image;
+pub mod package;
+
 use std::path::{Path, PathBuf};
 
 use mcpvm_images::catalogue::{Catalogue, CatalogueError, Entry};
