@@ -1,24 +1,24 @@
 //! What a hostile guest (its agent's `effect` and `canaries` events) and
 //! server (its answers) hand the security judges: effects grouped by
 //! step, findings judged, the SARIF log written; and what it declares
-//! (any text as a tool's name and description, probes::definitions). No
+//! (any text as a tool's name and description, probes::judge::definitions). No
 //! crash, bounded output, and every finding keeps its evidence bound.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mcpvm_protocol::messages::EventLine;
-use probes::result::StepResult;
+use probes::report::result::StepResult;
 
 fuzz_target!(|data: &[u8]| {
     // What a server declares, judged as written: any text, no crash,
     // evidence bounded and free of control characters.
     let text = String::from_utf8_lossy(data);
-    let declared = [probes::definitions::Declared {
+    let declared = [probes::judge::definitions::Declared {
         kind: "tool",
         name: &text,
         texts: vec![&text, &text],
     }];
-    for f in probes::definitions::check(&declared) {
+    for f in probes::judge::definitions::check(&declared) {
         for e in &f.evidence {
             let line = e.line();
             // 240 characters at most, each shown as up to 10 when escaped.
@@ -40,16 +40,16 @@ fuzz_target!(|data: &[u8]| {
     };
     let sent: Vec<_> = steps
         .iter()
-        .map(|s| probes::effects::requests(&s.exchange))
+        .map(|s| probes::judge::effects::requests(&s.exchange))
         .collect();
-    if let Some((per_step, _)) = probes::effects::group(&events, &sent) {
+    if let Some((per_step, _)) = probes::judge::effects::group(&events, &sent) {
         assert_eq!(per_step.len(), steps.len());
         for e in per_step.iter().flatten() {
             assert!(e.read.len() <= 50 && e.written.len() <= 50 && e.executed.len() <= 50);
             let _ = e.line();
         }
     }
-    let judged = probes::findings::judge(&steps, &events, &["/workspace".to_string()]);
+    let judged = probes::judge::findings::judge(&steps, &events, &["/workspace".to_string()]);
     let mut r = probes::ProbeResult::new(&[], "vm");
     match judged {
         Ok(findings) => {
@@ -61,10 +61,10 @@ fuzz_target!(|data: &[u8]| {
         Err(why) => r.not_judged = Some(why),
     }
     r.steps = steps;
-    let at = probes::sarif::Artifact {
+    let at = probes::report::sarif::Artifact {
         path: "fuzzed/catalogue.toml".into(),
         line: Some(1),
     };
-    let _ = probes::sarif::log(&r, "fuzzed", &at);
+    let _ = probes::report::sarif::log(&r, "fuzzed", &at);
     let _ = r.summary();
 });

@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     rules.dedup();
     for r in &rules {
         let kept = rec.beyond.iter().filter(|b| b.rule == *r).count();
-        assert!(kept <= probes::install::KEPT_PER_RULE, "{r}: {kept}");
+        assert!(kept <= probes::judge::install::KEPT_PER_RULE, "{r}: {kept}");
     }
     let _ = mcpvm_tools::install::record::summary(&rec);
     for f in mcpvm_tools::install::record::findings(&rec) {

@@ -1,5 +1,5 @@
 //! What a server that speaks Streamable HTTP sends back to the probe as
-//! an event stream (`probes::http::read_events`), in pieces cut where the
+//! an event stream (`probes::transport::http::read_events`), in pieces cut where the
 //! input says (HTTP itself is reqwest's): any bytes give messages, and the
 //! messages never hold more than the stream did.
 #![no_main]
@@ -12,14 +12,14 @@ fuzz_target!(|data: &[u8]| {
     let Some((&cut, stream)) = data.split_first() else {
         return;
     };
-    let messages = probes::http::read_events(stream.chunks(usize::from(cut).max(1)));
+    let messages = probes::transport::http::read_events(stream.chunks(usize::from(cut).max(1)));
     let total: usize = messages.iter().map(Vec::len).sum();
     assert!(
         total <= stream.len(),
         "{total} bytes of messages from {} bytes",
         stream.len()
     );
-    let whole = probes::http::read_events([stream]);
+    let whole = probes::transport::http::read_events([stream]);
     assert_eq!(
         messages, whole,
         "the same messages however the stream is cut"

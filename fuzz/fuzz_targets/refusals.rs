@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probes::arguments::{Hints, MAX_BYTES};
-use probes::feedback::{complains, read, retry};
+use probes::calls::arguments::{Hints, MAX_BYTES};
+use probes::calls::feedback::{complains, read, retry};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         .cloned()
         .unwrap_or_default(),
     };
-    let args = probes::arguments::generate(&schema);
+    let args = probes::calls::arguments::generate(&schema);
     let hints = Hints {
         workspace: Some("/workspace".into()),
         description: said.chars().take(256).collect(),
@@ -32,5 +32,5 @@ fuzz_target!(|data: &[u8]| {
         assert!(serde_json::to_string(&next).unwrap().len() <= 6 * MAX_BYTES + 2);
         assert!(why.len() <= 64 << 10, "{} bytes of why", why.len());
     }
-    let _ = probes::pattern::sample(said);
+    let _ = probes::calls::pattern::sample(said);
 });

@@ -5,7 +5,7 @@
 use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use probes::exchange::{Exchange, MAX_ENTRIES};
+use probes::transport::exchange::{Exchange, MAX_ENTRIES};
 
 fuzz_target!(|data: &[u8]| {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         .unwrap();
     let x = Exchange::new(std::time::Instant::now());
     let (tx, mut rx) = tokio::sync::mpsc::channel(1 << 16);
-    rt.block_on(probes::wire::read_stdout(
+    rt.block_on(probes::transport::wire::read_stdout(
         data,
         tx,
         x.clone(),

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use probes::arguments::{first_string_property, generate, wrong_types, MAX_BYTES, MAX_VALUES};
+use probes::calls::arguments::{first_string_property, generate, wrong_types, MAX_BYTES, MAX_VALUES};
 
 fn count(v: &serde_json::Value) -> usize {
     1 + match v {

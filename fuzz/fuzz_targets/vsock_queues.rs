@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use libfuzzer_sys::fuzz_target;
 use mcpvm_fuzz::{fill_data, hostile_queue, memory, Input};
 use vmm::devices::virtio::vsock::connector::Connector;
-use vmm::devices::virtio::vsock::device::Worker;
+use vmm::devices::virtio::vsock::event_handler::Worker;
 use vmm::devices::virtio::vsock::muxer::Muxer;
 use vmm::devices::virtio::{Activation, DeviceThread, Interrupt};
 use vmm::host_seccomp::{SeccompMode, ThreadKind};

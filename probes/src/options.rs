@@ -67,32 +67,32 @@ pub struct ProbeOptions {
     /// The server starts a program that looks hosts up on its own, at any
     /// time (a browser's background services): a refused lookup during a
     /// call says nothing of what the call waits on, so calls are not cut
-    /// short after one (`crate::upstream`).
+    /// short after one (`crate::calls::upstream`).
     pub background_lookups: bool,
     /// Measure the memory of the server's processes once its calls have
     /// answered (`ProbeResult::memory_pss_kib`).
     pub measure_memory: bool,
-    /// Attack every called tool with `payloads` (`crate::attacks`).
+    /// Attack every called tool with `payloads` (`crate::steps::attacks`).
     pub security: bool,
-    pub payloads: Vec<crate::attacks::Payload>,
+    pub payloads: Vec<crate::steps::attacks::Payload>,
     /// The server's boundary (guest paths): what a traversal payload may
-    /// reach (`crate::findings`).
+    /// reach (`crate::judge::findings`).
     pub roots: Vec<String>,
-    /// The server speaks Streamable HTTP here (`crate::http`), not on
+    /// The server speaks Streamable HTTP here (`crate::transport::http`), not on
     /// the command's stdio.
-    pub http: Option<crate::http::Endpoint>,
+    pub http: Option<crate::transport::http::Endpoint>,
     /// Added to the command's environment (the server's variables when
     /// the command is `mcpvm run --env KEY`: values never go in argv).
     pub env: Vec<(String, String)>,
-    /// Handed to the command as descriptor 3 (`crate::wire::Extras`).
+    /// Handed to the command as descriptor 3 (`crate::transport::wire::Extras`).
     pub fd3: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
     /// Values redacted from the result before anyone sees it.
-    pub secrets: crate::redact::Secrets,
+    pub secrets: crate::report::redact::Secrets,
     /// Keep every listed definition in the result (`mcpvm pin`).
     pub keep_definitions: bool,
     /// Compare the listing with this pin (`--pinned`), the version the
     /// server runs now beside it (None: its `serverInfo` version).
-    pub pinned: Option<(crate::pin::Pinned, Option<String>)>,
+    pub pinned: Option<(crate::judge::pin::Pinned, Option<String>)>,
 }
 
 impl Default for ProbeOptions {
@@ -131,7 +131,7 @@ impl Default for ProbeOptions {
 
 impl ProbeOptions {
     /// The events a call watches for a refused lookup, to be cut short
-    /// after one (`crate::upstream`): none for a server whose own
+    /// after one (`crate::calls::upstream`): none for a server whose own
     /// programs look hosts up in the background.
     pub fn refusal_watch(&self) -> Option<&std::path::Path> {
         self.vm_events

@@ -1,10 +1,10 @@
 //! A probe run: start the server, speak to it as a real client, then (if
 //! asked) as a hostile one, and end it. The server never outlives the run.
 
-use crate::conformance::{self, Handshake};
-use crate::result::{Lifecycle, Outcome, ProbeResult};
-use crate::robustness::{self, Context, Envelope, Target};
-use crate::wire::{Wire, WireError};
+use crate::report::result::{Lifecycle, Outcome, ProbeResult};
+use crate::steps::conformance::{self, Handshake};
+use crate::steps::robustness::{self, Context, Envelope, Target};
+use crate::transport::wire::{Wire, WireError};
 
 pub use crate::options::{LifecycleChoice, ProbeOptions, ToolArgs};
 
@@ -35,7 +35,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         "process"
     };
     let mut result = ProbeResult::new(command, transport);
-    let extras = crate::wire::Extras {
+    let extras = crate::transport::wire::Extras {
         env: opts.env.clone(),
         http: opts.http.clone(),
         fd3: opts.fd3.clone(),
@@ -104,15 +104,15 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         let sent: Vec<_> = result
             .steps
             .iter()
-            .map(|s| crate::effects::requests(&s.exchange))
+            .map(|s| crate::judge::effects::requests(&s.exchange))
             .collect();
-        if let Some((per_step, recording)) = crate::effects::group(events, &sent) {
+        if let Some((per_step, recording)) = crate::judge::effects::group(events, &sent) {
             for (step, effects) in result.steps.iter_mut().zip(per_step) {
                 step.effects = effects;
             }
             result.recording = Some(recording);
         }
-        match crate::findings::judge(&result.steps, events, &opts.roots) {
+        match crate::judge::findings::judge(&result.steps, events, &opts.roots) {
             // Beside what the listings showed (definitions.rs).
             Ok(f) => result.findings.extend(f),
             Err(why) if opts.security => result.not_judged = Some(why),
@@ -151,7 +151,7 @@ fn target(result: &ProbeResult, tools: &[rmcp::model::Tool]) -> Option<Target> {
         .collect();
     answered
         .iter()
-        .find(|t| crate::arguments::first_string_property(&t.schema).is_some())
+        .find(|t| crate::calls::arguments::first_string_property(&t.schema).is_some())
         .or(answered.first())
         .cloned()
 }

@@ -1,11 +1,11 @@
 //! Pin files (`mcpvm pin`, `--pinned FILE`): who a pin is of, reading
 //! one, holding a probe's listing to it, writing one whole. The
-//! comparison itself is `probes::pin`; the commands are `commands::pin`
+//! comparison itself is `probes::judge::pin`; the commands are `commands::pin`
 //! and `commands::probe`.
 
 use std::path::{Path, PathBuf};
 
-use probes::pin::{PinFile, Pinned, SCHEMA};
+use probes::judge::pin::{PinFile, Pinned, SCHEMA};
 
 use mcpvm::commands::run::VmOptions;
 
@@ -138,7 +138,7 @@ pub fn write(
     );
     file.servers.insert(id.key, id.pinned);
     let text = serde_json::to_string_pretty(&file).unwrap_or_default() + "\n";
-    mcpvm::files::write_whole(out, text.as_bytes()).map_err(|source| PinError::Write {
+    mcpvm::host::files::write_whole(out, text.as_bytes()).map_err(|source| PinError::Write {
         path: out.to_path_buf(),
         source,
     })?;

@@ -76,7 +76,7 @@ case_ fetch_allowed $P $F --server fetch --profile observe
 case_ fetch_denied $P $F --server fetch --profile observe+deny-net
 # A server that looks its refused upstream up again and again and never
 # answers: the call is cut 20 s after the first refused lookup, not at the
-# step timeout (probes/src/upstream.rs).
+# step timeout (probes/src/calls/upstream.rs).
 case_ retry_upstream mcpvm probe --json --vm --mem 768 --vcpus 1 --init-timeout 400 --step-timeout 200 \
   --profile deny-net --allow-net api.upstream.test:443 --only-given \
   --call 'search={"query":"mcpvm"}' -- /bin/mcp-broken retry-upstream

@@ -7,7 +7,7 @@
 //!
 //! A tool is shown working when its answer is not a failure in any shape,
 //! holds data, and depends on its input: the same tool called again with
-//! one value changed answered differently (`probes::arguments::vary`).
+//! one value changed answered differently (`probes::calls::arguments::vary`).
 //! A tool that takes no input, answers the same whatever it is given,
 //! returns its input unchanged or lists the server's own tools shows
 //! nothing of the server working.
@@ -71,7 +71,7 @@ pub enum Shown {
     NotCalled,
 }
 
-pub use probes::telemetry::{is_telemetry, TELEMETRY};
+pub use probes::calls::telemetry::{is_telemetry, TELEMETRY};
 
 /// The host of a network item (`dns api.x.com denied (…)`,
 /// `connect 10.0.0.1:443 allowed, failed (…)`), and whether the try was
@@ -463,7 +463,7 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool, background: bool) -
     }
 }
 
-/// The echo test (`probes::arguments::only_echoes`) again on the
+/// The echo test (`probes::calls::arguments::only_echoes`) again on the
 /// recorded answers, for a string the probe changed by appending its
 /// suffix: the rule as it is now, on records made before it was.
 fn echoes_as_recorded(c: &Call, v: &super::record::Varied) -> bool {
@@ -474,8 +474,8 @@ fn echoes_as_recorded(c: &Call, v: &super::record::Varied) -> bool {
     let Some(was) = args.pointer(&pointer).and_then(Value::as_str) else {
         return false;
     };
-    let now = Value::String(format!("{was}{}", probes::arguments::VARIED));
-    probes::arguments::only_echoes(&c.answer, &v.answer, &Value::String(was.into()), &now)
+    let now = Value::String(format!("{was}{}", probes::calls::arguments::VARIED));
+    probes::calls::arguments::only_echoes(&c.answer, &v.answer, &Value::String(was.into()), &now)
 }
 
 fn refused_line(c: &Call, hosts: &[String]) -> String {

@@ -1079,7 +1079,7 @@ mod tests {
         );
         // No call got past its argument check.
         r.network.clear();
-        r.reach = Some(probes::result::Reach {
+        r.reach = Some(probes::report::result::Reach {
             called: 2,
             reached: 0,
             not_reached: vec![

@@ -1,7 +1,7 @@
 //! Calls that reached the tools: the audit's equivalent of coverage. Of
 //! the safe tools each server's first-profile cell called, how many got
 //! an answer that is not a complaint about their arguments
-//! (`probes::feedback`), after the retries a refusal asked for. A
+//! (`probes::calls::feedback`), after the retries a refusal asked for. A
 //! verdict on a tool whose call never got past its argument check is not
 //! a verdict, so the report says per server which tools were not reached
 //! and why, and how many attacks were refused for an argument they did
@@ -256,7 +256,7 @@ mod tests {
         let meta = meta();
         let mut r = excel_record();
         r.lifecycle = Some("initialize".into());
-        r.reach = Some(probes::result::Reach {
+        r.reach = Some(probes::report::result::Reach {
             called: 4,
             reached: 3,
             retried: 2,

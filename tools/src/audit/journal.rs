@@ -59,7 +59,7 @@ impl Journal {
         accept: impl Fn(&Record) -> Result<(), String>,
     ) -> io::Result<BTreeMap<(String, String), Record>> {
         let at = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-        let mut r = BufReader::new(mcpvm::files::open_regular(path).map_err(at)?);
+        let mut r = BufReader::new(mcpvm::host::files::open_regular(path).map_err(at)?);
         let mut records = BTreeMap::new();
         let mut line = Vec::new();
         for n in 1.. {

@@ -580,7 +580,7 @@ pub fn write_reports(
         || !security::across(meta, records).is_empty()
     {
         let path = out.join("findings.sarif");
-        mcpvm::files::write_whole_with(&path, |w| security::write_sarif(w, meta, records))
+        mcpvm::host::files::write_whole_with(&path, |w| security::write_sarif(w, meta, records))
             .map_err(out_err(&path))?;
     }
     let dir = out.join("profiles");
@@ -588,7 +588,7 @@ pub fn write_reports(
         if let Some(text) = report::proposal(meta, records, s) {
             // Under --out only: a link planted at `profiles` is refused,
             // and `s` is a checked server name, never a path.
-            mcpvm::files::own_dir(&dir).map_err(out_err(&dir))?;
+            mcpvm::host::files::own_dir(&dir).map_err(out_err(&dir))?;
             write_atomic(&dir.join(format!("{s}-minimal.toml")), &text)?;
         }
     }
@@ -613,7 +613,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditErro
         // Shards come from other machines: their files are read only,
         // bounded, and everything in them checked before it is used.
         let meta_path = dir.join("audit.json");
-        let bytes = match mcpvm::files::read_regular(&meta_path, MAX_META_BYTES) {
+        let bytes = match mcpvm::host::files::read_regular(&meta_path, MAX_META_BYTES) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(AuditError::NotAudit { path: dir.clone() }.into())
             }
@@ -664,7 +664,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditErro
     meta.gaps = gaps(&meta, &given)?;
     std::fs::create_dir_all(out).map_err(out_err(out))?;
     let results = out.join("results.jsonl");
-    mcpvm::files::write_whole_with(&results, |w| {
+    mcpvm::host::files::write_whole_with(&results, |w| {
         for r in records.values() {
             serde_json::to_writer(&mut *w, r).map_err(std::io::Error::other)?;
             w.write_all(b"\n")?;
@@ -775,7 +775,7 @@ trait PdeathSig {
 impl PdeathSig for Command {
     fn pre_exec_pdeathsig(&mut self) -> &mut Self {
         // SAFETY: the hook makes only async-signal-safe calls.
-        unsafe { self.pre_exec(probes::wire::die_with_parent(std::process::id())) }
+        unsafe { self.pre_exec(probes::transport::wire::die_with_parent(std::process::id())) }
     }
 }
 
@@ -947,7 +947,7 @@ impl CellContext {
                 wall(),
             );
         }
-        match serde_json::from_str::<probes::result::ProbeResult>(text.trim()) {
+        match serde_json::from_str::<probes::report::result::ProbeResult>(text.trim()) {
             Ok(probe) => {
                 let _ = std::fs::write(dir.join(format!("{stem}.json")), &text);
                 Record::from_probe(&c.server, &c.profile, &probe, wall())

@@ -79,12 +79,12 @@ pub fn out_err(path: &Path) -> impl FnOnce(std::io::Error) -> AuditError + '_ {
 
 /// Writes `text` to `path` through a temporary file: never half-written.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), AuditError> {
-    mcpvm::files::write_whole(path, text.as_bytes()).map_err(out_err(path))
+    mcpvm::host::files::write_whole(path, text.as_bytes()).map_err(out_err(path))
 }
 
 /// `value` as pretty JSON in `path`, written as it is serialized.
 pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), AuditError> {
-    mcpvm::files::write_whole_with(path, |w| {
+    mcpvm::host::files::write_whole_with(path, |w| {
         serde_json::to_writer_pretty(w, value).map_err(std::io::Error::other)
     })
     .map_err(out_err(path))

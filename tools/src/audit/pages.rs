@@ -37,7 +37,7 @@ pub fn write(
     verdicts: &[Compat],
 ) -> Result<(), AuditError> {
     let dir = out.join(DIR);
-    mcpvm::files::own_dir(&dir).map_err(out_err(&dir))?;
+    mcpvm::host::files::own_dir(&dir).map_err(out_err(&dir))?;
     let names: Vec<&String> = meta.servers.keys().collect();
     let verdict_of: HashMap<&str, Verdict> = verdicts
         .iter()

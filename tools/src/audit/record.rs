@@ -2,8 +2,8 @@
 //! classified, with the evidence. docs/audit.md documents the schema.
 
 use mcpvm_protocol::messages::{AnyEvent, Event, EventLine, HostEvent, SyscallCount};
-use probes::findings::Finding;
-use probes::result::{Outcome as StepOutcome, ProbeResult, StepResult};
+use probes::judge::findings::Finding;
+use probes::report::result::{Outcome as StepOutcome, ProbeResult, StepResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -140,7 +140,7 @@ pub struct Record {
     pub tools_failed: Vec<String>,
     /// Every tool the server listed (at most [`MAX_LISTED`] names, each
     /// cut at 128 characters): what the cross-server name checks read
-    /// (`probes::names`). Empty in records written before them.
+    /// (`probes::judge::names`). Empty in records written before them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools_listed: Vec<String>,
     pub timings: CellTimings,
@@ -168,7 +168,7 @@ pub struct Record {
     pub start_network: Vec<String>,
     /// What the server declares that the definitions checks flag (tool
     /// poisoning, hidden characters, confusable names:
-    /// `probes::definitions`), judged on this cell's listings.
+    /// `probes::judge::definitions`), judged on this cell's listings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<Finding>,
     /// With `mcpvm audit --robustness`, in the first profile's cell: how
@@ -180,10 +180,10 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jailed: Option<bool>,
     /// How many of the calls reached their tool (an answer that is not a
-    /// complaint about the arguments: `probes::feedback`), the audit's
+    /// complaint about the arguments: `probes::calls::feedback`), the audit's
     /// coverage figure. None in records written before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reach: Option<probes::result::Reach>,
+    pub reach: Option<probes::report::result::Reach>,
     /// The arguments of each generated call that reached its tool, by
     /// tool (the last try's, when a refusal was read): what the audit
     /// learnt, offered as the server's `audit_calls` (coverage.rs).
@@ -244,7 +244,7 @@ pub struct Call {
     pub varied: Option<Varied>,
 }
 
-/// A call's second try with one value changed (`probes::arguments::vary`).
+/// A call's second try with one value changed (`probes::calls::arguments::vary`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Varied {
     /// The property changed.
@@ -300,7 +300,7 @@ impl Call {
                         _ => false,
                     })
                     .filter_map(|e| e.event.net())
-                    .filter_map(probes::effects::net_item)
+                    .filter_map(probes::judge::effects::net_item)
                     .fold(Vec::new(), |mut v, item| {
                         if !v.contains(&item) && v.len() < CALL_NET {
                             v.push(item);
@@ -398,7 +398,7 @@ pub struct Robustness {
 
 impl Robustness {
     fn of(probe: &ProbeResult) -> Option<Self> {
-        use probes::result::Class;
+        use probes::report::result::Class;
         let rs = probe.robustness.as_ref()?;
         let sent = rs.iter().filter(|r| r.class != Class::NotRun).count();
         Some(Robustness {
@@ -447,7 +447,7 @@ impl Security {
         let findings: Vec<Finding> = probe
             .findings
             .iter()
-            .filter(|f| !probes::definitions::is_declared(f))
+            .filter(|f| !probes::judge::definitions::is_declared(f))
             .cloned()
             .collect();
         if attacks.is_empty() && findings.is_empty() && probe.not_judged.is_none() {
@@ -596,7 +596,7 @@ impl Record {
             declared: probe
                 .findings
                 .iter()
-                .filter(|f| probes::definitions::is_declared(f))
+                .filter(|f| probes::judge::definitions::is_declared(f))
                 .cloned()
                 .collect(),
             robustness: Robustness::of(probe),
@@ -693,7 +693,7 @@ impl GuestEvents<'_> {
             .iter()
             .filter_map(|e| e.event.net())
             .filter(|n| matches!(n.during, None | Some(During::StartUp)));
-        for item in at_start.filter_map(probes::effects::net_item) {
+        for item in at_start.filter_map(probes::judge::effects::net_item) {
             if !tries.contains(&item) && tries.len() < MAX_NETWORK {
                 tries.push(item);
             }
@@ -704,7 +704,7 @@ impl GuestEvents<'_> {
     fn network(&self) -> Vec<String> {
         let mut tries: Vec<String> = Vec::new();
         let nets = self.0.iter().filter_map(|e| e.event.net());
-        for item in nets.filter_map(probes::effects::net_item) {
+        for item in nets.filter_map(probes::judge::effects::net_item) {
             if !tries.contains(&item) && tries.len() < MAX_NETWORK {
                 tries.push(item);
             }
@@ -739,7 +739,7 @@ fn clip(s: &str, max: usize) -> String {
 
 /// The first `max` bytes of stderr when the tail kept does not hold it
 /// all; else empty.
-fn head(s: &probes::wire::Stderr, max: usize) -> String {
+fn head(s: &probes::transport::wire::Stderr, max: usize) -> String {
     if s.bytes <= max as u64 {
         return String::new();
     }
@@ -809,7 +809,7 @@ mod tests {
     }
 
     /// An exchange line of a step.
-    fn line(dir: &str, message: Value) -> probes::exchange::Entry {
+    fn line(dir: &str, message: Value) -> probes::transport::exchange::Entry {
         serde_json::from_value(json!({"at_ms": 1.0, "dir": dir, "bytes": 1, "message": message}))
             .unwrap()
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use probes::findings::Finding;
+use probes::judge::findings::Finding;
 use serde_json::Value;
 
 use super::document::{Block, Cell, Item, Line};
@@ -177,11 +177,11 @@ pub fn section(meta: &Meta, records: &Records) -> Vec<Block> {
     ]
 }
 
-/// Findings on names across servers (`probes::names`): tools that
+/// Findings on names across servers (`probes::judge::names`): tools that
 /// shadow another audited server's or a well-known tool, packages a typo
 /// from a popular one. Judged on every server's listing (its first cell
 /// that listed) and its catalogue entry; with them, what each server's
-/// install scripts did beyond installing (`probes::install`, from the
+/// install scripts did beyond installing (`probes::judge::install`, from the
 /// store's record of its layer's build).
 pub fn across(meta: &Meta, records: &Records) -> BTreeMap<String, Vec<Finding>> {
     let listed: BTreeMap<String, (String, Vec<String>)> = meta
@@ -198,10 +198,10 @@ pub fn across(meta: &Meta, records: &Records) -> BTreeMap<String, Vec<Finding>> 
             (s.clone(), (sm.package.clone(), tools))
         })
         .collect();
-    let mut out = probes::names::shadowing(&listed);
-    let popular = probes::names::popular();
+    let mut out = probes::judge::names::shadowing(&listed);
+    let popular = probes::judge::names::popular();
     for (s, sm) in &meta.servers {
-        if let Some(f) = probes::names::near_miss(&sm.package, &popular) {
+        if let Some(f) = probes::judge::names::near_miss(&sm.package, &popular) {
             out.entry(s.clone()).or_default().insert(0, f);
         }
         // What its install scripts did when its layer was built.
@@ -257,7 +257,7 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
     }
     vec![
         Block::Heading(2, "What the servers declare".into()),
-        Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others; and across the servers (probes/src/names.rs): a tool whose name another audited server or a well-known tool has, a package a typo from a popular one; and what its install scripts did in their microVM when its layer was built, where that went beyond installing (probes/src/install.rs: credential files opened, files written outside the package, the network tried, programs a build does not need). No call was needed; every cell lists, so these are shown whatever the profiles.")),
+        Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/judge/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others; and across the servers (probes/src/judge/names.rs): a tool whose name another audited server or a well-known tool has, a package a typo from a popular one; and what its install scripts did in their microVM when its layer was built, where that went beyond installing (probes/src/judge/install.rs: credential files opened, files written outside the package, the network tried, programs a build does not need). No call was needed; every cell lists, so these are shown whatever the profiles.")),
         Block::List {
             ordered: false,
             items,
@@ -268,7 +268,7 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
 /// One SARIF 2.1.0 log of every server's findings, a run per server
 /// attacked or with findings in what it declares.
 pub fn sarif(meta: &Meta, records: &Records) -> Value {
-    probes::sarif::log_of(runs(meta, records).collect())
+    probes::report::sarif::log_of(runs(meta, records).collect())
 }
 
 /// [`sarif`] written as it is made, one server's run in memory at a
@@ -278,7 +278,7 @@ pub fn write_sarif(
     meta: &Meta,
     records: &Records,
 ) -> std::io::Result<()> {
-    let schema = serde_json::to_string(probes::sarif::SCHEMA)?;
+    let schema = serde_json::to_string(probes::report::sarif::SCHEMA)?;
     write!(
         w,
         "{{\"$schema\": {schema}, \"version\": \"2.1.0\", \"runs\": ["
@@ -309,16 +309,16 @@ fn runs<'a>(meta: &'a Meta, records: &'a Records) -> impl Iterator<Item = Value>
         );
         // Located at the server's catalogue entry.
         let artifact = match meta.origins.get(s) {
-            Some(o) => probes::sarif::Artifact {
+            Some(o) => probes::report::sarif::Artifact {
                 path: o.file.clone(),
                 line: Some(o.line),
             },
-            None => probes::sarif::Artifact {
+            None => probes::report::sarif::Artifact {
                 path: meta.catalogue.clone(),
                 line: None,
             },
         };
-        Some(probes::sarif::run(
+        Some(probes::report::sarif::run(
             &findings,
             s,
             Some(&sm.package),

@@ -95,7 +95,7 @@ struct RunAudit {
     /// include one at or above this severity (low, medium, high,
     /// critical): a CI pipeline's gate [default: none].
     #[arg(long, value_name = "SEVERITY")]
-    fail_on: Option<probes::gate::Severity>,
+    fail_on: Option<probes::judge::gate::Severity>,
     /// Hold every server the pin file names to its pin (`mcpvm pin`):
     /// rug pulls, drift and re-deployments are findings of what it
     /// declares.
@@ -162,7 +162,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
 
 /// `--fail-on`: the findings of every cell the audit recorded, against
 /// the severity; the audit's own status when none reaches it.
-fn gate(out: &Path, at: probes::gate::Severity, code: u8) -> Result<u8, audit::AuditError> {
+fn gate(out: &Path, at: probes::judge::gate::Severity, code: u8) -> Result<u8, audit::AuditError> {
     let path = out.join("results.jsonl");
     let journal = audit::journal::Journal::open(&path)
         .map_err(|source| audit::AuditError::Journal { path, source })?;
@@ -190,14 +190,14 @@ fn gate(out: &Path, at: probes::gate::Severity, code: u8) -> Result<u8, audit::A
                 .filter_map(|r| r.security.as_ref())
                 .flat_map(|s| &s.findings),
         );
-    match probes::gate::reaching(findings, at) {
+    match probes::judge::gate::reaching(findings, at) {
         0 => Ok(code),
         n => {
             eprintln!(
                 "mcpvm audit: {n} finding(s) at or above {at} (--fail-on {at}): exit {}",
-                probes::gate::FINDINGS_EXIT
+                probes::judge::gate::FINDINGS_EXIT
             );
-            Ok(probes::gate::FINDINGS_EXIT)
+            Ok(probes::judge::gate::FINDINGS_EXIT)
         }
     }
 }

@@ -96,19 +96,20 @@ const MAX_REGISTRY_BYTES: u64 = 64 << 20;
 fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, ImageCmdError> {
     use mcpvm_images::registry;
     let path = || a.registry.clone();
-    let bytes = mcpvm::files::read_regular(&a.registry, MAX_REGISTRY_BYTES).map_err(|source| {
-        ImageCmdError::ReadRegistry {
-            path: path(),
-            source,
-        }
-    })?;
+    let bytes =
+        mcpvm::host::files::read_regular(&a.registry, MAX_REGISTRY_BYTES).map_err(|source| {
+            ImageCmdError::ReadRegistry {
+                path: path(),
+                source,
+            }
+        })?;
     let text = String::from_utf8(bytes).map_err(|_| ImageCmdError::NotUtf8(path()))?;
     let listings =
         registry::parse(&text).map_err(|why| ImageCmdError::Registry { path: path(), why })?;
     let n = a.sample.unwrap_or(listings.len());
     let draw = registry::draw(&listings, n, a.seed);
     let (catalogue, rows) = registry::catalogue(&listings, &draw.chosen);
-    mcpvm::files::own_dir(&a.out).map_err(|source| ImageCmdError::Out {
+    mcpvm::host::files::own_dir(&a.out).map_err(|source| ImageCmdError::Out {
         path: a.out.clone(),
         source,
     })?;
@@ -138,7 +139,7 @@ fn from_registry(a: FromRegistryArgs, json: bool) -> Result<u8, ImageCmdError> {
         "rows": rows,
     });
     let write = |p: &std::path::Path, bytes: &[u8]| {
-        mcpvm::files::write_whole(p, bytes).map_err(|source| ImageCmdError::Write {
+        mcpvm::host::files::write_whole(p, bytes).map_err(|source| ImageCmdError::Write {
             path: p.to_path_buf(),
             source,
         })

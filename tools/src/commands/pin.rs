@@ -1,7 +1,7 @@
 //! `mcpvm pin --out FILE [--server NAME | --package SPEC | -- COMMAND…]`:
 //! a lock of what a server declares (every tool's, prompt's and
 //! resource's definition, canonical JSON and its SHA-256) with the
-//! package, version, layer and lock it came from (`probes::pin`). A later
+//! package, version, layer and lock it came from (`probes::judge::pin`). A later
 //! `mcpvm probe` or `mcpvm audit` with `--pinned FILE` reports every
 //! change as a finding: a rug pull when the version did not change, drift
 //! when it did, a re-deployment when the version is older than the pin.

@@ -11,8 +11,8 @@ use clap::{Args, ValueEnum};
 use probes::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};
 
 use mcpvm::commands::run::{RunArgs, VmOptions};
+use mcpvm::host::rundir::RunDir;
 use mcpvm::run::options::Args as ArgList;
-use mcpvm::rundir::RunDir;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, ValueEnum)]
 pub enum Lifecycle {
@@ -62,7 +62,7 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub security: bool,
     /// More payloads for --security, a file shaped like the built-in
-    /// probes/src/payloads.toml.
+    /// probes/src/steps/payloads.toml.
     #[arg(long, value_name = "FILE", requires = "security")]
     pub payloads: Option<PathBuf>,
     /// A path the server is meant to reach, in the guest (repeatable):
@@ -78,7 +78,7 @@ pub struct ProbeArgs {
     /// (low, medium, high, critical) exists: a CI pipeline's gate
     /// [default: none, findings alone do not change the exit status].
     #[arg(long, value_name = "SEVERITY")]
-    pub fail_on: Option<probes::gate::Severity>,
+    pub fail_on: Option<probes::judge::gate::Severity>,
     /// Hold what the server lists to its pin in FILE (`mcpvm pin`): a
     /// definition that changed is a finding (a rug pull when the version
     /// did not change, drift when it did), and a version older than the
@@ -262,8 +262,8 @@ pub enum ProbeCliError {
 }
 
 /// The built-in payloads, and a user's file's after them.
-fn payloads(extra: Option<&Path>) -> Result<Vec<probes::attacks::Payload>, ProbeCliError> {
-    use probes::attacks::{parse, BUILT_IN};
+fn payloads(extra: Option<&Path>) -> Result<Vec<probes::steps::attacks::Payload>, ProbeCliError> {
+    use probes::steps::attacks::{parse, BUILT_IN};
     let mut all = parse(BUILT_IN, "the built-in payloads").map_err(ProbeCliError::Payloads)?;
     if let Some(path) = extra {
         let text = std::fs::read_to_string(path).map_err(|source| ProbeCliError::ReadPayloads {
@@ -376,7 +376,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
     } else {
         // A bare process gets the same environment and redaction.
         let env = args.vm_options.environment()?;
-        opts.secrets = probes::redact::Secrets::new(
+        opts.secrets = probes::report::redact::Secrets::new(
             env.iter()
                 .filter(|(k, _)| args.vm_options.secrets.contains(k))
                 .cloned(),
@@ -406,13 +406,12 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
         return Ok(0);
     }
     if let Some((path, artifact)) = &sarif {
-        let log = probes::sarif::log(&result, &server, artifact);
-        mcpvm::files::write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes()).map_err(
-            |source| ProbeCliError::WriteSarif {
+        let log = probes::report::sarif::log(&result, &server, artifact);
+        mcpvm::host::files::write_whole(path, serde_json::to_string_pretty(&log)?.as_bytes())
+            .map_err(|source| ProbeCliError::WriteSarif {
                 path: path.clone(),
                 source,
-            },
-        )?;
+            })?;
     }
     if json {
         println!("{}", serde_json::to_string(&result)?);
@@ -428,7 +427,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
 fn sarif_target(
     args: &ProbeArgs,
     server: &str,
-) -> Result<Option<(PathBuf, probes::sarif::Artifact)>, ProbeCliError> {
+) -> Result<Option<(PathBuf, probes::report::sarif::Artifact)>, ProbeCliError> {
     let Some(path) = args.sarif.clone() else {
         return Ok(None);
     };
@@ -541,7 +540,7 @@ fn vm_command(
     // in its environment; its credentials and --secret's are
     // redacted from the result.
     opts.env = checked.env.clone();
-    opts.secrets = probes::redact::Secrets::new(checked.secrets.clone());
+    opts.secrets = probes::report::redact::Secrets::new(checked.secrets.clone());
     // A server that speaks HTTP (as catalogued, or a command given
     // `--guest-port`) is reached through --listen on a free loopback
     // port.
@@ -565,7 +564,7 @@ fn vm_command(
         let token = mcpvm::run::inbound::fresh_token().map_err(ProbeCliError::RunDir)?;
         opts.env
             .push((mcpvm::run::inbound::TOKEN_ENV.to_string(), token.clone()));
-        opts.http = Some(probes::http::Endpoint {
+        opts.http = Some(probes::transport::http::Endpoint {
             authority: addr.to_string(),
             path: "/mcp".into(),
             token: Some(token),
@@ -593,14 +592,14 @@ fn vm_command(
 
 /// The probe's exit code: the gate's when findings reach it, 3 when a
 /// step failed, 4 when hostile input broke the server, else 0.
-fn exit_code(fail_on: Option<probes::gate::Severity>, result: &probes::ProbeResult) -> u8 {
-    let gate = fail_on.map(|at| (at, probes::gate::reaching(&result.findings, at)));
+fn exit_code(fail_on: Option<probes::judge::gate::Severity>, result: &probes::ProbeResult) -> u8 {
+    let gate = fail_on.map(|at| (at, probes::judge::gate::reaching(&result.findings, at)));
     if let Some((at, n @ 1..)) = gate {
         eprintln!(
             "mcpvm probe: {n} finding(s) at or above {at} (--fail-on {at}): exit {}",
-            probes::gate::FINDINGS_EXIT
+            probes::judge::gate::FINDINGS_EXIT
         );
-        probes::gate::FINDINGS_EXIT
+        probes::judge::gate::FINDINGS_EXIT
     } else if !result.ok() {
         3
     } else if result.broken_by_hostile_input() {
@@ -615,19 +614,19 @@ fn exit_code(fail_on: Option<probes::gate::Severity>, result: &probes::ProbeResu
 fn sarif_artifact(
     args: &ProbeArgs,
     server: &str,
-) -> Result<probes::sarif::Artifact, mcpvm::server::ServerError> {
+) -> Result<probes::report::sarif::Artifact, mcpvm::server::ServerError> {
     Ok(match args.vm_options.server() {
         Some(name) => match mcpvm::server::origin(name, &args.vm_options.catalogue)? {
-            (Some(o), _) => probes::sarif::Artifact {
+            (Some(o), _) => probes::report::sarif::Artifact {
                 path: o.file,
                 line: Some(o.line),
             },
-            (None, source) => probes::sarif::Artifact {
+            (None, source) => probes::report::sarif::Artifact {
                 path: source,
                 line: None,
             },
         },
-        None => probes::sarif::Artifact {
+        None => probes::report::sarif::Artifact {
             path: args
                 .command
                 .first()
@@ -666,7 +665,7 @@ pub(crate) mod tests {
             payloads: Some("mine.toml".into()),
             roots: vec!["/workspace/repo".into(), "/data".into()],
             sarif: Some("findings.sarif".into()),
-            fail_on: Some(probes::gate::Severity::Medium),
+            fail_on: Some(probes::judge::gate::Severity::Medium),
             pinned: Some("pins.json".into()),
             pin_out: Some("out.json".into()),
             lifecycle: Lifecycle::Stateless,

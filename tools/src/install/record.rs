@@ -2,7 +2,7 @@
 //! (`--events` of the run [`super::scripts`] starts under the
 //! `install-scripts` recording profile) into the store's
 //! [`InstallRecord`]: the calls that went beyond installing
-//! (`probes::install::judge`), the programs run, and the counts.
+//! (`probes::judge::install::judge`), the programs run, and the counts.
 //! The file is the guest's words: read line by line, bounded.
 
 use std::io::BufRead;
@@ -11,7 +11,7 @@ use std::path::Path;
 use mcpvm_images::build::{Beyond, InstallRecord};
 use mcpvm_protocol::messages::{AnyEvent, Event, EventLine};
 
-use mcpvm::lines::read_line_bounded;
+use mcpvm::host::lines::read_line_bounded;
 
 /// The profile the scripts run under: nothing withheld, every file,
 /// program and address recorded (no canaries: a link they plant in the
@@ -50,11 +50,11 @@ pub fn from_lines(mut reader: impl BufRead) -> InstallRecord {
                         }
                     }
                 }
-                let Some(rule) = probes::install::judge(&e) else {
+                let Some(rule) = probes::judge::install::judge(&e) else {
                     continue;
                 };
                 let kept = rec.beyond.iter().filter(|b| b.rule == rule).count();
-                match kept < probes::install::KEPT_PER_RULE {
+                match kept < probes::judge::install::KEPT_PER_RULE {
                     true => rec.beyond.push(Beyond {
                         rule: rule.to_string(),
                         effect: serde_json::to_value(&e).unwrap_or_default(),
@@ -97,7 +97,7 @@ pub fn summary(rec: &InstallRecord) -> String {
 }
 
 /// The findings of a store's record (the audit's `backdoor` class).
-pub fn findings(rec: &InstallRecord) -> Vec<probes::result::Finding> {
+pub fn findings(rec: &InstallRecord) -> Vec<probes::report::result::Finding> {
     let beyond: Vec<(String, mcpvm_protocol::messages::Effect)> = rec
         .beyond
         .iter()
@@ -108,7 +108,7 @@ pub fn findings(rec: &InstallRecord) -> Vec<probes::result::Finding> {
             ))
         })
         .collect();
-    probes::install::findings(&beyond, rec.omitted)
+    probes::judge::install::findings(&beyond, rec.omitted)
 }
 
 #[cfg(test)]
@@ -136,12 +136,18 @@ mod tests {
         let rec = from_lines(text.as_bytes());
         assert_eq!((rec.calls, rec.dropped), (930, 3));
         assert_eq!(rec.programs, ["/opt/node/bin/node"]);
-        assert_eq!(rec.beyond.len(), probes::install::KEPT_PER_RULE);
-        assert_eq!(rec.omitted, 30 - probes::install::KEPT_PER_RULE as u64);
+        assert_eq!(rec.beyond.len(), probes::judge::install::KEPT_PER_RULE);
+        assert_eq!(
+            rec.omitted,
+            30 - probes::judge::install::KEPT_PER_RULE as u64
+        );
         assert!(rec.beyond.iter().all(|b| b.rule == "install-network"));
         let found = findings(&rec);
         assert_eq!(found.len(), 1);
-        assert_eq!(found[0].attempts, probes::install::KEPT_PER_RULE as u32);
+        assert_eq!(
+            found[0].attempts,
+            probes::judge::install::KEPT_PER_RULE as u32
+        );
         assert!(
             found[0].why.ends_with("(and calls past what was kept)"),
             "{}",

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use mcpvm_images::build::{InstallRecord, ScriptJob, ScriptSandbox};
 
-use mcpvm::lines::read_line_bounded;
+use mcpvm::host::lines::read_line_bounded;
 use mcpvm::logger::printable;
 
 const TESTBED: [(&str, &str); 4] = [
@@ -313,7 +313,7 @@ impl ScriptSandbox for MicroVm {
         // SAFETY: the hook makes only async-signal-safe calls.
         unsafe {
             use std::os::unix::process::CommandExt;
-            cmd.pre_exec(probes::wire::die_with_parent(std::process::id()));
+            cmd.pre_exec(probes::transport::wire::die_with_parent(std::process::id()));
         }
         let mut child = cmd
             .arg(w.join("testbed/run"))

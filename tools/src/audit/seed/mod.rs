@@ -4,7 +4,7 @@
 //! Excel workbook, a PNG image, an SQLite database, a zip archive,
 //! JavaScript and Python sources, a draw.io diagram), so that generated
 //! path arguments, and the retries a refusal asks for
-//! (`probes::feedback`), point at something a tool can open; a local page
+//! (`probes::calls::feedback`), point at something a tool can open; a local page
 //! for URL arguments, and a git repository with one commit for repository
 //! arguments. Each is written as its format says, by this code: nothing
 //! on the host is run to make them. Written once per audit, in its
@@ -13,7 +13,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use probes::arguments::{
+use probes::calls::arguments::{
     SEED_CSV, SEED_DRAWIO, SEED_HTML, SEED_JS, SEED_JSON, SEED_MARKDOWN, SEED_PDF, SEED_PNG,
     SEED_PY, SEED_REPO, SEED_SHEET, SEED_SQLITE, SEED_TEXT, SEED_XLSX, SEED_ZIP,
 };

@@ -10,9 +10,9 @@ use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::ClientHandler;
 use serde_json::Value;
 
-use crate::exchange::{ms_since, Direction};
-use crate::result::{Outcome, StepResult};
-use crate::wire::Wire;
+use crate::report::result::{Outcome, StepResult};
+use crate::transport::exchange::{ms_since, Direction};
+use crate::transport::wire::Wire;
 
 pub const CLIENT_NAME: &str = "mcpvm-probe";
 

@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::exchange::{ms_since, Direction, Exchange};
+use crate::transport::exchange::{ms_since, Direction, Exchange};
 
 /// A stdout line longer than this is garbage: it is dropped up to its
 /// newline, so a server cannot exhaust the probe's memory.
@@ -161,14 +161,14 @@ pub struct Extras {
     /// which every local user can read).
     pub env: Vec<(String, String)>,
     /// It speaks Streamable HTTP here, not on its stdio.
-    pub http: Option<crate::http::Endpoint>,
+    pub http: Option<crate::transport::http::Endpoint>,
     /// Handed to it as descriptor 3 (`mcpvm run --listen-fd 3`: a
     /// listening socket the probe bound, so that its port is held from
     /// choice to use).
     pub fd3: Option<Arc<std::os::fd::OwnedFd>>,
     /// Values kept out of its stderr tail: redacted before the tail is
     /// cut, so a cut never leaves part of one behind.
-    pub secrets: crate::redact::Secrets,
+    pub secrets: crate::report::redact::Secrets,
 }
 
 impl Wire {
@@ -470,7 +470,7 @@ async fn write_stdin(mut stdin: ChildStdin, mut rx: mpsc::UnboundedReceiver<Out>
 /// server's own stream (GET) is delivered the same way; the session is
 /// ended when the probe is done.
 async fn post_lines(
-    to: crate::http::Endpoint,
+    to: crate::transport::http::Endpoint,
     mut rx: mpsc::UnboundedReceiver<Out>,
     tx: mpsc::Sender<serde_json::Value>,
     exchange: Exchange,
@@ -478,7 +478,7 @@ async fn post_lines(
 ) {
     let start = exchange.start();
     let where_ = format!("{}{}", to.authority, to.path);
-    let mut session = match crate::http::Session::new(to) {
+    let mut session = match crate::transport::http::Session::new(to) {
         Ok(s) => s,
         Err(e) => {
             log::info!("http: no client for {where_}: {e}");
@@ -784,7 +784,7 @@ mod tests {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "wire::tests::a_child_started_with_the_hook_dies_with_its_parent",
+                "transport::wire::tests::a_child_started_with_the_hook_dies_with_its_parent",
             ])
             .arg("--nocapture")
             .env(MIDDLE, "1")
@@ -867,7 +867,7 @@ mod tests {
                 "printf 'key={secret}' >&2; head -c {after} /dev/zero | tr '\\0' y >&2; exec sleep 0"
             );
             let extras = Extras {
-                secrets: crate::redact::Secrets::new([("GITHUB_TOKEN".to_string(), secret.to_string())]),
+                secrets: crate::report::redact::Secrets::new([("GITHUB_TOKEN".to_string(), secret.to_string())]),
                 ..Extras::default()
             };
             let mut w = Wire::spawn_with(&sh(&script), extras).unwrap();

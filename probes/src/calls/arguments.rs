@@ -291,7 +291,10 @@ fn top_value(
             );
         }
     }
-    if let Some(v) = schema["pattern"].as_str().and_then(crate::pattern::sample) {
+    if let Some(v) = schema["pattern"]
+        .as_str()
+        .and_then(crate::calls::pattern::sample)
+    {
         budget.values = budget.values.saturating_sub(1);
         let v = budget.copy(&Value::String(v));
         return (v, "made to match the schema's pattern".into());
@@ -951,7 +954,9 @@ fn string_for(schema: &Value, room: usize) -> Value {
         Some("ipv6") => "::1",
         _ => "mcpvm-probe",
     };
-    let by_pattern = schema["pattern"].as_str().and_then(crate::pattern::sample);
+    let by_pattern = schema["pattern"]
+        .as_str()
+        .and_then(crate::calls::pattern::sample);
     let mut s = by_pattern.unwrap_or_else(|| by_format.to_string());
     if let Some(min) = schema["minLength"].as_u64() {
         let want = (min.min(1 << 16) as usize).min(room);

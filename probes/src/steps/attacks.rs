@@ -1,9 +1,9 @@
 //! Attacks (`--security`): for every tool the probe would call, for every
 //! string in its valid arguments (nested ones too), each payload of
-//! [`payloads.toml`](../payloads.toml) in that string's place while the
+//! `payloads.toml` (beside this file) in that string's place while the
 //! rest stay valid. Each attempt is a step `attack:<tool>` whose detail
 //! names the argument, the payload, its class and its marker; what the
-//! server did for it is judged in `crate::findings`.
+//! server did for it is judged in `crate::judge::findings`.
 //!
 //! Bounded: at most `per_tool` attempts per tool, and a tool whose time
 //! runs out is left; a server that goes away ends the attacks.
@@ -14,9 +14,9 @@ use rmcp::model::CallToolRequestParams;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::client::{answered, begin, error_outcome, Client};
-use crate::result::{Outcome, ProbeResult};
-use crate::wire::Wire;
+use crate::report::result::{Outcome, ProbeResult};
+use crate::transport::client::{answered, begin, error_outcome, Client};
+use crate::transport::wire::Wire;
 
 pub const BUILT_IN: &str = include_str!("payloads.toml");
 
@@ -105,7 +105,7 @@ pub fn marker(n: usize) -> String {
 }
 
 /// A tool to attack: its name, the arguments of its valid call (the
-/// ones that got furthest: see `crate::feedback`), what that call was
+/// ones that got furthest: see `crate::calls::feedback`), what that call was
 /// refused with when it did not succeed (its error text), and its input
 /// schema (to read a refusal against).
 pub struct Target {
@@ -133,7 +133,7 @@ pub fn not_reached(
         .unwrap_or("")
         .replace("~1", "/")
         .replace("~0", "~");
-    let about: Vec<String> = crate::feedback::read(said, schema, args)
+    let about: Vec<String> = crate::calls::feedback::read(said, schema, args)
         .into_iter()
         .filter_map(|c| c.property)
         .collect();

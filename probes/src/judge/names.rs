@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::findings::Finding;
+use crate::judge::findings::Finding;
 
 /// Tool names a reference server or a client's own tools carry, and
 /// whose they are: a server of another package that lists one shadows it.
@@ -50,7 +50,7 @@ pub const WELL_KNOWN: &[(&str, &str)] = &[
 ];
 
 /// The popular packages a near-miss is measured against: the corpus's.
-const CORPUS: &str = include_str!("../../guest-image/corpus/popular.toml");
+const CORPUS: &str = include_str!("../../../guest-image/corpus/popular.toml");
 
 /// The corpus's package names.
 pub fn popular() -> Vec<String> {

@@ -9,7 +9,7 @@
 //! Each rule is written for precision: a phrase here is one a benign
 //! description has no reason to contain.
 
-use crate::findings::Finding;
+use crate::judge::findings::Finding;
 
 /// One declared item: what it is (`tool`, `prompt`, `resource`), its name
 /// and every text a model reads of it (its description, and for a tool
@@ -301,7 +301,7 @@ fn long_descriptions(declared: &[Declared<'_>]) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::Evidence;
+    use crate::report::result::Evidence;
 
     fn tool<'a>(name: &'a str, text: &'a str) -> Declared<'a> {
         Declared {

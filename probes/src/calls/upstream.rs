@@ -79,7 +79,7 @@ impl Watch {
                 let telemetry = n
                     .name
                     .as_deref()
-                    .is_some_and(crate::telemetry::is_telemetry);
+                    .is_some_and(crate::calls::telemetry::is_telemetry);
                 (!telemetry && (!n.allowed || n.reason.is_some())).then(|| {
                     let target = n.name.as_deref().or(n.address.as_deref()).unwrap_or("?");
                     target

@@ -27,9 +27,9 @@
 use mcpvm_protocol::messages::{AnyEvent, During, Effect, Event, EventLine};
 use serde_json::Value;
 
-use crate::exchange::Direction;
-use crate::result::StepResult;
-pub use crate::result::{Evidence, Finding};
+use crate::report::result::StepResult;
+pub use crate::report::result::{Evidence, Finding};
+use crate::transport::exchange::Direction;
 
 /// Evidence kept per finding.
 const MAX_EVIDENCE: usize = 10;
@@ -130,10 +130,10 @@ pub fn judge(
     let mut attributed = vec![false; effects.len()];
     let mut findings: Vec<Finding> = Vec::new();
     for step in steps {
-        let sent = crate::effects::requests(&step.exchange);
+        let sent = crate::judge::effects::requests(&step.exchange);
         let mut mine = Vec::new();
         for (i, (e, during)) in effects.iter().enumerate() {
-            if crate::effects::step_of(during, std::slice::from_ref(&sent)).is_some() {
+            if crate::judge::effects::step_of(during, std::slice::from_ref(&sent)).is_some() {
                 attributed[i] = true;
                 mine.push(*e);
             }
@@ -565,8 +565,8 @@ fn call_of(step: &StepResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exchange::Entry;
-    use crate::result::Outcome;
+    use crate::report::result::Outcome;
+    use crate::transport::exchange::Entry;
     use serde_json::json;
 
     fn step(name: &str, id: u64, args: Value, answer: Value) -> StepResult {

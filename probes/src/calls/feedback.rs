@@ -22,7 +22,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::arguments::{self, Hints};
+use crate::calls::arguments::{self, Hints};
 
 /// Calls a tool gets after its first, when each is refused for its
 /// arguments and the refusal says what to change.
@@ -253,7 +253,7 @@ fn candidates(
                 .collect()
         }
         Want::Existing | Want::File => existing_values(prop, said, schema, hints),
-        Want::Pattern(p) => crate::pattern::sample(p)
+        Want::Pattern(p) => crate::calls::pattern::sample(p)
             .map(|v| {
                 (
                     Value::String(v),

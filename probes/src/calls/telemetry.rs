@@ -1,7 +1,7 @@
 //! Hosts a server sends telemetry, error reports or update checks to: a
 //! server that cannot reach them works the same. The audit never names
 //! them as what a server needs (`mcpvm`'s audit::calls), and a call is
-//! not cut short for a refused try of one (`crate::upstream`).
+//! not cut short for a refused try of one (`crate::calls::upstream`).
 
 /// Hosts that receive telemetry, error reports or update checks: a
 /// server that cannot reach them works the same, so they are never

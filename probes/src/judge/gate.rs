@@ -3,7 +3,7 @@
 //! [`FINDINGS_EXIT`], whatever else it found, so that one number answers
 //! the pipeline's question.
 
-use crate::findings::Finding;
+use crate::judge::findings::Finding;
 
 /// The exit status of a run with findings at or above `--fail-on`.
 pub const FINDINGS_EXIT: u8 = 5;

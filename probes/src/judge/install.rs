@@ -16,7 +16,7 @@
 
 use mcpvm_protocol::messages::Effect;
 
-use crate::result::{Evidence, Finding};
+use crate::report::result::{Evidence, Finding};
 
 /// The package's directory in the install microVM.
 const PACKAGE: &str = "/workspace";
@@ -260,7 +260,7 @@ const MAX_SHOWN: usize = 200;
 fn shown(text: &str) -> String {
     let cut: String = text.chars().take(MAX_SHOWN).collect();
     let more = if cut.len() < text.len() { "…" } else { "" };
-    crate::definitions::escape(&cut) + more
+    crate::judge::definitions::escape(&cut) + more
 }
 
 /// The findings of a layer's recorded install: one per rule broken,

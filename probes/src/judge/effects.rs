@@ -10,7 +10,7 @@ use mcpvm_protocol::messages::{During, Effect, EventLine, NetEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::exchange::{Direction, Entry};
+use crate::transport::exchange::{Direction, Entry};
 
 /// Distinct items kept per list; the rest are counted in `omitted`.
 const MAX_ITEMS: usize = 50;

@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::arguments;
-use crate::client::CLIENT_NAME;
-use crate::exchange::ms_since;
-use crate::result::{Class, Input, Lifecycle, RobustnessResult};
-use crate::wire::{Recv, Wire, WireError};
+use crate::calls::arguments;
+use crate::report::result::{Class, Input, Lifecycle, RobustnessResult};
+use crate::transport::client::CLIENT_NAME;
+use crate::transport::exchange::ms_since;
+use crate::transport::wire::{Recv, Wire, WireError};
 
 /// The oversized argument: 8 MiB. Big enough to find a server whose own
 /// code chokes on it, and below the smallest message limit an SDK sets

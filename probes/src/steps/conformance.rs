@@ -10,14 +10,14 @@ use rmcp::service::{ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, S
 use rmcp::ServiceExt;
 use serde_json::{json, Value};
 
-use crate::arguments;
-use crate::client::{answered, begin, error_outcome, Client, ProbeClient};
-use crate::exchange::Direction;
-use crate::feedback;
+use crate::calls::arguments;
+use crate::calls::feedback;
+use crate::calls::upstream;
 use crate::options::{LifecycleChoice, ProbeOptions, ToolArgs};
-use crate::result::{Lifecycle, Outcome, ProbeResult, StepResult};
-use crate::upstream;
-use crate::wire::Wire;
+use crate::report::result::{Lifecycle, Outcome, ProbeResult, StepResult};
+use crate::transport::client::{answered, begin, error_outcome, Client, ProbeClient};
+use crate::transport::exchange::Direction;
+use crate::transport::wire::Wire;
 
 pub enum Handshake {
     Done(Box<Client>, Lifecycle),
@@ -125,17 +125,19 @@ pub async fn exercise(
     let tools = list_tools(client, wire, t, result).await;
     let (prompts, resources) = list_the_rest(client, wire, t, result).await;
     // What it declares, judged as it is written (no call needed).
-    result.findings.extend(crate::definitions::of_listings(
-        &tools, &prompts, &resources,
-    ));
+    result
+        .findings
+        .extend(crate::judge::definitions::of_listings(
+            &tools, &prompts, &resources,
+        ));
     // A pin to keep, or to hold the listing to (rug pulls, drift).
     if opts.keep_definitions || opts.pinned.is_some() {
-        let defs = crate::pin::definitions(&tools, &prompts, &resources);
+        let defs = crate::judge::pin::definitions(&tools, &prompts, &resources);
         if let Some((pinned, version)) = &opts.pinned {
             let version = version.as_deref().or(result.server_version.as_deref());
             result
                 .findings
-                .extend(crate::pin::compare(pinned, &defs, version));
+                .extend(crate::judge::pin::compare(pinned, &defs, version));
         }
         if opts.keep_definitions {
             result.definitions = defs;
@@ -150,7 +152,7 @@ pub async fn exercise(
         // furthest with (the feedback loop's last); not one that left a
         // valid call unanswered (every payload
         // would wait out the step timeout to learn nothing).
-        let targets: Vec<crate::attacks::Target> = result
+        let targets: Vec<crate::steps::attacks::Target> = result
             .steps
             .iter()
             .filter(|s| !matches!(s.outcome, Outcome::Skipped | Outcome::Timeout))
@@ -169,7 +171,7 @@ pub async fn exercise(
                     .find(|t| t.name == tool)
                     .map(|t| (*t.input_schema).clone())
                     .unwrap_or_default();
-                Some(crate::attacks::Target {
+                Some(crate::steps::attacks::Target {
                     tool: tool.to_string(),
                     valid: args.clone(),
                     refused,
@@ -177,9 +179,9 @@ pub async fn exercise(
                 })
             })
             .collect();
-        let limits = crate::attacks::Limits::default();
+        let limits = crate::steps::attacks::Limits::default();
         let attacks =
-            crate::attacks::run(client, wire, t, &targets, &opts.payloads, &limits, result);
+            crate::steps::attacks::run(client, wire, t, &targets, &opts.payloads, &limits, result);
         if !attacks.await {
             return tools;
         }
@@ -321,7 +323,7 @@ async fn call_once(
                 outcome,
                 key: "text",
                 said,
-                media: crate::client::media(&r),
+                media: crate::transport::client::media(&r),
             }
         }
         Ok(Err(e)) => Answer {
@@ -524,7 +526,7 @@ fn call_detail(
     }
     // A result that gives the model orders is shown as one (whether
     // it is a finding is the definitions checks' to say).
-    if let Some(excerpt) = crate::definitions::speaks_to_model(&answer.said) {
+    if let Some(excerpt) = crate::judge::definitions::speaks_to_model(&answer.said) {
         detail["addresses_model"] = json!(excerpt);
     }
     if !attempts.is_empty() {

@@ -10,8 +10,8 @@
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::findings::Finding;
-use crate::result::ProbeResult;
+use crate::judge::findings::Finding;
+use crate::report::result::ProbeResult;
 
 pub const SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
@@ -276,7 +276,7 @@ mod tests {
             payload: Some("http://169.254.169.254/".into()),
             attempts: 3,
             why: "it tried to reach inet 169.254.169.254:80".into(),
-            evidence: vec![crate::result::Evidence::Excerpt("connect".into())],
+            evidence: vec![crate::report::result::Evidence::Excerpt("connect".into())],
         });
         let at = Artifact {
             path: "guest-image/catalogue.toml".into(),

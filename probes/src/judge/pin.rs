@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-pub use crate::result::Definition;
-use crate::result::Finding;
+pub use crate::report::result::Definition;
+use crate::report::result::Finding;
 
 /// A pin file's format version.
 pub const SCHEMA: u32 = 1;
@@ -214,7 +214,7 @@ pub fn compare(pinned: &Pinned, now: &[Definition], version: Option<&str>) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::result::Evidence;
+    use crate::report::result::Evidence;
     use serde_json::json;
 
     fn def(name: &str, description: &str) -> Definition {

@@ -4,9 +4,9 @@ use mcpvm_protocol::messages::{AnyEvent, EventLine};
 use mcpvm_protocol::text::printable;
 use serde::{Deserialize, Serialize};
 
-use crate::effects::{Effects, Recording};
-use crate::exchange::Entry;
-use crate::wire::{ExitSummary, Stderr};
+use crate::judge::effects::{Effects, Recording};
+use crate::transport::exchange::Entry;
+use crate::transport::wire::{ExitSummary, Stderr};
 
 pub const SCHEMA_VERSION: u32 = 4;
 
@@ -203,7 +203,7 @@ pub struct ProbeResult {
     pub definitions: Vec<Definition>,
 }
 
-/// One declared item, as `mcpvm pin` keeps it (`crate::pin`).
+/// One declared item, as `mcpvm pin` keeps it (`crate::judge::pin`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Definition {
     /// `tool`, `prompt` or `resource`.
@@ -217,7 +217,7 @@ pub struct Definition {
 }
 
 /// How many tool calls reached the tool's code: answered with something
-/// other than a complaint about their arguments (`crate::feedback`).
+/// other than a complaint about their arguments (`crate::calls::feedback`).
 /// Tools not called (destructive, dangerous) are not counted; tools left
 /// after a server was taken as hung are, as not reached.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -536,7 +536,7 @@ fn list(names: &[String]) -> String {
 }
 
 /// What a call made the server do that it must not (judged in
-/// `crate::findings`).
+/// `crate::judge::findings`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Finding {
     /// `command-injection`, `argument-injection`, `path-traversal`,
@@ -614,7 +614,7 @@ impl Evidence {
             Evidence::Event(line) => &line.event,
         };
         if let Some(n) = event.net() {
-            let seen = crate::effects::net_item(n).unwrap_or_else(|| n.kind.clone());
+            let seen = crate::judge::effects::net_item(n).unwrap_or_else(|| n.kind.clone());
             return format!("{seen}, by the host's egress proxy");
         }
         let Some(e) = event.effect() else {

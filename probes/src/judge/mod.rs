@@ -1,0 +1,13 @@
+//! What the probe concludes from what it saw: findings judged by what
+//! the server did in the VM ([`findings`], from the recorded
+//! [`effects`]), by what it declares ([`definitions`], [`names`]), by
+//! what its install scripts did ([`install`]), by how its listing moved
+//! ([`pin`]), and the CI gate on them ([`gate`]).
+
+pub mod definitions;
+pub mod effects;
+pub mod findings;
+pub mod gate;
+pub mod install;
+pub mod names;
+pub mod pin;
