@@ -286,7 +286,9 @@ impl<'a> Samples<'a> {
                 .iter()
                 .find(|s| s.step == format!("tools/call:{tool}"));
             match step {
-                Some(s) if s.outcome == probes::result::Outcome::Ok => self.call.push(s.at_ms),
+                Some(s) if s.outcome == probes::report::result::Outcome::Ok => {
+                    self.call.push(s.at_ms)
+                }
                 _ => {
                     return Err(FirstResponseError::Failed {
                         what: self.what,

@@ -21,12 +21,12 @@ use std::process::{Command, ExitStatus, Stdio as ProcStdio};
 use std::time::{Duration, Instant};
 
 use mcpvm::commands::run::RunArgs;
+use mcpvm::host::rundir::RunDir;
 use mcpvm::run::channels::{FirstLine, HostChannels, Stdio, RELAY_DRAIN};
 use mcpvm::run::events::EventSink;
 use mcpvm::run::plan::RunPlan;
 use mcpvm::run::start::Start;
 use mcpvm::run::RunError;
-use mcpvm::rundir::RunDir;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {

@@ -152,7 +152,7 @@ impl ProbeBench {
             progress(&format!("{label}: warm-up"));
             let warm = probe_process(cmd, &full_opts)?;
             let lifecycle = warm.lifecycle.ok_or_else(|| fail(warm.summary()))?;
-            let stateless = lifecycle == probes::result::Lifecycle::Stateless;
+            let stateless = lifecycle == probes::report::result::Lifecycle::Stateless;
             let first = ProbeOptions {
                 lifecycle: if stateless {
                     LifecycleChoice::Stateless

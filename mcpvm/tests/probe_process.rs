@@ -627,7 +627,8 @@ fn a_secret_is_redacted_from_what_the_server_prints() {
 /// (the library, not the CLI, which asks for a VM to judge effects).
 #[test]
 fn a_tool_that_refuses_payloads_as_it_refused_its_valid_call_is_left_after_four() {
-    let payloads = probes::attacks::parse(probes::attacks::BUILT_IN, "built in").unwrap();
+    let payloads =
+        probes::steps::attacks::parse(probes::steps::attacks::BUILT_IN, "built in").unwrap();
     let opts = probes::ProbeOptions {
         security: true,
         payloads: payloads.clone(),
@@ -641,7 +642,7 @@ fn a_tool_that_refuses_payloads_as_it_refused_its_valid_call_is_left_after_four(
             .filter(|s| s.step == format!("attack:{tool}"))
             .count()
     };
-    assert_eq!(attacks("search"), probes::attacks::UNREACHED_AFTER);
+    assert_eq!(attacks("search"), probes::steps::attacks::UNREACHED_AFTER);
     let left = r
         .steps
         .iter()
@@ -653,7 +654,7 @@ fn a_tool_that_refuses_payloads_as_it_refused_its_valid_call_is_left_after_four(
         left.detail
     );
     assert!(
-        attacks("lookup") > probes::attacks::UNREACHED_AFTER,
+        attacks("lookup") > probes::steps::attacks::UNREACHED_AFTER,
         "lookup read its argument: {}",
         attacks("lookup")
     );
@@ -686,7 +687,7 @@ fn refusals_are_read_and_every_picky_tool_is_reached() {
         let s = call(tool);
         assert_eq!(
             s.outcome,
-            probes::result::Outcome::Ok,
+            probes::report::result::Outcome::Ok,
             "{tool}: {}",
             s.detail
         );
@@ -781,7 +782,7 @@ fn a_pinned_listing_that_changes_is_a_rug_pull_and_an_older_version_a_redeployme
         "picky",
         &["--pinned", pins.to_str().unwrap(), "--fail-on", "high"],
     );
-    assert_eq!(rc, probes::gate::FINDINGS_EXIT as i32, "{r} {err}");
+    assert_eq!(rc, probes::judge::gate::FINDINGS_EXIT as i32, "{r} {err}");
     let rug: Vec<&Value> = r["findings"]
         .as_array()
         .unwrap()

@@ -189,7 +189,7 @@ fn server_everything_over_streamable_http() {
         .unwrap()
         .port();
     let opts = probes::ProbeOptions {
-        http: Some(probes::http::Endpoint {
+        http: Some(probes::transport::http::Endpoint {
             authority: format!("127.0.0.1:{port}"),
             path: "/mcp".into(),
             token: None,

@@ -5,9 +5,9 @@
 
 mod common;
 
-use probes::findings::Finding;
-use probes::result::{Evidence, ProbeResult};
-use probes::sarif::Artifact;
+use probes::judge::findings::Finding;
+use probes::report::result::{Evidence, ProbeResult};
+use probes::report::sarif::Artifact;
 
 fn finding(class: &str, argument: Option<&str>) -> Finding {
     Finding {
@@ -42,12 +42,12 @@ fn the_sarif_mcpvm_writes_is_valid_sarif_2_1_0() {
         line: None,
     };
     for (artifact, result) in [(&catalogued, &r), (&program, &ProbeResult::new(&[], "vm"))] {
-        let log = probes::sarif::log(result, "fetch", artifact);
+        let log = probes::report::sarif::log(result, "fetch", artifact);
         let text = serde_json::to_string_pretty(&log).unwrap();
         assert_eq!(common::sarif_errors(&text), None, "{text}");
     }
     // And the validator does refuse what is not SARIF.
-    let mut log = probes::sarif::log(&r, "fetch", &catalogued);
+    let mut log = probes::report::sarif::log(&r, "fetch", &catalogued);
     log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] =
         serde_json::json!(0);
     let errors = common::sarif_errors(&log.to_string()).expect("startLine 0 is refused");

@@ -4,7 +4,7 @@
 //! guest was still booting used to wait for channels the agent never
 //! opened. These run on the host: the VM is built and started on whatever
 //! /dev/kvm is here (on a kvm_pvm host the guest never gets far, which is
-//! exactly the "stopped during boot" case). probes::wire's tests cover the
+//! exactly the "stopped during boot" case). probes::transport::wire's tests cover the
 //! parent-death signal itself.
 
 mod common;

@@ -129,7 +129,7 @@ impl Need {
     }
 
     /// Where the need's service shows the workspace, for arguments that
-    /// ask for a URL (`probes::arguments::Hints::site`).
+    /// ask for a URL (`probes::calls::arguments::Hints::site`).
     pub fn site(self) -> Option<&'static str> {
         match self {
             Need::Browser => Some(SITE),

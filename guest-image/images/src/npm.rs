@@ -54,7 +54,7 @@ fn npm_rebuild_line(own_node: bool, native: bool, scripted: &[Scripted]) -> Stri
         );
     }
     // No update check: npm's own lookup of its registry would be
-    // recorded as the scripts reaching the network (probes::install).
+    // recorded as the scripts reaching the network (probes::judge::install).
     let rebuild = "npm rebuild --foreground-scripts --no-audit --no-fund --no-update-notifier";
     // npm's package names and tree paths need no quoting; anything else
     // is not taken apart, and the whole tree is rebuilt strictly.
