@@ -813,3 +813,58 @@ fn a_pinned_listing_that_changes_is_a_rug_pull_and_an_older_version_a_redeployme
     assert!(err.contains("is not a pin file"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// MCP Apps: the pages a server serves for the client to render are read
+/// (listed as resources, or named by a tool's `_meta`) and judged as a
+/// description is: the hostile page's script from elsewhere, form posting
+/// elsewhere, beacon and hidden instructions are findings with the HTML
+/// as evidence; the plain page, with only its own script, is none.
+#[test]
+fn an_apps_page_that_loads_or_sends_elsewhere_is_a_finding_and_a_plain_one_is_not() {
+    let (rc, r, err) = probe(&["--", &broken(), "app"]);
+    assert_eq!(rc, 0, "{r} {err}");
+    for uri in ["ui://forecast/card", "ui://forecast/plain"] {
+        let s = step(&r, &format!("resources/read:{uri}"));
+        assert_eq!(s["outcome"], "ok", "{uri}: {s}");
+    }
+    let findings: Vec<&Value> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["class"] == "mcp-app")
+        .collect();
+    let rules: Vec<&str> = findings
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    for rule in [
+        "external-script",
+        "posts-elsewhere",
+        "sends-elsewhere",
+        "hidden-instructions",
+    ] {
+        assert!(rules.contains(&rule), "{rule}: {findings:?}");
+    }
+    assert!(
+        findings
+            .iter()
+            .all(|f| f["step"] == "resources/read:ui://forecast/card"),
+        "the plain page is no finding: {findings:?}"
+    );
+    let beacon = findings
+        .iter()
+        .find(|f| f["rule"] == "sends-elsewhere")
+        .unwrap();
+    assert!(beacon["why"]
+        .as_str()
+        .unwrap()
+        .contains("https://exfil.attacker.test"));
+    assert!(beacon["evidence"][0]
+        .as_str()
+        .unwrap()
+        .contains("sendBeacon"));
+    assert!(r["verdict"]["real_client_failures"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}

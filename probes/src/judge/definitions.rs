@@ -27,6 +27,7 @@ pub fn is_declared(f: &Finding) -> bool {
         "tools/list:",
         "prompts/list:",
         "resources/list:",
+        "resources/read:",
         "server/version",
     ]
     .iter()

@@ -1,9 +1,11 @@
 //! What the probe concludes from what it saw: findings judged by what
 //! the server did in the VM ([`findings`], from the recorded
-//! [`effects`]), by what it declares ([`definitions`], [`names`]), by
+//! [`effects`]), by what it declares ([`definitions`], [`names`], its
+//! MCP Apps' pages [`apps`]), by
 //! what its install scripts did ([`install`]), by how its listing moved
 //! ([`pin`]), and the CI gate on them ([`gate`]).
 
+pub mod apps;
 pub mod definitions;
 pub mod effects;
 pub mod findings;

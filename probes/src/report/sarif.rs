@@ -54,6 +54,12 @@ const RULES: &[(&str, &str, &str, &str)] = &[
         "high",
     ),
     (
+        "mcp-app",
+        "An app's page loads or sends elsewhere, or speaks to the model",
+        "Serve the app's code and assets from the server itself, post and fetch only to the server, and keep instructions to the model out of the page.",
+        "high",
+    ),
+    (
         "name-confusion",
         "A name can pass for another",
         "Name tools, prompts and resources in plain ASCII, so that a user and a client see what they get.",

@@ -130,6 +130,8 @@ pub async fn exercise(
         .extend(crate::judge::definitions::of_listings(
             &tools, &prompts, &resources,
         ));
+    // Its apps' pages, read and judged like descriptions.
+    read_apps(client, wire, t, &tools, &resources, result).await;
     // A pin to keep, or to hold the listing to (rug pulls, drift).
     if opts.keep_definitions || opts.pinned.is_some() {
         let defs = crate::judge::pin::definitions(&tools, &prompts, &resources);
@@ -294,6 +296,61 @@ async fn list_the_rest(
         result.steps.push(step);
     }
     listed
+}
+
+/// Apps read per server: a page each, at most.
+const MAX_APPS: usize = 8;
+
+/// The `ui://` pages of its MCP Apps (listed as resources, or named by a
+/// tool's `_meta`), each read as a step `resources/read:URI` and judged
+/// by `judge::apps`.
+async fn read_apps(
+    client: &Client,
+    wire: &Wire,
+    t: Duration,
+    tools: &[rmcp::model::Tool],
+    resources: &[rmcp::model::Resource],
+    result: &mut ProbeResult,
+) {
+    use crate::judge::apps;
+    let mut uris: Vec<String> = resources
+        .iter()
+        .map(|r| r.uri.clone())
+        .filter(|u| u.starts_with(apps::SCHEME))
+        .collect();
+    for t in tools {
+        let meta = t.meta.as_ref().and_then(|m| serde_json::to_value(m).ok());
+        let named = meta.as_ref().and_then(|m| {
+            m["ui"]["resourceUri"]
+                .as_str()
+                .or(m["ui/resourceUri"].as_str())
+                .map(str::to_string)
+        });
+        if let Some(u) = named.filter(|u| u.starts_with(apps::SCHEME)) {
+            uris.push(u);
+        }
+    }
+    uris.sort();
+    uris.dedup();
+    for uri in uris.into_iter().take(MAX_APPS) {
+        let s = begin(wire, &apps::step(&uri));
+        let params = rmcp::model::ReadResourceRequestParams::new(uri.clone());
+        let step = match tokio::time::timeout(t, client.read_resource(params)).await {
+            Ok(Ok(r)) => {
+                let mut bytes = 0;
+                for c in &r.contents {
+                    if let rmcp::model::ResourceContents::TextResourceContents { text, .. } = c {
+                        bytes += text.len();
+                        result.findings.extend(apps::check(&uri, text));
+                    }
+                }
+                s.end(wire, Outcome::Ok, json!({ "bytes": bytes }))
+            }
+            Ok(Err(e)) => s.end(wire, error_outcome(&e), json!(e.to_string())),
+            Err(_) => s.end(wire, Outcome::Timeout, Value::Null),
+        };
+        result.steps.push(step);
+    }
 }
 
 /// The slowest successful call: the one the cancellation probe cancels.
