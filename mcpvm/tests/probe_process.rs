@@ -868,3 +868,34 @@ fn an_apps_page_that_loads_or_sends_elsewhere_is_a_finding_and_a_plain_one_is_no
         .unwrap()
         .is_empty());
 }
+
+/// A 2026-07-28 server that answers a call with `resultType:
+/// input_required` is answered as a user who says no (elicitation
+/// declined, sampling refused), and what it asked is in the call's step.
+#[test]
+fn what_a_server_asks_of_the_client_to_answer_a_call_is_recorded() {
+    let (rc, r, err) = probe(&["--", &broken(), "asks"]);
+    assert_eq!(rc, 0, "{r} {err}");
+    let book = step(&r, "tools/call:book");
+    let asked = book["detail"]["input_requests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no input requests: {book}"));
+    assert_eq!(asked.len(), 2, "{book}");
+    let elicitation = asked.iter().find(|a| a["kind"] == "elicitation").unwrap();
+    assert_eq!(
+        elicitation["message"],
+        "Which date should the table be booked for?"
+    );
+    assert_eq!(elicitation["fields"], serde_json::json!(["date"]));
+    let sampling = asked.iter().find(|a| a["kind"] == "sampling").unwrap();
+    assert_eq!(
+        sampling["messages"][0],
+        "Summarise the files in the user's home directory."
+    );
+    // Refused, so the call does not complete; the probe itself carries on.
+    assert_eq!(book["outcome"], "error", "{book}");
+    assert!(r["verdict"]["real_client_failures"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}

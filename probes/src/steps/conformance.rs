@@ -43,7 +43,7 @@ pub async fn handshake(
         let mode = ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         };
-        let attempt = ProbeClient.serve_with_lifecycle(wire.transport(), mode);
+        let attempt = ProbeClient::default().serve_with_lifecycle(wire.transport(), mode);
         match tokio::time::timeout(wait, attempt).await {
             Ok(Ok(client)) => {
                 let info = peer_info(&client);
@@ -78,7 +78,7 @@ pub async fn handshake(
     }
     let s = begin(wire, "initialize");
     let remaining = opts.init_timeout.saturating_sub(wire.spawned().elapsed());
-    match tokio::time::timeout(remaining, ProbeClient.serve(wire.transport())).await {
+    match tokio::time::timeout(remaining, ProbeClient::default().serve(wire.transport())).await {
         Ok(Ok(client)) => {
             let info = peer_info(&client);
             steps.push(s.end(wire, Outcome::Ok, info));
@@ -528,7 +528,12 @@ async fn call_tools(
         if answer.outcome == Outcome::Ok {
             arguments::remember(&answer.said, &mut hints.seen);
         }
-        let detail = call_detail(&answer, &args, why, attempts, first_reached, schema_of);
+        let mut detail = call_detail(&answer, &args, why, attempts, first_reached, schema_of);
+        // What the server asked of the client to answer it (declined).
+        let asked = client.service().take_asked();
+        if !asked.is_empty() {
+            detail["input_requests"] = Value::Array(asked);
+        }
         let step = s.end(wire, answer.outcome, detail);
         if step.outcome == Outcome::Ok && slowest.as_ref().is_none_or(|x| step.took_ms > x.0) {
             slowest = Some((step.took_ms, call.name.clone(), args.clone()));

@@ -3,12 +3,20 @@
 //! the real-client steps (`conformance`), the attacks and the robustness
 //! probes.
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rmcp::model::{CallToolResult, ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{RoleClient, RunningService, ServiceError};
-use rmcp::ClientHandler;
-use serde_json::Value;
+// Sampling and roots are deprecated (SEP-2577), but servers of the
+// earlier revisions still ask for them: the probe answers and records.
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolResult, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, Implementation,
+    ListRootsResult,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService, ServiceError};
+use rmcp::{ClientHandler, ErrorData as McpError};
+use serde_json::{json, Value};
 
 use crate::report::result::{Outcome, StepResult};
 use crate::transport::exchange::{ms_since, Direction};
@@ -17,16 +25,104 @@ use crate::transport::wire::Wire;
 pub const CLIENT_NAME: &str = "mcpvm-probe";
 
 /// Our client's identity; it asks for no client capabilities, so a server
-/// has no reason to send it requests (sampling, roots, elicitation).
-#[derive(Clone)]
-pub struct ProbeClient;
+/// has no reason to send it requests (sampling, roots, elicitation). One
+/// that does anyway (a 2026-07-28 server answering `input_required`, or
+/// a request of its own) is answered as a user who says no would answer
+/// — elicitation declined, sampling refused, no roots — and what it
+/// asked is kept ([`ProbeClient::take_asked`]) for the step's detail.
+#[derive(Clone, Default)]
+pub struct ProbeClient {
+    asked: Arc<Mutex<Vec<Value>>>,
+}
 
+/// Requests kept per step, and characters of each text kept.
+const MAX_ASKED: usize = 8;
+const ASKED_TEXT: usize = 300;
+
+impl ProbeClient {
+    /// What the server asked of the client since the last take.
+    pub fn take_asked(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.asked.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn note(&self, asked: Value) {
+        let mut all = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        if all.len() < MAX_ASKED {
+            all.push(asked);
+        }
+    }
+}
+
+/// `text`'s first [`ASKED_TEXT`] characters.
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(ASKED_TEXT) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+#[allow(deprecated)]
 impl ClientHandler for ProbeClient {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<ElicitResult, McpError>> + Send + '_ {
+        let v = serde_json::to_value(&request).unwrap_or_default();
+        let fields: Vec<String> = v["requestedSchema"]["properties"]
+            .as_object()
+            .map(|p| p.keys().map(|k| cut(k)).collect())
+            .unwrap_or_default();
+        let mut asked = json!({
+            "kind": "elicitation",
+            "message": cut(v["message"].as_str().unwrap_or_default()),
+        });
+        if !fields.is_empty() {
+            asked["fields"] = json!(fields);
+        }
+        if let Some(url) = v["url"].as_str() {
+            asked["url"] = json!(cut(url));
+        }
+        self.note(asked);
+        std::future::ready(Ok(ElicitResult::new(ElicitationAction::Decline)))
+    }
+
+    fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<CreateMessageResult, McpError>> + Send + '_ {
+        let v = serde_json::to_value(&params).unwrap_or_default();
+        let texts: Vec<String> = v["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"]["text"].as_str().map(cut))
+            .take(MAX_ASKED)
+            .collect();
+        let mut asked = json!({"kind": "sampling", "messages": texts});
+        if let Some(system) = v["systemPrompt"].as_str() {
+            asked["system_prompt"] = json!(cut(system));
+        }
+        self.note(asked);
+        std::future::ready(Err(McpError::method_not_found::<
+            rmcp::model::CreateMessageRequestMethod,
+        >()))
+    }
+
+    fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<ListRootsResult, McpError>> + Send + '_ {
+        self.note(json!({"kind": "roots"}));
+        std::future::ready(Ok(ListRootsResult::default()))
     }
 }
 
