@@ -58,6 +58,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
     if let Handshake::Done(client, lifecycle) = hs {
         result.lifecycle = Some(lifecycle);
         let tools = conformance::exercise(&client, &wire, opts, &mut result).await;
+        result.roles = crate::judge::roles::declared(&tools);
         if opts.measure_memory {
             result.memory_pss_kib = crate::memory::tree_pss_kib(wire.pid());
         }
@@ -112,6 +113,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
             }
             result.recording = Some(recording);
         }
+        crate::judge::roles::observe(&mut result.roles, &result.steps, events, &opts.roots);
         match crate::judge::findings::judge(&result.steps, events, &opts.roots) {
             // Beside what the listings showed (definitions.rs).
             Ok(f) => result.findings.extend(f),

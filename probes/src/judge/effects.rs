@@ -17,7 +17,7 @@ const MAX_ITEMS: usize = 50;
 
 /// Reads under these belong to the runtime (the image, the server's own
 /// layer, the kernel's pseudo files), not to what a call did.
-const RUNTIME: &[&str] = &[
+pub(crate) const RUNTIME: &[&str] = &[
     "/usr/",
     "/lib/",
     "/lib64/",

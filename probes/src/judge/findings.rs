@@ -35,18 +35,18 @@ use crate::transport::exchange::Direction;
 const MAX_EVIDENCE: usize = 10;
 
 /// The canaries of a run, from the agent's `canaries` event.
-struct Canaries {
+pub(crate) struct Canaries {
     /// Each planted file and its own token.
-    tokens: Vec<(String, String)>,
-    files: Vec<String>,
+    pub(crate) tokens: Vec<(String, String)>,
+    pub(crate) files: Vec<String>,
     /// The variable's token (a tool may show its environment by design).
-    env_token: Option<String>,
-    sibling: String,
-    link: Option<String>,
+    pub(crate) env_token: Option<String>,
+    pub(crate) sibling: String,
+    pub(crate) link: Option<String>,
 }
 
 impl Canaries {
-    fn from_events(events: &[EventLine]) -> Option<Self> {
+    pub(crate) fn from_events(events: &[EventLine]) -> Option<Self> {
         let (files, tokens, env_token, sibling, link) =
             events.iter().find_map(|e| match &e.event {
                 AnyEvent::Agent(Event::Canaries {
@@ -246,7 +246,7 @@ fn add(
 }
 
 /// The paths a recorded call named, and where the first led.
-fn paths(e: &EventLine) -> impl Iterator<Item = &str> {
+pub(crate) fn paths(e: &EventLine) -> impl Iterator<Item = &str> {
     e.event
         .effect()
         .into_iter()
@@ -484,7 +484,7 @@ fn normalize(path: &str) -> String {
 }
 
 /// `path` is `root` or below it, by whole components.
-fn within(path: &str, root: &str) -> bool {
+pub(crate) fn within(path: &str, root: &str) -> bool {
     let root = root.trim_end_matches('/');
     path == root
         || path

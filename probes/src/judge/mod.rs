@@ -3,7 +3,8 @@
 //! [`effects`]), by what it declares ([`definitions`], [`names`], its
 //! MCP Apps' pages [`apps`]), by
 //! what its install scripts did ([`install`]), by how its listing moved
-//! ([`pin`]), and the CI gate on them ([`gate`]).
+//! ([`pin`]), and the CI gate on them ([`gate`]); and the roles each
+//! tool was seen to play ([`roles`]).
 
 pub mod apps;
 pub mod definitions;
@@ -13,3 +14,4 @@ pub mod gate;
 pub mod install;
 pub mod names;
 pub mod pin;
+pub mod roles;

@@ -176,6 +176,10 @@ pub struct ProbeResult {
     /// planted: `--profile observe`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// The roles each tool was seen to play in the VM (and those only
+    /// its annotations claim): `judge::roles`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<crate::judge::roles::ToolRoles>,
     /// With `--security`: why nothing could be judged (no canaries
     /// reported, no events read). "No finding" is said only where it was
     /// judged.
@@ -305,6 +309,7 @@ impl ProbeResult {
             guest_events: None,
             recording: None,
             findings: Vec::new(),
+            roles: Vec::new(),
             not_judged: None,
             roots: Vec::new(),
             background_lookups: false,
@@ -464,9 +469,25 @@ impl ProbeResult {
         s
     }
 
-    /// The summary's end: robustness, output, exit and verdict.
+    /// The summary's end: roles, robustness, output, exit and verdict.
     fn ending_lines(&self) -> String {
         let mut s = String::new();
+        if !self.roles.is_empty() {
+            s += "roles (observed in the VM; declared by annotations only):\n";
+            for r in &self.roles {
+                let mut parts: Vec<String> = r
+                    .observed
+                    .iter()
+                    .map(|(role, seen)| format!("{} in {}", label(role), printable(&seen.step)))
+                    .collect();
+                parts.extend(
+                    r.declared
+                        .iter()
+                        .map(|role| format!("{} (declared)", label(role))),
+                );
+                s += &format!("  {}: {}\n", printable(&r.tool), parts.join(", "));
+            }
+        }
         if let Some(rs) = &self.robustness {
             s += "robustness:\n";
             for r in rs {

@@ -1,0 +1,536 @@
+//! The roles each tool was seen to play, from what its calls made the
+//! server do inside the VM (the recorded effects and the egress proxy's
+//! events, attributed to the call's request), not from its description:
+//!
+//! - `reads_private`: it opened a canary or a file outside the roots it
+//!   was given (the runtime and `/tmp` apart), or a canary's token came
+//!   back in its answer;
+//! - `untrusted_content`: it reached for the network (a lookup or a
+//!   connection, allowed or refused): what it returns can come from
+//!   whoever answers;
+//! - `public_sink`: it tried to send something of its arguments off the
+//!   VM (a lookup or connection naming a value it was given), or wrote
+//!   outside its roots;
+//! - `destructive`: it deleted or renamed a file, or ran a program.
+//!
+//! A role its annotations claim (`destructiveHint`, `openWorldHint`) and
+//! no call showed is `declared`, apart from what was `observed`. Issue
+//! 50's flows across servers compose these.
+
+use std::collections::BTreeMap;
+
+use mcpvm_protocol::messages::{During, EventLine};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::judge::effects::{requests, step_of, RUNTIME};
+use crate::judge::findings::{paths, within, Canaries, Evidence};
+use crate::report::result::StepResult;
+use crate::transport::exchange::Direction;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    ReadsPrivate,
+    UntrustedContent,
+    PublicSink,
+    Destructive,
+}
+
+/// Where a role was first seen: the step, why, and the events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Seen {
+    pub step: String,
+    pub why: String,
+    pub evidence: Vec<Evidence>,
+}
+
+/// One tool's roles.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolRoles {
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub observed: BTreeMap<Role, Seen>,
+    /// What its annotations claim and no call showed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<Role>,
+}
+
+/// Evidence kept per role.
+const MAX_EVIDENCE: usize = 3;
+/// An argument value shorter than this proves nothing by appearing in a
+/// host name.
+const MIN_VALUE: usize = 4;
+
+/// The roles each tool's annotations claim.
+pub fn declared(tools: &[rmcp::model::Tool]) -> Vec<ToolRoles> {
+    tools
+        .iter()
+        .filter_map(|t| {
+            let a = t.annotations.as_ref()?;
+            let mut roles = Vec::new();
+            if a.destructive_hint == Some(true) {
+                roles.push(Role::Destructive);
+            }
+            if a.open_world_hint == Some(true) {
+                roles.push(Role::UntrustedContent);
+            }
+            (!roles.is_empty()).then(|| ToolRoles {
+                tool: t.name.to_string(),
+                declared: roles,
+                ..ToolRoles::default()
+            })
+        })
+        .collect()
+}
+
+/// Adds to `roles` what each tool's calls (`tools/call:` and `attack:`
+/// steps) were seen to do; a declared role seen is observed only.
+pub fn observe(
+    roles: &mut Vec<ToolRoles>,
+    steps: &[StepResult],
+    events: &[EventLine],
+    roots: &[String],
+) {
+    let canaries = Canaries::from_events(events);
+    let effects: Vec<(&EventLine, &During)> = events
+        .iter()
+        .filter_map(|e| Some((e, e.event.during()?)))
+        .collect();
+    for step in steps {
+        let Some(tool) = step
+            .step
+            .strip_prefix("tools/call:")
+            .or(step.step.strip_prefix("attack:"))
+        else {
+            continue;
+        };
+        let sent = requests(&step.exchange);
+        let mine: Vec<&EventLine> = effects
+            .iter()
+            .filter(|(_, d)| step_of(d, std::slice::from_ref(&sent)).is_some())
+            .map(|(e, _)| *e)
+            .collect();
+        let cx = Call {
+            step,
+            mine: &mine,
+            canaries: canaries.as_ref(),
+            roots,
+            values: argument_values(step),
+        };
+        for (role, seen) in cx.roles() {
+            let entry = match roles.iter_mut().position(|r| r.tool == tool) {
+                Some(i) => &mut roles[i],
+                None => {
+                    roles.push(ToolRoles {
+                        tool: tool.to_string(),
+                        ..ToolRoles::default()
+                    });
+                    roles.last_mut().expect("pushed")
+                }
+            };
+            entry.declared.retain(|r| *r != role);
+            entry.observed.entry(role).or_insert(seen);
+        }
+    }
+    roles.sort_by(|a, b| a.tool.cmp(&b.tool));
+}
+
+struct Call<'a> {
+    step: &'a StepResult,
+    mine: &'a [&'a EventLine],
+    canaries: Option<&'a Canaries>,
+    roots: &'a [String],
+    /// The string values of the call's arguments, long enough to mean
+    /// something where they appear.
+    values: Vec<String>,
+}
+
+impl Call<'_> {
+    fn roles(&self) -> Vec<(Role, Seen)> {
+        let mut out = Vec::new();
+        let mut add = |role, why: &str, evidence: Vec<Evidence>| {
+            if !evidence.is_empty() {
+                out.push((
+                    role,
+                    Seen {
+                        step: self.step.step.clone(),
+                        why: why.to_string(),
+                        evidence: evidence.into_iter().take(MAX_EVIDENCE).collect(),
+                    },
+                ));
+            }
+        };
+        let private = self.events(|e| self.reads_private(e));
+        let private = match private.is_empty() {
+            true => self.token_in_answer(),
+            false => private,
+        };
+        add(
+            Role::ReadsPrivate,
+            "it read a secret or a file outside its roots",
+            private,
+        );
+        add(
+            Role::UntrustedContent,
+            "it reached for the network",
+            self.events(|e| e.event.net().is_some() || self.connects_out(e)),
+        );
+        let sink = self.events(|e| self.sends_arguments(e) || self.writes_outside(e));
+        add(
+            Role::PublicSink,
+            "it sent its arguments off the VM or wrote outside its roots",
+            sink,
+        );
+        add(
+            Role::Destructive,
+            "it deleted or renamed a file, or ran a program",
+            self.events(|e| self.destroys(e)),
+        );
+        out
+    }
+
+    fn events(&self, keep: impl Fn(&EventLine) -> bool) -> Vec<Evidence> {
+        self.mine
+            .iter()
+            .filter(|e| keep(e))
+            .map(|e| Evidence::Event(Box::new((*e).clone())))
+            .collect()
+    }
+
+    fn outside_roots(&self, path: &str) -> bool {
+        !RUNTIME.iter().any(|r| path.starts_with(r))
+            && !within(path, "/tmp")
+            && !self.roots.iter().any(|r| within(path, r))
+    }
+
+    fn reads_private(&self, e: &EventLine) -> bool {
+        let Some(c) = e.event.effect() else {
+            return false;
+        };
+        let read = c.call.starts_with("open")
+            && c.access
+                .as_deref()
+                .is_none_or(|a| a.starts_with("read") && !a.contains("create"));
+        let canary = |p: &str| {
+            self.canaries
+                .is_some_and(|k| k.files.iter().any(|f| f == p))
+        };
+        read && paths(e).any(|p| canary(p) || self.outside_roots(p))
+    }
+
+    fn token_in_answer(&self) -> Vec<Evidence> {
+        let Some(k) = self.canaries else {
+            return Vec::new();
+        };
+        let tokens: Vec<&String> = k
+            .tokens
+            .iter()
+            .map(|(_, t)| t)
+            .chain(&k.env_token)
+            .collect();
+        self.step
+            .exchange
+            .iter()
+            .filter(|x| x.dir == Direction::Received)
+            .filter_map(|x| x.message.as_ref().map(Value::to_string))
+            .filter(|text| tokens.iter().any(|t| text.contains(t.as_str())))
+            .map(|_| Evidence::Excerpt("a canary's token is in its answer".into()))
+            .take(1)
+            .collect()
+    }
+
+    /// A connection the guest made to an internet address (its own
+    /// loopback and Unix sockets apart).
+    fn connects_out(&self, e: &EventLine) -> bool {
+        e.event.effect().is_some_and(|c| {
+            matches!(c.call.as_str(), "connect" | "sendto")
+                && c.address.as_deref().is_some_and(|a| {
+                    (a.starts_with("inet ") || a.starts_with("inet6 "))
+                        && !a.contains(" 127.")
+                        && !a.contains("[::1]")
+                })
+        })
+    }
+
+    fn sends_arguments(&self, e: &EventLine) -> bool {
+        let Some(n) = e.event.net() else { return false };
+        let target = format!(
+            "{} {}",
+            n.name.as_deref().unwrap_or_default(),
+            n.address.as_deref().unwrap_or_default()
+        )
+        .to_lowercase();
+        self.values.iter().any(|v| target.contains(v.as_str()))
+    }
+
+    fn writes_outside(&self, e: &EventLine) -> bool {
+        let Some(c) = e.event.effect() else {
+            return false;
+        };
+        let writes = match c.call.as_str() {
+            "open" | "openat" | "openat2" => c.access.as_deref().is_some_and(|a| {
+                !a.starts_with("read") || a.contains("create") || a == "read-write"
+            }),
+            "execve" | "execveat" | "connect" | "sendto" | "bind" | "listen" => false,
+            _ => true,
+        };
+        writes && paths(e).any(|p| self.outside_roots(p))
+    }
+
+    fn destroys(&self, e: &EventLine) -> bool {
+        let Some(c) = e.event.effect() else {
+            return false;
+        };
+        match c.call.as_str() {
+            "execve" | "execveat" => true,
+            "unlink" | "unlinkat" | "rmdir" | "rename" | "renameat" | "renameat2" => {
+                paths(e).any(|p| !within(p, "/tmp"))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The string values of a step's call arguments (nested ones too),
+/// lowercased: what would show in a host name the server then looked up.
+fn argument_values(step: &StepResult) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.len() >= MIN_VALUE => {
+                // A URL's host is what a lookup names.
+                let s = s.to_lowercase();
+                let host = s
+                    .split("://")
+                    .nth(1)
+                    .and_then(|r| r.split(['/', ':', '?', '#']).next())
+                    .unwrap_or(&s)
+                    .to_string();
+                if host.len() >= MIN_VALUE {
+                    out.push(host);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for x in &step.exchange {
+        if x.dir != Direction::Sent {
+            continue;
+        }
+        if let Some(args) = x
+            .message
+            .as_ref()
+            .and_then(|m| m.get("params")?.get("arguments"))
+        {
+            walk(args, &mut out);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::result::Outcome;
+    use crate::transport::exchange::Entry;
+    use mcpvm_protocol::messages::AnyEvent;
+    use serde_json::json;
+
+    fn step(name: &str, id: u64, args: Value, answer: Value) -> StepResult {
+        let tool = name.split_once(':').unwrap().1;
+        StepResult {
+            step: name.into(),
+            outcome: Outcome::Ok,
+            at_ms: 0.0,
+            took_ms: 0.0,
+            detail: Value::Null,
+            progress_notifications: 0,
+            exchange: vec![
+                Entry {
+                    at_ms: 0.0,
+                    dir: Direction::Sent,
+                    bytes: 0,
+                    message: Some(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                        "params": {"name": tool, "arguments": args}})),
+                    text: None,
+                },
+                Entry {
+                    at_ms: 1.0,
+                    dir: Direction::Received,
+                    bytes: 0,
+                    message: Some(json!({"jsonrpc": "2.0", "id": id, "result": answer})),
+                    text: None,
+                },
+            ],
+            effects: None,
+        }
+    }
+
+    fn during(id: u64, tool: &str) -> Value {
+        json!({"phase": "request", "id": id, "method": "tools/call", "tool": tool})
+    }
+
+    fn effect(id: u64, tool: &str, call: &str, fields: Value) -> Value {
+        let mut e = json!({"event": "effect", "call": call, "uptime_ms": 1, "pid": 7,
+            "exe": "/usr/bin/node", "during": during(id, tool)});
+        for (k, v) in fields.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        e
+    }
+
+    fn typed(events: &[Value]) -> Vec<EventLine> {
+        events
+            .iter()
+            .map(|e| {
+                let line: EventLine = serde_json::from_value(e.clone()).unwrap();
+                assert!(!matches!(line.event, AnyEvent::Unknown(_)), "{e}");
+                line
+            })
+            .collect()
+    }
+
+    const TOKEN: &str = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ";
+
+    fn canaries() -> Value {
+        json!({"event": "canaries", "env": "SERVICE_API_TOKEN", "env_token": "Zm9vYmFyYmF6cXV4cXV1eHF1dXhxdXV4",
+            "files": ["/root/.ssh/id_ed25519"], "tokens": {"/root/.ssh/id_ed25519": TOKEN},
+            "sibling": "/workspace_secret", "link": "/workspace/.credentials"})
+    }
+
+    fn roles_of(
+        steps: &[StepResult],
+        events: &[Value],
+        annotated: Vec<ToolRoles>,
+    ) -> Vec<ToolRoles> {
+        let mut roles = annotated;
+        observe(
+            &mut roles,
+            steps,
+            &typed(events),
+            &["/workspace".to_string()],
+        );
+        roles
+    }
+
+    fn observed(r: &[ToolRoles], tool: &str) -> Vec<Role> {
+        r.iter()
+            .find(|t| t.tool == tool)
+            .map(|t| t.observed.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn each_role_is_seen_from_what_the_call_did() {
+        let steps = [
+            step(
+                "tools/call:read_secret",
+                1,
+                json!({"path": "/workspace/a"}),
+                json!({}),
+            ),
+            step(
+                "tools/call:fetch",
+                2,
+                json!({"url": "https://attacker.example/x"}),
+                json!({}),
+            ),
+            step(
+                "tools/call:clean",
+                3,
+                json!({"path": "/workspace/old"}),
+                json!({}),
+            ),
+            step("tools/call:echo", 4, json!({"text": "hello"}), json!({})),
+            step(
+                "tools/call:leak",
+                5,
+                json!({}),
+                json!({"content": [{"type": "text", "text": TOKEN}]}),
+            ),
+        ];
+        let events = [
+            canaries(),
+            effect(
+                1,
+                "read_secret",
+                "openat",
+                json!({"paths": ["/root/.ssh/id_ed25519"], "access": "read"}),
+            ),
+            // The workspace and the runtime are its own.
+            effect(
+                4,
+                "echo",
+                "openat",
+                json!({"paths": ["/workspace/notes.txt"], "access": "read"}),
+            ),
+            effect(
+                4,
+                "echo",
+                "openat",
+                json!({"paths": ["/usr/lib/node/x.js"], "access": "read"}),
+            ),
+            json!({"event": "net", "kind": "dns", "name": "attacker.example", "allowed": false,
+                "reason": "not allowed", "bytes_out": 0, "bytes_in": 0, "duration_ms": 0.1,
+                "during": during(2, "fetch")}),
+            effect(3, "clean", "unlinkat", json!({"paths": ["/workspace/old"]})),
+        ];
+        let r = roles_of(&steps, &events, Vec::new());
+        assert_eq!(observed(&r, "read_secret"), [Role::ReadsPrivate]);
+        assert_eq!(
+            observed(&r, "fetch"),
+            [Role::UntrustedContent, Role::PublicSink]
+        );
+        assert_eq!(observed(&r, "clean"), [Role::Destructive]);
+        assert_eq!(observed(&r, "echo"), []);
+        assert_eq!(observed(&r, "leak"), [Role::ReadsPrivate]);
+        let fetch = &r.iter().find(|t| t.tool == "fetch").unwrap().observed[&Role::PublicSink];
+        assert_eq!(fetch.step, "tools/call:fetch");
+        assert_eq!(fetch.evidence.len(), 1);
+    }
+
+    #[test]
+    fn a_declared_role_a_call_showed_is_observed_only() {
+        let steps = [step(
+            "tools/call:rm",
+            1,
+            json!({"path": "/workspace/x"}),
+            json!({}),
+        )];
+        let events = [
+            canaries(),
+            effect(1, "rm", "unlinkat", json!({"paths": ["/workspace/x"]})),
+        ];
+        let annotated = vec![ToolRoles {
+            tool: "rm".into(),
+            declared: vec![Role::Destructive, Role::UntrustedContent],
+            ..ToolRoles::default()
+        }];
+        let r = roles_of(&steps, &events, annotated);
+        assert_eq!(observed(&r, "rm"), [Role::Destructive]);
+        assert_eq!(r[0].declared, [Role::UntrustedContent]);
+        // As written in the probe's JSON.
+        let v = serde_json::to_value(&r[0]).unwrap();
+        assert_eq!(v["declared"], json!(["untrusted_content"]));
+        assert_eq!(v["observed"]["destructive"]["step"], "tools/call:rm");
+    }
+
+    #[test]
+    fn what_a_server_does_outside_any_call_is_no_tools_role() {
+        let steps = [step(
+            "tools/call:echo",
+            1,
+            json!({"text": "hello"}),
+            json!({}),
+        )];
+        let events = [
+            canaries(),
+            json!({"event": "effect", "call": "execve", "uptime_ms": 1, "pid": 7, "exe": "/bin/sh",
+                "argv": ["sh", "-c", "x"], "during": {"phase": "start_up"}}),
+        ];
+        assert_eq!(roles_of(&steps, &events, Vec::new()), []);
+    }
+}
