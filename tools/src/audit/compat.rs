@@ -903,6 +903,7 @@ mod tests {
             addresses_model: Vec::new(),
             calls: Vec::new(),
             background_lookups: false,
+            roles: Vec::new(),
             finished_at: 0,
         }
     }

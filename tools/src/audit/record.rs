@@ -204,6 +204,10 @@ pub struct Record {
     /// itself that call's failure (`calls::judge`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub background_lookups: bool,
+    /// The roles each tool was seen to play in the VM, and those only its
+    /// annotations claim (`probes::judge::roles`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<probes::judge::roles::ToolRoles>,
     /// Seconds since the epoch when the cell finished.
     pub finished_at: u64,
 }
@@ -514,6 +518,7 @@ impl Record {
             addresses_model: Vec::new(),
             calls: Vec::new(),
             background_lookups: false,
+            roles: Vec::new(),
             finished_at: now(),
         }
     }
@@ -617,6 +622,7 @@ impl Record {
                 .collect(),
             calls: Call::all(probe, &events),
             background_lookups: probe.background_lookups,
+            roles: probe.roles.iter().take(MAX_LISTED).cloned().collect(),
             finished_at: now(),
         }
     }

@@ -483,6 +483,7 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
         blocks.extend(security::section(meta, records));
     }
     blocks.extend(security::declared_section(meta, records));
+    blocks.extend(security::roles_section(meta, records));
     blocks.extend(network::section(meta, records));
     blocks.extend(profiles(meta));
     blocks.extend(timings(meta, records));
@@ -696,6 +697,7 @@ pub(super) mod tests {
             addresses_model: Vec::new(),
             calls: Vec::new(),
             background_lookups: false,
+            roles: Vec::new(),
             finished_at: 0,
         }
     }
@@ -728,6 +730,41 @@ pub(super) mod tests {
     /// A server's listing flagged by the definitions checks: its own
     /// section in both formats (escaped), counted once by SARIF, located
     /// at its catalogue entry, and no section when nothing is flagged.
+    #[test]
+    fn the_tools_roles_over_all_cells_have_their_section() {
+        use probes::judge::roles::{Role, Seen, ToolRoles};
+        let meta = meta();
+        let mut rs = records();
+        assert!(!markdown(&meta, &rs).contains("## What the tools were seen to do"));
+        let seen = |step: &str| Seen {
+            step: step.into(),
+            why: "it reached for the network".into(),
+            evidence: Vec::new(),
+        };
+        // One cell saw a role its annotations also claim; the other only
+        // has the claims.
+        rs.get_mut(&("git".into(), "baseline".into()))
+            .unwrap()
+            .roles = vec![ToolRoles {
+            tool: "git_clone".into(),
+            declared: vec![Role::Destructive, Role::UntrustedContent],
+            ..ToolRoles::default()
+        }];
+        rs.get_mut(&("git".into(), "deny-exec".into()))
+            .unwrap()
+            .roles = vec![ToolRoles {
+            tool: "git_clone".into(),
+            observed: [(Role::UntrustedContent, seen("tools/call:git_clone"))].into(),
+            declared: vec![Role::Destructive],
+        }];
+        let md = markdown(&meta, &rs);
+        assert!(md.contains("## What the tools were seen to do"), "{md}");
+        assert!(
+            md.contains("`git_clone`: brings in untrusted content (seen in tools/call:git\\_clone: it reached for the network); destructive (declared only)"),
+            "{md}"
+        );
+    }
+
     #[test]
     fn what_a_server_declares_has_its_section_and_its_sarif_results() {
         let mut meta = meta();

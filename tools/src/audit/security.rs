@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use probes::judge::findings::Finding;
+use probes::judge::roles::{Role, ToolRoles};
 use serde_json::Value;
 
 use super::document::{Block, Cell, Item, Line};
@@ -258,6 +259,97 @@ pub fn declared_section(meta: &Meta, records: &Records) -> Vec<Block> {
     vec![
         Block::Heading(2, "What the servers declare".into()),
         Block::Para(Line::text("Each server's tools, prompts and resources as it listed them, judged as written (probes/src/judge/definitions.rs): instructions aimed at the model in a description, invisible or control characters, names that pass for others; and across the servers (probes/src/judge/names.rs): a tool whose name another audited server or a well-known tool has, a package a typo from a popular one; and what its install scripts did in their microVM when its layer was built, where that went beyond installing (probes/src/judge/install.rs: credential files opened, files written outside the package, the network tried, programs a build does not need). No call was needed; every cell lists, so these are shown whatever the profiles.")),
+        Block::List {
+            ordered: false,
+            items,
+        },
+    ]
+}
+
+/// A server's tools' roles over all its cells: a role any cell observed
+/// is observed (its first showing kept), a declared one only where no
+/// cell observed it.
+pub fn roles_of(meta: &Meta, records: &Records, server: &str) -> Vec<ToolRoles> {
+    let mut by_tool: BTreeMap<String, ToolRoles> = BTreeMap::new();
+    for r in meta
+        .profiles
+        .iter()
+        .filter_map(|p| records.get(&(server.to_string(), p.clone())))
+    {
+        for t in &r.roles {
+            let entry = by_tool.entry(t.tool.clone()).or_insert_with(|| ToolRoles {
+                tool: t.tool.clone(),
+                ..ToolRoles::default()
+            });
+            for (role, seen) in &t.observed {
+                entry.observed.entry(*role).or_insert_with(|| seen.clone());
+            }
+            for role in &t.declared {
+                if !entry.declared.contains(role) {
+                    entry.declared.push(*role);
+                }
+            }
+        }
+    }
+    let mut out: Vec<ToolRoles> = by_tool.into_values().collect();
+    for t in &mut out {
+        let observed: Vec<Role> = t.observed.keys().copied().collect();
+        t.declared.retain(|r| !observed.contains(r));
+    }
+    out
+}
+
+/// How a role reads in a report.
+fn role_name(r: Role) -> &'static str {
+    match r {
+        Role::ReadsPrivate => "reads private data",
+        Role::UntrustedContent => "brings in untrusted content",
+        Role::PublicSink => "a public sink",
+        Role::Destructive => "destructive",
+    }
+}
+
+/// `What the tools were seen to do`: per server, each tool's roles from
+/// what its calls made the server do in the VM, and apart, what only its
+/// annotations claim; nothing when no cell recorded any.
+pub fn roles_section(meta: &Meta, records: &Records) -> Vec<Block> {
+    let items: Vec<Item> = meta
+        .servers
+        .keys()
+        .filter_map(|s| {
+            let roles = roles_of(meta, records, s);
+            let sub: Vec<Item> = roles
+                .iter()
+                .map(|t| {
+                    let mut line = Line::default().code(t.tool.as_str()).and(": ");
+                    let mut parts: Vec<String> = t
+                        .observed
+                        .iter()
+                        .map(|(r, seen)| {
+                            format!("{} (seen in {}: {})", role_name(*r), seen.step, seen.why)
+                        })
+                        .collect();
+                    parts.extend(
+                        t.declared
+                            .iter()
+                            .map(|r| format!("{} (declared only)", role_name(*r))),
+                    );
+                    line = line.and(parts.join("; "));
+                    Item::of(line)
+                })
+                .collect();
+            (!sub.is_empty()).then(|| Item {
+                line: Line::default().strong(s.as_str()),
+                sub,
+            })
+        })
+        .collect();
+    if items.is_empty() {
+        return Vec::new();
+    }
+    vec![
+        Block::Heading(2, "What the tools were seen to do".into()),
+        Block::Para(Line::text("The roles each tool played in the VM, from what its calls and attacks made the server do (probes/src/judge/roles.rs): reads private data (a canary, a file outside its roots, a canary's token in its answer), brings in untrusted content (reached for the network), a public sink (sent its arguments off the VM, or wrote outside its roots), destructive (deleted or renamed a file, ran a program). A role only the tool's annotations claim is marked declared only. Seen only under a recording profile (the security column).")),
         Block::List {
             ordered: false,
             items,
