@@ -144,13 +144,24 @@ fn percent(path: &str) -> String {
 /// The SARIF log of `result`'s findings; `server` names what was probed,
 /// `artifact` where it is named.
 pub fn log(result: &ProbeResult, server: &str, artifact: &Artifact) -> Value {
-    log_of(vec![run(
+    let mut run = run(
         &result.findings,
         server,
         result.server_name.as_deref(),
         result.server_version.as_deref(),
         artifact,
-    )])
+    );
+    with_roles(&mut run, &result.roles);
+    log_of(vec![run])
+}
+
+/// The run's tools' roles (`judge::roles`), as the run's property
+/// `toolRoles`: what each tool was seen to do is no finding, but it is
+/// what a dashboard composing servers needs beside them.
+pub fn with_roles(run: &mut Value, roles: &[crate::judge::roles::ToolRoles]) {
+    if !roles.is_empty() {
+        run["properties"]["toolRoles"] = serde_json::to_value(roles).unwrap_or_default();
+    }
 }
 
 /// The finding's identity across runs: its server, tool, class, rule
@@ -267,6 +278,28 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tools_roles_ride_along_as_the_runs_property() {
+        use crate::judge::roles::{Role, ToolRoles};
+        let mut r = ProbeResult::new(&["mcpvm".into()], "vm");
+        let program = Artifact {
+            path: "srv".into(),
+            line: None,
+        };
+        let clean = log(&r, "x", &program);
+        assert!(clean["runs"][0]["properties"].get("toolRoles").is_none());
+        r.roles.push(ToolRoles {
+            tool: "rm".into(),
+            declared: vec![Role::Destructive],
+            ..ToolRoles::default()
+        });
+        let with = log(&r, "x", &program);
+        assert_eq!(
+            with["runs"][0]["properties"]["toolRoles"][0]["declared"][0],
+            "destructive"
+        );
+    }
 
     #[test]
     fn each_finding_is_a_result_of_its_rule_located_at_its_tool() {

@@ -410,12 +410,14 @@ fn runs<'a>(meta: &'a Meta, records: &'a Records) -> impl Iterator<Item = Value>
                 line: None,
             },
         };
-        Some(probes::report::sarif::run(
+        let mut run = probes::report::sarif::run(
             &findings,
             s,
             Some(&sm.package),
             Some(&sm.version),
             &artifact,
-        ))
+        );
+        probes::report::sarif::with_roles(&mut run, &roles_of(meta, records, s));
+        Some(run)
     })
 }
