@@ -12,6 +12,7 @@ pub mod calls;
 pub mod compat;
 pub mod coverage;
 pub mod document;
+pub mod flows;
 pub mod journal;
 pub mod matrix;
 pub mod meta;

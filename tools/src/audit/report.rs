@@ -484,6 +484,7 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
     }
     blocks.extend(security::declared_section(meta, records));
     blocks.extend(security::roles_section(meta, records));
+    blocks.extend(security::flows_section(meta, records));
     blocks.extend(network::section(meta, records));
     blocks.extend(profiles(meta));
     blocks.extend(timings(meta, records));
@@ -759,6 +760,10 @@ pub(super) mod tests {
         }];
         let md = markdown(&meta, &rs);
         assert!(md.contains("## What the tools were seen to do"), "{md}");
+        // A source and a declared destructive tool: a destruction chain,
+        // medium for its declared link.
+        assert!(md.contains("## Flows across the servers"), "{md}");
+        assert!(md.contains("**destruction** (medium)"), "{md}");
         assert!(
             md.contains("`git_clone`: brings in untrusted content (seen in tools/call:git\\_clone: it reached for the network); destructive (declared only)"),
             "{md}"

@@ -357,6 +357,67 @@ pub fn roles_section(meta: &Meta, records: &Records) -> Vec<Block> {
     ]
 }
 
+/// `Flows across the servers`: the chains an injected instruction can
+/// follow when one assistant holds every audited server, from the roles
+/// their tools were seen to play (`flows.rs`); nothing when none.
+pub fn flows_section(meta: &Meta, records: &Records) -> Vec<Block> {
+    let servers: BTreeMap<String, Vec<ToolRoles>> = meta
+        .servers
+        .keys()
+        .map(|s| (s.clone(), roles_of(meta, records, s)))
+        .filter(|(_, r)| !r.is_empty())
+        .collect();
+    let found = super::flows::flows(&servers);
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let items: Vec<Item> = found
+        .iter()
+        .map(|f| {
+            let chain: Vec<String> = f
+                .links
+                .iter()
+                .map(|(r, _)| role_name(*r).to_string())
+                .collect();
+            Item {
+                line: Line::default().strong(f.kind).and(format!(
+                    " ({}): {}",
+                    f.severity,
+                    chain.join(" → ")
+                )),
+                sub: f
+                    .links
+                    .iter()
+                    .map(|(role, players)| {
+                        let shown: Vec<String> = players
+                            .iter()
+                            .take(8)
+                            .map(|p| match &p.step {
+                                Some(step) => format!("{}/{} (seen in {step})", p.server, p.tool),
+                                None => format!("{}/{} (declared)", p.server, p.tool),
+                            })
+                            .collect();
+                        let more = players.len().saturating_sub(8);
+                        let mut line = format!("{}: {}", role_name(*role), shown.join(", "));
+                        if more > 0 {
+                            line += &format!(" and {more} more");
+                        }
+                        Item::of(Line::text(line))
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    vec![
+        Block::Heading(2, "Flows across the servers".into()),
+        Block::Para(Line::text("What an instruction injected into one tool's result (a page, an issue, a file an attacker wrote) can chain when one assistant holds all of these servers, from the roles above: exfiltration (untrusted content → a private read → a public sink) and destruction (untrusted content → a destructive tool). High when every link was seen in the VM, medium when a link is only declared, low when none was seen (audit/flows.rs).")),
+        Block::List {
+            ordered: false,
+            items,
+        },
+    ]
+}
+
 /// One SARIF 2.1.0 log of every server's findings, a run per server
 /// attacked or with findings in what it declares.
 pub fn sarif(meta: &Meta, records: &Records) -> Value {
