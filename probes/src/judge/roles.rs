@@ -17,10 +17,8 @@
 //! no call showed is `declared`, apart from what was `observed`. Issue
 //! 50's flows across servers compose these.
 
-use std::collections::BTreeMap;
 
 use mcpvm_protocol::messages::{During, EventLine};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::judge::effects::{requests, step_of, RUNTIME};
@@ -28,33 +26,7 @@ use crate::judge::findings::{paths, within, Canaries, Evidence};
 use crate::report::result::StepResult;
 use crate::transport::exchange::Direction;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    ReadsPrivate,
-    UntrustedContent,
-    PublicSink,
-    Destructive,
-}
-
-/// Where a role was first seen: the step, why, and the events.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Seen {
-    pub step: String,
-    pub why: String,
-    pub evidence: Vec<Evidence>,
-}
-
-/// One tool's roles.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ToolRoles {
-    pub tool: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub observed: BTreeMap<Role, Seen>,
-    /// What its annotations claim and no call showed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub declared: Vec<Role>,
-}
+pub use crate::report::result::{Role, Seen, ToolRoles};
 
 /// Evidence kept per role.
 const MAX_EVIDENCE: usize = 3;

@@ -1,5 +1,7 @@
 //! The probe's output, stable and serialisable (docs/probe-result.md).
 
+use std::collections::BTreeMap;
+
 use mcpvm_protocol::messages::{AnyEvent, EventLine};
 use mcpvm_protocol::text::printable;
 use serde::{Deserialize, Serialize};
@@ -179,7 +181,7 @@ pub struct ProbeResult {
     /// The roles each tool was seen to play in the VM (and those only
     /// its annotations claim): `judge::roles`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub roles: Vec<crate::judge::roles::ToolRoles>,
+    pub roles: Vec<ToolRoles>,
     /// With `--security`: why nothing could be judged (no canaries
     /// reported, no events read). "No finding" is said only where it was
     /// judged.
@@ -614,6 +616,35 @@ impl Finding {
             evidence: vec![Evidence::Excerpt(evidence)],
         }
     }
+}
+
+/// A role a tool was seen to play (`judge::roles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    ReadsPrivate,
+    UntrustedContent,
+    PublicSink,
+    Destructive,
+}
+
+/// Where a tool's role was first seen: the step, why, and the events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Seen {
+    pub step: String,
+    pub why: String,
+    pub evidence: Vec<Evidence>,
+}
+
+/// One tool's roles.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolRoles {
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub observed: BTreeMap<Role, Seen>,
+    /// What its annotations claim and no call showed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<Role>,
 }
 
 /// What proves a finding: the guest's (or the egress proxy's) event of
