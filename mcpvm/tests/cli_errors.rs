@@ -1144,3 +1144,59 @@ fn a_bad_registry_file_is_named_and_a_generated_catalogue_kept() {
         "# reviewed\n"
     );
 }
+
+/// `audit --config FILE`: a client's configuration naming nothing mcpvm
+/// can run (a local script, a container, a remote URL, an unpinned
+/// package) is refused with why for each server, written to setup.json,
+/// and nothing it names runs on the host (the script would leave a
+/// marker).
+#[test]
+fn a_client_configuration_of_nothing_runnable_says_why_and_runs_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let marker = d.path().join("ran");
+    let config = d.path().join("mcp.json");
+    let servers = serde_json::json!({"mcpServers": {
+        "script": {"command": "sh", "args": ["-c", format!("touch {}", marker.display())]},
+        "container": {"command": "docker", "args": ["run", "-i", "mcp/github"]},
+        "remote": {"url": "https://mcp.example.com/mcp"},
+        "floating": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
+    }});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let before = std::fs::read(&config).unwrap();
+    let out = d.path().join("audit");
+    let (code, stderr) = mcpvm(&[
+        "audit",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("none of the servers of"), "{stderr}");
+    for (name, why) in [
+        ("script", "a local command"),
+        ("container", "container image"),
+        ("remote", "remote server"),
+        ("floating", "not pinned"),
+    ] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&format!("audit: {name}: not run: ")) && l.contains(why)),
+            "{name}: {stderr}"
+        );
+    }
+    assert!(!marker.exists(), "a configured command ran on the host");
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        before,
+        "the file is only read"
+    );
+    let setup: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("setup.json")).unwrap()).unwrap();
+    let rows = setup["servers"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(rows
+        .iter()
+        .all(|r| r["kind"] == "not_run" && r["why"].is_string()));
+}

@@ -9,3 +9,4 @@ pub mod audit;
 pub mod commands;
 pub mod install;
 pub mod pinning;
+pub mod setup;

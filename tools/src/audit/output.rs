@@ -60,6 +60,8 @@ pub enum AuditError {
     Released(String),
     #[error("mcpvm audit needs --out DIR: where results and reports go")]
     NoOut,
+    #[error("{0}")]
+    Setup(String),
     #[error(transparent)]
     Pin(#[from] crate::pinning::PinError),
     #[error("Cannot read the audit's journal {path}")]

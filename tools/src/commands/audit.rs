@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use crate::audit::{self, matrix, AuditOptions, DEFAULT_PROFILES};
+use crate::commands::client::{Client as ClientKind, Scope};
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -101,6 +102,23 @@ struct RunAudit {
     /// declares.
     #[arg(long, value_name = "FILE")]
     pinned: Option<PathBuf>,
+    /// Audit the servers this MCP client's configuration names, side by
+    /// side: each published package it launches (`npx -y PKG@VER`, `uvx
+    /// PKG==VER`, `mcpvm run --package`) built into a layer and audited
+    /// with the security column, the flows across them in the report;
+    /// what cannot be mapped is a row with why (setup.json). The file is
+    /// only read, nothing it names runs on this host, and no value of
+    /// its variables reaches a VM (each gets a marked dummy).
+    #[arg(long, value_enum, conflicts_with_all = ["catalogue", "servers", "config"])]
+    client: Option<ClientKind>,
+    /// With --client: its project file (in this directory) or your user
+    /// file [default: project; Claude Desktop has only user].
+    #[arg(long = "client-scope", value_enum, requires = "client")]
+    client_scope: Option<Scope>,
+    /// Audit the servers of this MCP client configuration file (the
+    /// `mcpServers` or VS Code's `servers` object), as --client does.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["catalogue", "servers"])]
+    config: Option<PathBuf>,
 }
 
 pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
@@ -123,13 +141,27 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
     let out = a.out.ok_or(audit::AuditError::NoOut)?;
     let fail_on = a.fail_on;
     let out_dir = out.clone();
+    let (mut catalogue, mut servers, mut security) = (a.catalogue, a.servers, a.security);
+    let mut profiles = a.profiles;
+    if a.client.is_some() || a.config.is_some() {
+        let (path, key) = client_file(a.client, a.client_scope, a.config)?;
+        let (generated, built) = setup(&path, key, &out, a.images.as_deref(), json)?;
+        catalogue = mcpvm::server::CatalogueArg {
+            path: Some(generated),
+            only: true,
+        };
+        servers = Some(built);
+        // The roles and flows need what each call did: the security
+        // column, against a baseline with nothing else withheld.
+        security = true;
+        profiles = Some(profiles.unwrap_or_else(|| vec!["baseline".into()]));
+    }
     let code = audit::run(
         AuditOptions {
-            catalogue: a.catalogue,
+            catalogue,
             images: a.images,
-            servers: a.servers,
-            profiles: a
-                .profiles
+            servers,
+            profiles: profiles
                 .unwrap_or_else(|| DEFAULT_PROFILES.iter().map(|s| s.to_string()).collect()),
             profiles_file: a.profiles_file,
             jobs: a.jobs.map(|j| j as usize),
@@ -142,7 +174,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
                 .warm
                 .then(|| a.snapshots.unwrap_or_else(mcpvm::run::warm::default_dir)),
             repeat: a.repeat as usize,
-            security: a.security,
+            security,
             robustness: a.robustness,
             pinned: match a.pinned {
                 Some(path) => {
@@ -158,6 +190,121 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
         Some(at) => gate(&out_dir, at, code),
         None => Ok(code),
     }
+}
+
+/// The client configuration to audit, and its servers' key.
+fn client_file(
+    client: Option<ClientKind>,
+    scope: Option<Scope>,
+    config: Option<PathBuf>,
+) -> Result<(PathBuf, Option<&'static str>), audit::AuditError> {
+    let Some(client) = client else {
+        return Ok((config.expect("--client or --config"), None));
+    };
+    let scope = scope.unwrap_or(match client {
+        ClientKind::ClaudeDesktop => Scope::User,
+        _ => Scope::Project,
+    });
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let path = client
+        .file(scope, home.as_deref())
+        .map_err(|e| audit::AuditError::Setup(e.to_string()))?;
+    Ok((path, Some(client.servers_key())))
+}
+
+/// Reads the configuration at `path`, maps its servers (`crate::setup`),
+/// writes what it found to `out` (setup.json, and setup.toml: the
+/// catalogue made of the packages) and builds their layers into the
+/// store; the catalogue and the servers that built.
+fn setup(
+    path: &Path,
+    key: Option<&str>,
+    out: &Path,
+    images: Option<&Path>,
+    json: bool,
+) -> Result<(PathBuf, Vec<String>), audit::AuditError> {
+    let fail = |why: String| audit::AuditError::Setup(why);
+    let text = crate::commands::client::read_config(path)
+        .map_err(|e| fail(mcpvm::error_chain(&e)))?
+        .ok_or_else(|| {
+            fail(format!(
+                "{} does not exist: give the client's file with --config",
+                path.display()
+            ))
+        })?;
+    let config: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| fail(format!("{} is not JSON ({e})", path.display())))?;
+    let key = key.unwrap_or(if config.get("servers").is_some() {
+        "servers"
+    } else {
+        "mcpServers"
+    });
+    let configured = crate::setup::read(&config, key);
+    if configured.is_empty() {
+        return Err(fail(format!(
+            "{} names no servers under \"{key}\"",
+            path.display()
+        )));
+    }
+    let listings: Vec<_> = configured
+        .iter()
+        .filter_map(|c| match &c.mapped {
+            crate::setup::Mapped::Package { listing } => Some(listing.clone()),
+            crate::setup::Mapped::NotRun { .. } => None,
+        })
+        .collect();
+    let all: Vec<usize> = (0..listings.len()).collect();
+    let (toml_text, made) = mcpvm_images::registry::catalogue(&listings, &all);
+    mcpvm::host::files::own_dir(out).map_err(audit::output::out_err(out))?;
+    let toml_path = out.join("setup.toml");
+    audit::output::write_atomic(&toml_path, &toml_text)?;
+    audit::output::write_json(
+        &out.join("setup.json"),
+        &serde_json::json!({"config": path, "key": key, "servers": configured, "catalogue": made}),
+    )?;
+    let names: Vec<String> = made.iter().filter_map(|r| r.name.clone()).collect();
+    for c in &configured {
+        if let crate::setup::Mapped::NotRun { why } = &c.mapped {
+            eprintln!(
+                "audit: {}: not run: {why}",
+                mcpvm::logger::printable(&c.name)
+            );
+        }
+    }
+    if names.is_empty() {
+        return Err(fail(format!(
+            "none of the servers of {} is a published package mcpvm can run (setup.json in {} says why)",
+            path.display(),
+            out.display()
+        )));
+    }
+    let catalogue = mcpvm_images::catalogue::Catalogue::parse(&toml_text, "setup.toml")?;
+    let store = images
+        .map(Path::to_path_buf)
+        .unwrap_or_else(mcpvm_images::store::default_dir);
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let report = mcpvm_images::build::build(
+        &catalogue,
+        &names,
+        &[],
+        &store,
+        jobs,
+        &crate::install::scripts::MicroVm::default(),
+        &mut |msg| {
+            if !json {
+                eprintln!("image: {}", mcpvm::logger::printable_lines(msg));
+            }
+        },
+    )
+    .map_err(|e| fail(mcpvm::error_chain(&e)))?;
+    for f in &report.failed {
+        eprintln!(
+            "audit: {}: its layer did not build: {}",
+            f.name,
+            mcpvm::logger::printable(&f.error)
+        );
+    }
+    Ok((toml_path, names))
 }
 
 /// `--fail-on`: the findings of every cell the audit recorded, against

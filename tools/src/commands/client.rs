@@ -101,7 +101,7 @@ pub enum ClientError {
 
 impl Client {
     /// The key of its servers' object.
-    fn servers_key(self) -> &'static str {
+    pub(crate) fn servers_key(self) -> &'static str {
         match self {
             Client::Vscode => "servers",
             _ => "mcpServers",
@@ -110,7 +110,7 @@ impl Client {
 
     /// Its file for `scope`, relative to the current directory (project)
     /// or `home` (user).
-    fn file(self, scope: Scope, home: Option<&Path>) -> Result<PathBuf, ClientError> {
+    pub(crate) fn file(self, scope: Scope, home: Option<&Path>) -> Result<PathBuf, ClientError> {
         let user = |rel: &str| home.map(|h| h.join(rel)).ok_or(ClientError::NoHome);
         match (self, scope) {
             (Client::ClaudeCode, Scope::Project) => Ok(".mcp.json".into()),
@@ -223,7 +223,7 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, ClientError> {
 /// it links to, for a configuration kept among dotfiles) of at most
 /// `MAX_CONFIG` bytes, read with that bound (a FIFO is not waited on,
 /// `/dev/zero` not read until memory runs out).
-fn read_config(path: &Path) -> Result<Option<String>, ClientError> {
+pub(crate) fn read_config(path: &Path) -> Result<Option<String>, ClientError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let read = |source| ClientError::Read {
