@@ -122,7 +122,7 @@ fn prepare(o: &AuditOptions) -> Result<(Meta, Catalogue), AuditError> {
             .collect(),
     };
     if names.is_empty() {
-        return Err(AuditError::NoServers.into());
+        return Err(AuditError::NoServers);
     }
     let (columns, definitions) = columns(o)?;
     let (servers, runtime_image) = server_metas(o, &catalogue, &names)?;
@@ -261,8 +261,8 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, AuditError> {
     // written, instead of recording each one as broken.
     match vmm::kvm::open(false) {
         Ok(_) => {}
-        Err(vmm::kvm::HostError::Pvm) => return Err(AuditError::Pvm.into()),
-        Err(e) => return Err(AuditError::Host(e).into()),
+        Err(vmm::kvm::HostError::Pvm) => return Err(AuditError::Pvm),
+        Err(e) => return Err(AuditError::Host(e)),
     }
     // 2. A new audit, or the same one resumed.
     std::fs::create_dir_all(o.out.join("runs")).map_err(out_err(&o.out))?;
@@ -372,8 +372,7 @@ fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, AuditError> {
         return Err(AuditError::Changed {
             path: out.to_path_buf(),
             what: what.join(", "),
-        }
-        .into());
+        });
     }
     Ok(before)
 }
@@ -616,7 +615,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditErro
         let meta_path = dir.join("audit.json");
         let bytes = match mcpvm::host::files::read_regular(&meta_path, MAX_META_BYTES) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(AuditError::NotAudit { path: dir.clone() }.into())
+                return Err(AuditError::NotAudit { path: dir.clone() })
             }
             r => r.map_err(|source| AuditError::BadShard {
                 path: meta_path.clone(),
@@ -637,8 +636,7 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditErro
                     what: diff.join(", "),
                     a: first_dir.clone(),
                     b: dir.clone(),
-                }
-                .into());
+                });
             }
         } else {
             meta = Some((m, dir.clone()));

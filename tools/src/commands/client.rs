@@ -155,7 +155,7 @@ pub fn run(cmd: ClientCommand, json: bool) -> Result<u8, ClientError> {
             .next()
             .unwrap_or("")
             .trim_start_matches("error: ");
-        return Err(ClientError::RunArgs(first.to_string()).into());
+        return Err(ClientError::RunArgs(first.to_string()));
     }
     let scope = a.scope.unwrap_or(match a.client {
         Client::ClaudeDesktop => Scope::User,
