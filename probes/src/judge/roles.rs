@@ -17,7 +17,6 @@
 //! no call showed is `declared`, apart from what was `observed`. Issue
 //! 50's flows across servers compose these.
 
-
 use mcpvm_protocol::messages::{During, EventLine};
 use serde_json::Value;
 
