@@ -1200,3 +1200,30 @@ fn a_client_configuration_of_nothing_runnable_says_why_and_runs_nothing() {
         .iter()
         .all(|r| r["kind"] == "not_run" && r["why"].is_string()));
 }
+
+/// `--with-credentials VAR` that no configured server sets is one clear
+/// error before anything is built or written.
+#[test]
+fn a_credential_no_server_sets_is_refused_before_anything_is_built() {
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("mcp.json");
+    let servers = serde_json::json!({"mcpServers": {
+        "time": {"command": "uvx", "args": ["mcp-server-time==2026.1.26"], "env": {"TZ": "UTC"}},
+    }});
+    std::fs::write(&config, servers.to_string()).unwrap();
+    let out = d.path().join("audit");
+    assert_error(
+        &[
+            "audit",
+            "--config",
+            config.to_str().unwrap(),
+            "--with-credentials",
+            "API_KEY",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        1,
+        "--with-credentials API_KEY: no server of the configuration sets API_KEY",
+    );
+    assert!(!out.exists(), "nothing written");
+}

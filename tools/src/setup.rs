@@ -146,6 +146,7 @@ fn package(registry: &str, command: &str, args: Vec<String>, env: Vec<String>) -
             sources: vec!["client configuration".into()],
             toolsdk_validated: None,
             toolsdk_tools: None,
+            credentials: Vec::new(),
         },
     }
 }

@@ -42,6 +42,11 @@ pub struct Listing {
     pub toolsdk_validated: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolsdk_tools: Option<u32>,
+    /// Variables whose real value the run takes from mcpvm's environment
+    /// (a user's `--with-credentials`), not a dummy: the entry's
+    /// `credentials`, redacted from everything reported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
 }
 
 /// Bounds on what one listing may carry into a catalogue.
@@ -96,7 +101,12 @@ pub fn entry(l: &Listing) -> Result<(String, Entry), String> {
         if !is_variable(key) {
             return Err(format!("'{}' is not a variable name", key.escape_debug()));
         }
-        e.env.insert(key.clone(), dummy(key));
+        match l.credentials.contains(key) {
+            true => e.credentials.push(key.clone()),
+            false => {
+                e.env.insert(key.clone(), dummy(key));
+            }
+        }
     }
     let mut notes = vec![format!(
         "generated from the registry listing `{} {}`",
@@ -417,7 +427,21 @@ mod tests {
             sources: Vec::new(),
             toolsdk_validated: None,
             toolsdk_tools: None,
+            credentials: Vec::new(),
         }
+    }
+
+    /// A variable passed as a credential gets no dummy: the entry names it
+    /// as a credential, its value taken from the environment at run time.
+    #[test]
+    fn a_credential_is_named_never_given_a_value() {
+        let mut l = listing("npm", "srv", "npx", &["-y", "srv@1.2.3"]);
+        l.required_env = vec!["API_KEY".into(), "REGION".into()];
+        l.credentials = vec!["API_KEY".into()];
+        let (_, e) = entry(&l).unwrap();
+        assert_eq!(e.credentials, ["API_KEY"]);
+        assert!(!e.env.contains_key("API_KEY"));
+        assert!(e.env["REGION"].contains("mcpvm-dummy"), "{:?}", e.env);
     }
 
     /// An npm bin, npx's way: the launcher's `-y` and the package spec go,

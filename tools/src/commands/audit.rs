@@ -119,6 +119,12 @@ struct RunAudit {
     /// `mcpServers` or VS Code's `servers` object), as --client does.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["catalogue", "servers"])]
     config: Option<PathBuf>,
+    /// With --client or --config: pass this variable's real value, as
+    /// the configuration sets it, to the servers that set it (repeatable;
+    /// every other variable gets a marked dummy). Redacted from every
+    /// output like a catalogue's credentials; never written to a file.
+    #[arg(long = "with-credentials", value_name = "VAR")]
+    with_credentials: Vec<String>,
 }
 
 pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
@@ -145,7 +151,14 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
     let mut profiles = a.profiles;
     if a.client.is_some() || a.config.is_some() {
         let (path, key) = client_file(a.client, a.client_scope, a.config)?;
-        let (generated, built) = setup(&path, key, &out, a.images.as_deref(), json)?;
+        let (generated, built) = setup(
+            &path,
+            key,
+            &a.with_credentials,
+            &out,
+            a.images.as_deref(),
+            json,
+        )?;
         catalogue = mcpvm::server::CatalogueArg {
             path: Some(generated),
             only: true,
@@ -219,6 +232,7 @@ fn client_file(
 fn setup(
     path: &Path,
     key: Option<&str>,
+    with_credentials: &[String],
     out: &Path,
     images: Option<&Path>,
     json: bool,
@@ -246,13 +260,14 @@ fn setup(
             path.display()
         )));
     }
-    let listings: Vec<_> = configured
+    let mut listings: Vec<_> = configured
         .iter()
         .filter_map(|c| match &c.mapped {
             crate::setup::Mapped::Package { listing } => Some(listing.clone()),
             crate::setup::Mapped::NotRun { .. } => None,
         })
         .collect();
+    pass_credentials(&config, key, with_credentials, &mut listings)?;
     let all: Vec<usize> = (0..listings.len()).collect();
     let (toml_text, made) = mcpvm_images::registry::catalogue(&listings, &all);
     mcpvm::host::files::own_dir(out).map_err(audit::output::out_err(out))?;
@@ -305,6 +320,39 @@ fn setup(
         );
     }
     Ok((toml_path, names))
+}
+
+/// `--with-credentials VAR`: each listing whose entry sets VAR takes it
+/// as a credential (its value from this process's environment, where it
+/// is put from the configuration: the runs inherit it, the catalogue
+/// never holds it). A variable the entries set to different values, or
+/// none sets, is refused.
+fn pass_credentials(
+    config: &serde_json::Value,
+    key: &str,
+    vars: &[String],
+    listings: &mut [mcpvm_images::registry::Listing],
+) -> Result<(), audit::AuditError> {
+    let fail = |why: String| audit::AuditError::Setup(why);
+    for var in vars {
+        let values: std::collections::BTreeSet<&str> = config[key]
+            .as_object()
+            .into_iter()
+            .flat_map(|servers| servers.values())
+            .filter_map(|entry| entry["env"][var.as_str()].as_str())
+            .collect();
+        let value = match values.len() {
+            0 => return Err(fail(format!("--with-credentials {var}: no server of the configuration sets {var}"))),
+            1 => values.into_iter().next().expect("one"),
+            _ => return Err(fail(format!("--with-credentials {var}: the servers set {var} to different values; audit them apart with --config"))),
+        };
+        // Before any thread or child: the cells' runs inherit it.
+        std::env::set_var(var, value);
+        for l in listings.iter_mut().filter(|l| l.required_env.contains(var)) {
+            l.credentials.push(var.clone());
+        }
+    }
+    Ok(())
 }
 
 /// `--fail-on`: the findings of every cell the audit recorded, against
