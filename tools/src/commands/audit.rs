@@ -125,6 +125,12 @@ struct RunAudit {
     /// output like a catalogue's credentials; never written to a file.
     #[arg(long = "with-credentials", value_name = "VAR")]
     with_credentials: Vec<String>,
+    /// With --client or --config: also write DIR/fixed-config.json, the
+    /// configuration with each audited server wrapped in `mcpvm run
+    /// --package`, held to the minimal profile the audit proposed for it
+    /// where there is one. The configuration itself is never changed.
+    #[arg(long)]
+    fix: bool,
 }
 
 pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
@@ -149,9 +155,22 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
     let out_dir = out.clone();
     let (mut catalogue, mut servers, mut security) = (a.catalogue, a.servers, a.security);
     let mut profiles = a.profiles;
+    let mut fix = None;
+    let setup_only = [
+        (a.fix, "--fix"),
+        (!a.with_credentials.is_empty(), "--with-credentials"),
+    ];
+    if let Some((_, flag)) = setup_only
+        .iter()
+        .find(|(given, _)| *given && a.client.is_none() && a.config.is_none())
+    {
+        return Err(audit::AuditError::Setup(format!(
+            "{flag} goes with a client's configuration: give --client CLIENT or --config FILE"
+        )));
+    }
     if a.client.is_some() || a.config.is_some() {
         let (path, key) = client_file(a.client, a.client_scope, a.config)?;
-        let (generated, built) = setup(
+        let (generated, built, plan) = setup(
             &path,
             key,
             &a.with_credentials,
@@ -159,6 +178,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
             a.images.as_deref(),
             json,
         )?;
+        fix = a.fix.then_some(plan);
         catalogue = mcpvm::server::CatalogueArg {
             path: Some(generated),
             only: true,
@@ -199,10 +219,62 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
         },
         json,
     )?;
+    if let Some(plan) = fix {
+        write_fixed(&out_dir, &plan)?;
+    }
     match fail_on {
         Some(at) => gate(&out_dir, at, code),
         None => Ok(code),
     }
+}
+
+/// What `--fix` rewrites: the configuration, its servers' key, and each
+/// configured package's name there, its catalogue name and its listing.
+struct FixPlan {
+    config: serde_json::Value,
+    key: String,
+    packages: Vec<(String, String, mcpvm_images::registry::Listing)>,
+}
+
+/// `--fix`: DIR/fixed-config.json, each audited server of the
+/// configuration wrapped in `mcpvm run --package`, with its proposed
+/// minimal profile where the audit wrote one (DIR/profiles/).
+fn write_fixed(out: &Path, plan: &FixPlan) -> Result<(), audit::AuditError> {
+    let mcpvm = mcpvm::exe::vm().map_err(audit::AuditError::Tools)?;
+    let fixed = fixed_config(out, plan, &mcpvm);
+    audit::output::write_json(&out.join("fixed-config.json"), &fixed)
+}
+
+/// The configuration `plan` read, its audited servers wrapped.
+fn fixed_config(out: &Path, plan: &FixPlan, mcpvm: &Path) -> serde_json::Value {
+    let mut fixed = plan.config.clone();
+    for (configured, name, l) in &plan.packages {
+        let spec = match l.registry.as_str() {
+            "npm" => format!("npm:{}@{}", l.package, l.version),
+            _ => format!("pypi:{}=={}", l.package, l.version),
+        };
+        let mut args = vec!["run".to_string()];
+        let profile = out.join("profiles").join(format!("{name}-minimal.toml"));
+        if profile.is_file() {
+            args.extend([
+                "--profiles".into(),
+                profile.display().to_string(),
+                "--profile".into(),
+                format!("{name}-minimal"),
+            ]);
+        }
+        args.extend(["--package".into(), spec]);
+        if let Ok((_, e)) = mcpvm_images::registry::entry(l) {
+            if !e.args.is_empty() {
+                args.push("--".into());
+                args.extend(e.args);
+            }
+        }
+        let entry = &mut fixed[plan.key.as_str()][configured.as_str()];
+        entry["command"] = serde_json::json!(mcpvm.display().to_string());
+        entry["args"] = serde_json::json!(args);
+    }
+    fixed
 }
 
 /// The client configuration to audit, and its servers' key.
@@ -236,7 +308,7 @@ fn setup(
     out: &Path,
     images: Option<&Path>,
     json: bool,
-) -> Result<(PathBuf, Vec<String>), audit::AuditError> {
+) -> Result<(PathBuf, Vec<String>, FixPlan), audit::AuditError> {
     let fail = |why: String| audit::AuditError::Setup(why);
     let text = crate::commands::client::read_config(path)
         .map_err(|e| fail(mcpvm::error_chain(&e)))?
@@ -278,6 +350,18 @@ fn setup(
         &serde_json::json!({"config": path, "key": key, "servers": configured, "catalogue": made}),
     )?;
     let names: Vec<String> = made.iter().filter_map(|r| r.name.clone()).collect();
+    // The configured packages in order, as the catalogue's rows are.
+    let packages = configured
+        .iter()
+        .filter(|c| matches!(c.mapped, crate::setup::Mapped::Package { .. }))
+        .zip(&made)
+        .filter_map(|(c, r)| Some((c.name.clone(), r.name.clone()?, r.listing.clone())))
+        .collect();
+    let plan = FixPlan {
+        config: config.clone(),
+        key: key.to_string(),
+        packages,
+    };
     for c in &configured {
         if let crate::setup::Mapped::NotRun { why } = &c.mapped {
             eprintln!(
@@ -319,7 +403,7 @@ fn setup(
             mcpvm::logger::printable(&f.error)
         );
     }
-    Ok((toml_path, names))
+    Ok((toml_path, names, plan))
 }
 
 /// `--with-credentials VAR`: each listing whose entry sets VAR takes it
@@ -394,5 +478,58 @@ fn gate(out: &Path, at: probes::judge::gate::Severity, code: u8) -> Result<u8, a
             );
             Ok(probes::judge::gate::FINDINGS_EXIT)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fix_wraps_each_audited_server_and_leaves_the_rest_as_they_were() {
+        let config = serde_json::json!({"mcpServers": {
+            "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem@2026.1.14", "/home/u/p"], "env": {"DEBUG": "1"}},
+            "mine": {"command": "node", "args": ["/home/u/server.js"]},
+        }, "other": 1});
+        let configured = crate::setup::read(&config, "mcpServers");
+        let crate::setup::Mapped::Package { listing } = &configured[0].mapped else {
+            panic!("fs maps")
+        };
+        let out = tempfile::tempdir().unwrap();
+        std::fs::create_dir(out.path().join("profiles")).unwrap();
+        std::fs::write(
+            out.path().join("profiles/server-filesystem-minimal.toml"),
+            "",
+        )
+        .unwrap();
+        let plan = FixPlan {
+            config: config.clone(),
+            key: "mcpServers".into(),
+            packages: vec![("fs".into(), "server-filesystem".into(), listing.clone())],
+        };
+        let fixed = fixed_config(out.path(), &plan, Path::new("/opt/mcpvm/bin/mcpvm"));
+        let fs = &fixed["mcpServers"]["fs"];
+        assert_eq!(fs["command"], "/opt/mcpvm/bin/mcpvm");
+        let args: Vec<&str> = fs["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(args[0], "run");
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--profile", "server-filesystem-minimal"]),
+            "{args:?}"
+        );
+        assert!(args.windows(2).any(|w| w
+            == [
+                "--package",
+                "npm:@modelcontextprotocol/server-filesystem@2026.1.14"
+            ]));
+        assert_eq!(args[args.len() - 2..], ["--", "/home/u/p"]);
+        assert_eq!(fs["env"]["DEBUG"], "1", "its own settings stay");
+        assert_eq!(fixed["mcpServers"]["mine"], config["mcpServers"]["mine"]);
+        assert_eq!(fixed["other"], 1);
     }
 }
