@@ -565,39 +565,9 @@ fn call_of(step: &StepResult) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::result::Outcome;
-    use crate::transport::exchange::Entry;
-    use serde_json::json;
+    use crate::judge::testing::step;
 
-    fn step(name: &str, id: u64, args: Value, answer: Value) -> StepResult {
-        let tool = name.strip_prefix("tools/call:").unwrap();
-        StepResult {
-            step: name.into(),
-            outcome: Outcome::Ok,
-            at_ms: 0.0,
-            took_ms: 0.0,
-            detail: Value::Null,
-            progress_notifications: 0,
-            exchange: vec![
-                Entry {
-                    at_ms: 0.0,
-                    dir: Direction::Sent,
-                    bytes: 0,
-                    message: Some(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                        "params": {"name": tool, "arguments": args}})),
-                    text: None,
-                },
-                Entry {
-                    at_ms: 1.0,
-                    dir: Direction::Received,
-                    bytes: 0,
-                    message: Some(json!({"jsonrpc": "2.0", "id": id, "result": answer})),
-                    text: None,
-                },
-            ],
-            effects: None,
-        }
-    }
+    use serde_json::json;
 
     fn open(id: u64, tool: &str, path: &str, resolved: Option<&str>) -> Value {
         let mut e = json!({"event": "effect", "call": "openat", "paths": [path], "access": "read",

@@ -15,3 +15,5 @@ pub mod install;
 pub mod names;
 pub mod pin;
 pub mod roles;
+#[cfg(test)]
+pub(crate) mod testing;

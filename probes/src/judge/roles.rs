@@ -305,40 +305,10 @@ fn argument_values(step: &StepResult) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::result::Outcome;
-    use crate::transport::exchange::Entry;
+    use crate::judge::testing::step;
+
     use mcpvm_protocol::messages::AnyEvent;
     use serde_json::json;
-
-    fn step(name: &str, id: u64, args: Value, answer: Value) -> StepResult {
-        let tool = name.split_once(':').unwrap().1;
-        StepResult {
-            step: name.into(),
-            outcome: Outcome::Ok,
-            at_ms: 0.0,
-            took_ms: 0.0,
-            detail: Value::Null,
-            progress_notifications: 0,
-            exchange: vec![
-                Entry {
-                    at_ms: 0.0,
-                    dir: Direction::Sent,
-                    bytes: 0,
-                    message: Some(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                        "params": {"name": tool, "arguments": args}})),
-                    text: None,
-                },
-                Entry {
-                    at_ms: 1.0,
-                    dir: Direction::Received,
-                    bytes: 0,
-                    message: Some(json!({"jsonrpc": "2.0", "id": id, "result": answer})),
-                    text: None,
-                },
-            ],
-            effects: None,
-        }
-    }
 
     fn during(id: u64, tool: &str) -> Value {
         json!({"phase": "request", "id": id, "method": "tools/call", "tool": tool})

@@ -501,8 +501,7 @@ async fn call_tools(
         let empty = serde_json::Map::new();
         let schema_of = listed.map_or(&empty, |t| &*t.input_schema);
         let events = opts.refusal_watch();
-        // Only what the server asks during this call is this call's (a
-        // roots request after the handshake is not).
+        // Only what the server asks during this call is this call's.
         let _ = client.service().take_asked();
         let mut answer = call_watched(client, t, &call.name, &args, events).await;
         // The first try, judged alone: the figure without the retries.
