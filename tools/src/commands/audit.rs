@@ -419,6 +419,12 @@ fn pass_credentials(
 ) -> Result<(), audit::AuditError> {
     let fail = |why: String| audit::AuditError::Setup(why);
     for var in vars {
+        if !credential_name(var) {
+            return Err(fail(format!(
+                "--with-credentials {}: not a credential's name (letters, digits and '_'; not one that steers this host's loader, shell or runtimes, such as LD_*, PATH, NODE_OPTIONS or PYTHON*)",
+                mcpvm::logger::printable(var)
+            )));
+        }
         let values: std::collections::BTreeSet<&str> = config[key]
             .as_object()
             .into_iter()
@@ -437,6 +443,41 @@ fn pass_credentials(
         }
     }
     Ok(())
+}
+
+/// Whether `var` may carry a configuration's value into this process's
+/// environment: a variable's name, and not one that changes what the
+/// host's own processes load or run (the value comes from a file the
+/// user hands us, which may be hostile).
+fn credential_name(var: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "PATH", "HOME", "SHELL", "IFS", "ENV", "TMPDIR", "USER", "LANG",
+    ];
+    const PREFIXES: &[&str] = &[
+        "LD_",
+        "DYLD_",
+        "BASH_",
+        "MCPVM_",
+        "RUST",
+        "CARGO_",
+        "NODE_",
+        "NPM_CONFIG_",
+        "PYTHON",
+        "PIP_",
+        "UV_",
+        "PERL",
+        "RUBY",
+        "GIT_",
+        "SSL_",
+        "XDG_",
+        "LC_",
+    ];
+    let upper = var.to_ascii_uppercase();
+    !var.is_empty()
+        && !var.starts_with(|c: char| c.is_ascii_digit())
+        && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !NAMES.contains(&upper.as_str())
+        && !PREFIXES.iter().any(|p| upper.starts_with(p))
 }
 
 /// `--fail-on`: the findings of every cell the audit recorded, against
@@ -484,6 +525,32 @@ fn gate(out: &Path, at: probes::judge::gate::Severity, code: u8) -> Result<u8, a
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_never_steers_the_host() {
+        for ok in [
+            "GITHUB_TOKEN",
+            "API_KEY",
+            "BRAVE_API_KEY",
+            "HOMEASSISTANT_TOKEN",
+        ] {
+            assert!(credential_name(ok), "{ok}");
+        }
+        for bad in [
+            "LD_PRELOAD",
+            "PATH",
+            "NODE_OPTIONS",
+            "PYTHONPATH",
+            "BASH_ENV",
+            "MCPVM_KERNEL",
+            "A B",
+            "",
+            "1X",
+            "HOME",
+        ] {
+            assert!(!credential_name(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn fix_wraps_each_audited_server_and_leaves_the_rest_as_they_were() {
