@@ -1,8 +1,10 @@
 //! What a hostile guest (its agent's `effect` and `canaries` events) and
 //! server (its answers) hand the security judges: effects grouped by
 //! step, findings judged, the SARIF log written; and what it declares
-//! (any text as a tool's name and description, probes::judge::definitions). No
-//! crash, bounded output, and every finding keeps its evidence bound.
+//! (any text as a tool's name and description, probes::judge::definitions;
+//! any text as an MCP App's page, probes::judge::apps) and the roles its
+//! tools were seen to play. No crash, bounded output, and every finding
+//! keeps its evidence bound.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -29,6 +31,24 @@ fuzz_target!(|data: &[u8]| {
         }
         assert!(f.why.chars().count() <= 3000, "{}", f.why);
     }
+    // Any text as an app's page: a few findings per rule, each quoting
+    // a bounded, escaped excerpt.
+    let page = probes::judge::apps::check("ui://fuzzed", &text);
+    assert!(page.len() <= 4 * 3 + 1, "{}", page.len());
+    for f in &page {
+        for e in &f.evidence {
+            let line = e.line();
+            assert!(
+                line.chars().count() <= 1700 && !line.contains('\u{1b}'),
+                "{line:?}"
+            );
+        }
+        assert!(
+            !f.why.contains('\u{1b}') && f.why.chars().count() <= 1500,
+            "{}",
+            f.why
+        );
+    }
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) else {
         return;
     };
@@ -49,6 +69,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = e.line();
         }
     }
+    let mut roles = Vec::new();
+    probes::judge::roles::observe(&mut roles, &steps, &events, &["/workspace".to_string()]);
+    for t in &roles {
+        assert!(t.observed.values().all(|seen| seen.evidence.len() <= 3));
+    }
     let judged = probes::judge::findings::judge(&steps, &events, &["/workspace".to_string()]);
     let mut r = probes::ProbeResult::new(&[], "vm");
     match judged {
@@ -61,6 +86,7 @@ fuzz_target!(|data: &[u8]| {
         Err(why) => r.not_judged = Some(why),
     }
     r.steps = steps;
+    r.roles = roles;
     let at = probes::report::sarif::Artifact {
         path: "fuzzed/catalogue.toml".into(),
         line: Some(1),

@@ -37,6 +37,16 @@ const MAX_PAGE: usize = 256 << 10;
 const MAX_PER_RULE: usize = 3;
 /// Characters of HTML quoted around what was found.
 const EXCERPT: usize = 160;
+/// Characters of a host or a page's URI a finding names.
+const MAX_NAMED: usize = 120;
+
+/// `text`'s first `n` characters, and an ellipsis when there were more.
+fn cut(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
 
 /// The elements whose `src`, `href` or `data` loads from the page.
 const LOADERS: &[&str] = &[
@@ -133,7 +143,10 @@ pub fn check(uri: &str, page: &str) -> Vec<Finding> {
             "hidden-instructions",
             "high",
             step(uri),
-            format!("app {}: its page speaks to the model", escape(uri)),
+            format!(
+                "app {}: its page speaks to the model",
+                escape(&cut(uri, MAX_NAMED))
+            ),
             said,
         ));
     }
@@ -154,7 +167,7 @@ struct Found<'a> {
 impl Found<'_> {
     fn add(&mut self, rule: &str, severity: &str, why: String, at: usize) {
         let same = self.out.iter().filter(|f| f.rule == rule).count();
-        let said = format!("app {}: {why}", escape(self.uri));
+        let said = format!("app {}: {why}", escape(&cut(self.uri, MAX_NAMED)));
         if same >= MAX_PER_RULE || self.out.iter().any(|f| f.why == said) {
             return;
         }
@@ -258,7 +271,7 @@ fn origin(url: &str) -> String {
         None => ("", rest),
     };
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    escape(&format!("{scheme}//{host}"))
+    escape(&format!("{scheme}//{}", cut(host, MAX_NAMED)))
 }
 
 /// The absolute URLs a script sends to: a sender followed, within
@@ -448,6 +461,11 @@ mod tests {
                 );
             }
         }
+        let long = format!(
+            "<script src=\"https://{}.example/x.js\"></script>",
+            "h".repeat(100_000)
+        );
+        assert!(check("ui://x", &long)[0].why.chars().count() < 400);
         let big = "a".repeat(MAX_PAGE * 2) + "<script src=\"https://late.example/x.js\">";
         assert_eq!(rules(&big), [], "past the bound is not read");
     }

@@ -330,6 +330,8 @@ async fn read_apps(
             uris.push(u);
         }
     }
+    // A URI is named in a step and a finding: one past this is not read.
+    uris.retain(|u| u.len() <= 512);
     uris.sort();
     uris.dedup();
     for uri in uris.into_iter().take(MAX_APPS) {
