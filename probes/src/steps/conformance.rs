@@ -459,7 +459,6 @@ async fn call_tools(
     tools: &[rmcp::model::Tool],
     result: &mut ProbeResult,
 ) -> Option<Slowest> {
-    let t = opts.step_timeout;
     let mut slowest: Slowest = None;
     let mut hints = arguments::Hints {
         workspace: opts.workspace.clone(),
@@ -489,7 +488,7 @@ async fn call_tools(
             .and_then(|t| t.description.as_deref())
             .unwrap_or_default()
             .to_string();
-        let (mut args, mut why, schema) = match call.args {
+        let (args, why, schema) = match call.args {
             Planned::Skip(why) => {
                 result.steps.push(s.end(wire, Outcome::Skipped, json!(why)));
                 continue;
@@ -502,33 +501,26 @@ async fn call_tools(
         };
         let empty = serde_json::Map::new();
         let schema_of = listed.map_or(&empty, |t| &*t.input_schema);
-        let events = opts.refusal_watch();
         // Only what the server asks during this call is this call's.
         let _ = client.service().take_asked();
-        let mut answer = call_watched(client, t, &call.name, &args, events).await;
-        // The first try, judged alone: the figure without the retries.
-        let first_reached = reached(&answer, schema_of, &args).is_ok();
-        let mut attempts = Vec::new();
-        let mut tried = vec![args.clone()];
-        // Only generated arguments are changed: the user's are theirs.
-        while let Some(schema) = schema.as_deref() {
-            if !matches!(answer.outcome, Outcome::ToolError | Outcome::Error)
-                || attempts.len() >= feedback::RETRIES
-            {
-                break;
-            }
-            let Some((next, reason)) = feedback::retry(&answer.said, schema, &args, &hints, &tried)
-            else {
-                break;
-            };
-            attempts.push(
-                json!({"arguments": args, "why": why, "outcome": answer.outcome,
-                answer.key: answer.said}),
-            );
-            (args, why) = (next, json!(reason));
-            tried.push(args.clone());
-            answer = call_watched(client, t, &call.name, &args, events).await;
-        }
+        let tries = call_with_retries(
+            client,
+            opts,
+            &call.name,
+            args,
+            why,
+            schema.as_deref(),
+            &hints,
+            schema_of,
+        )
+        .await;
+        let Tries {
+            answer,
+            args,
+            why,
+            attempts,
+            first_reached,
+        } = tries;
         if answer.outcome == Outcome::Ok {
             arguments::remember(&answer.said, &mut hints.seen);
         }
@@ -571,6 +563,65 @@ async fn call_tools(
         }
     }
     Some(slowest)
+}
+
+/// A tool's call and the retries its refusals asked for: the last
+/// answer with the arguments that got it, the earlier attempts, and
+/// whether the first try alone reached the tool.
+struct Tries {
+    answer: Answer,
+    args: serde_json::Map<String, Value>,
+    why: Value,
+    attempts: Vec<Value>,
+    first_reached: bool,
+}
+
+/// Calls `name` with `args`; a generated call (`schema` given) that the
+/// server refuses is tried again as the refusal asks ([`feedback`]), up
+/// to [`feedback::RETRIES`] times, never with arguments already tried.
+/// Only generated arguments are changed: the user's are theirs.
+#[allow(clippy::too_many_arguments)]
+async fn call_with_retries(
+    client: &Client,
+    opts: &ProbeOptions,
+    name: &str,
+    mut args: serde_json::Map<String, Value>,
+    mut why: Value,
+    schema: Option<&serde_json::Map<String, Value>>,
+    hints: &arguments::Hints,
+    schema_of: &serde_json::Map<String, Value>,
+) -> Tries {
+    let (t, events) = (opts.step_timeout, opts.refusal_watch());
+    let mut answer = call_watched(client, t, name, &args, events).await;
+    // The first try, judged alone: the figure without the retries.
+    let first_reached = reached(&answer, schema_of, &args).is_ok();
+    let mut attempts = Vec::new();
+    let mut tried = vec![args.clone()];
+    while let Some(schema) = schema {
+        if !matches!(answer.outcome, Outcome::ToolError | Outcome::Error)
+            || attempts.len() >= feedback::RETRIES
+        {
+            break;
+        }
+        let Some((next, reason)) = feedback::retry(&answer.said, schema, &args, hints, &tried)
+        else {
+            break;
+        };
+        attempts.push(
+            json!({"arguments": args, "why": why, "outcome": answer.outcome,
+            answer.key: answer.said}),
+        );
+        (args, why) = (next, json!(reason));
+        tried.push(args.clone());
+        answer = call_watched(client, t, name, &args, events).await;
+    }
+    Tries {
+        answer,
+        args,
+        why,
+        attempts,
+        first_reached,
+    }
 }
 
 /// A call step's detail: the last call's arguments and why they were
