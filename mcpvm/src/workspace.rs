@@ -170,7 +170,9 @@ pub fn start_transfer(
         if let Err(e) = jail(&ws.path, ws.writable) {
             log::warn!("workspace: cannot jail the workspace thread with Landlock: {e}");
         }
-        if let Err(e) = vmm::host_seccomp::confine(vmm::ThreadKind::HostFiles, seccomp) {
+        if let Err(e) =
+            crate::host::seccomp::confine(crate::host::seccomp::HostThread::HostFiles, seccomp)
+        {
             flag.store(true, Ordering::SeqCst);
             let _ = tx.send(Err(WorkspaceError::Confine(e)));
             return;

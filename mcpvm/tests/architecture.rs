@@ -13,6 +13,7 @@ const CRATES: &[&str] = &[
     "vmm/src",
     "protocol/src",
     "syscall-table/src",
+    "seccomp-lists/src",
     "withholding/src",
     "guest-agent/src",
     "guest-image/images/src",

@@ -228,46 +228,6 @@ fn a_thread_that_frees_much_memory_stays_within_its_filter() {
 }
 
 #[test]
-fn a_channels_thread_starts_relays_that_confine_themselves() {
-    if in_child() {
-        use std::io::{Read, Write};
-        use std::os::unix::net::UnixStream;
-        // Made before, as the run's listeners are.
-        let (a, mut b) = UnixStream::pair().unwrap();
-        confined(ThreadKind::Channels, SeccompMode::On, move || {
-            // A relay, started by the confined thread, stacks its filter.
-            let relay = std::thread::spawn(move || {
-                confine(ThreadKind::Relay, SeccompMode::On).unwrap();
-                let mut buf = [0u8; 5];
-                (&a).read_exact(&mut buf).unwrap();
-                (&a).write_all(&buf).unwrap();
-            });
-            b.write_all(b"hello").unwrap();
-            let mut back = [0u8; 5];
-            b.read_exact(&mut back).unwrap();
-            relay.join().unwrap();
-            eprintln!("relayed {}", String::from_utf8_lossy(&back));
-            // A relay may not start threads of its own.
-            std::thread::spawn(|| {
-                confine(ThreadKind::Relay, SeccompMode::On).unwrap();
-                let _ = std::thread::spawn(|| eprintln!("not reached"));
-            })
-            .join()
-            .unwrap();
-        });
-        return;
-    }
-    let out = child("a_channels_thread_starts_relays_that_confine_themselves");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("relayed hello"), "{stderr}");
-    // glibc blocks every signal around clone3, so the kernel forces the
-    // trap's SIGSYS with its default action: the process ends by it.
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(out.status.signal(), Some(libc::SIGSYS), "{stderr}");
-    assert!(!stderr.contains("not reached"), "{stderr}");
-}
-
-#[test]
 fn a_confined_vsock_thread_cannot_connect_anywhere() {
     if in_child() {
         // The session bus, docker.sock, an agent socket: any Unix socket

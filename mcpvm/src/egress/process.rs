@@ -141,7 +141,8 @@ fn serve(seccomp: vmm::SeccompMode) -> io::Result<()> {
     // services listen is as refused as its loopback.
     let policy = handover.policy.on_host(host_addresses());
     let fd_limit = super::proxy::raise_fd_limit();
-    vmm::host_seccomp::confine(vmm::ThreadKind::Egress, seccomp).map_err(io::Error::other)?;
+    crate::host::seccomp::confine(crate::host::seccomp::HostThread::Egress, seccomp)
+        .map_err(io::Error::other)?;
     let proxy = Arc::new(
         Proxy::new(policy, NetLog::new(events, handover.since_start_ms)).within_fd_limit(fd_limit),
     );

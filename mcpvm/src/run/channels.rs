@@ -23,9 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use crate::host::seccomp::{confine, HostThread};
 use mcpvm_protocol::messages::{HostMessage, RunSpec};
 use mcpvm_protocol::ports::{CONTROL_PORT, GUEST_CID, STDERR_PORT, STDIO_PORT, WORKSPACE_PORT};
-use vmm::{SeccompMode, ThreadKind, VsockConfig};
+use vmm::{SeccompMode, VsockConfig};
 
 use super::events::{EventSink, FirstSeen};
 use super::pump;
@@ -144,7 +145,7 @@ impl HostChannels {
         let flag = connected.clone();
         let first_seen = sink.first_seen.clone();
         std::thread::spawn(move || {
-            let result = vmm::host_seccomp::confine(ThreadKind::Channels, mode);
+            let result = confine(HostThread::Channels, mode);
             let ok = result.is_ok();
             let _ = confined_tx.send(result);
             if ok {
@@ -260,7 +261,7 @@ fn spawn_relay(
 ) {
     std::thread::spawn(move || {
         let _done = done;
-        match vmm::host_seccomp::confine(ThreadKind::Relay, mode) {
+        match confine(HostThread::Relay, mode) {
             Ok(()) => body(),
             Err(e) => log::error!("a relay cannot confine itself: {e}"),
         }

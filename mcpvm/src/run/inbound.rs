@@ -20,8 +20,9 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
+use crate::host::seccomp::{confine, HostThread};
 use mcpvm_protocol::ports::INBOUND_PORT;
-use vmm::{SeccompMode, ThreadKind};
+use vmm::SeccompMode;
 
 /// Connections at once at most; more wait in the listener's backlog.
 const MAX_CONNECTIONS: usize = 256;
@@ -242,7 +243,7 @@ pub fn forward_all(listener: TcpListener, uds: PathBuf, gate: Gate, mode: Seccom
     let spawned = std::thread::Builder::new()
         .name("inbound".into())
         .spawn(move || {
-            if let Err(e) = vmm::host_seccomp::confine(ThreadKind::Inbound, mode) {
+            if let Err(e) = confine(HostThread::Inbound, mode) {
                 log::error!("inbound: cannot confine the listener thread: {e}");
                 return;
             }

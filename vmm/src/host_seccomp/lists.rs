@@ -1,16 +1,14 @@
-// The host seccomp allow-lists: which system calls each kind of VMM
-// thread may make, and how a list becomes a filter. Shared with
-// vmm/build.rs (by include!), which compiles every filter when the VMM is
-// built, so this file holds plain items only (no inner attributes or
-// `//!` docs, no `crate::` paths).
+// The VMM's host seccomp allow-lists: which system calls each kind of
+// VMM thread may make (an embedder lists its own threads: mcpvm's
+// relays, channels, host files, inbound connections and egress proxy
+// are in mcpvm/src/host/seccomp.rs). Shared with vmm/build.rs (by
+// include!), which compiles every filter when the VMM is built, so this
+// file holds plain items only (no inner attributes or `//!` docs, no
+// `crate::` paths).
 
-use seccompiler::{
-    SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
-};
-use std::collections::BTreeMap;
+use seccomp_lists::{ioctls, List, EVENT_LOOP, SOCKET_PEER};
 
-/// The kinds of thread, each with its own list of system calls.
+/// The kinds of VMM thread, each with its own list of system calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThreadKind {
     /// The thread that builds the VM, waits for its end and tears it down.
@@ -27,31 +25,8 @@ pub enum ThreadKind {
     VsockConnector,
     /// virtio-rng: `getrandom`.
     Rng,
-    /// An embedder's thread that copies between host sockets it was
-    /// handed and the process's stdio.
-    Relay,
-    /// An embedder's thread that accepts the guest's connections on host
-    /// sockets and starts a relay thread for each (which confines itself
-    /// as [`ThreadKind::Relay`] on top of this filter): a relay's calls
-    /// plus starting threads and installing their filters.
-    Channels,
-    /// An embedder's thread that sends a host directory to the guest over
-    /// a socket and unpacks the guest's copy beside it: the one kind with
-    /// host file access, and no other network than its socket.
-    HostFiles,
     /// Forwards the process's signals to the VM (`crate::signals`).
     Signals,
-    /// An embedder's thread that accepts the host's connections to a
-    /// server in the guest (`mcpvm run --listen`) and, on a thread per
-    /// connection, connects each to the VMM's vsock socket and copies:
-    /// Unix sockets only, no files.
-    Inbound,
-    /// An embedder's process that connects to the network on the guest's
-    /// behalf (mcpvm's egress proxy): stream sockets of the internet
-    /// families, the host's resolver (its files, DNS over UDP, nscd's
-    /// socket, netlink for address checks), threads; no file writes,
-    /// no exec.
-    Egress,
 }
 
 impl ThreadKind {
@@ -63,12 +38,7 @@ impl ThreadKind {
             ThreadKind::Vsock => "vsock",
             ThreadKind::VsockConnector => "vsock-connector",
             ThreadKind::Rng => "virtio-rng",
-            ThreadKind::Relay => "relay",
-            ThreadKind::Channels => "channels",
-            ThreadKind::HostFiles => "host-files",
             ThreadKind::Signals => "signals",
-            ThreadKind::Inbound => "inbound",
-            ThreadKind::Egress => "egress",
         }
     }
 
@@ -83,121 +53,18 @@ impl ThreadKind {
             ThreadKind::VsockConnector => 4,
             ThreadKind::Rng => 5,
             ThreadKind::Signals => 6,
-            ThreadKind::Channels => 7,
-            ThreadKind::Relay => 8,
-            ThreadKind::HostFiles => 9,
-            ThreadKind::Inbound => 10,
-            ThreadKind::Egress => 11,
         }
+    }
+
+    /// Its list: [`calls`] beyond every kind's, and [`conditional`].
+    pub fn list(self) -> List {
+        List::new(self.name(), calls(self), conditional(self))
     }
 }
 
-/// What every Rust thread needs: memory, locks and channels, signals
-/// (the vCPU kick, abort: `tgkill`, to this process only, see
-/// [`OWN_SIGNALS`]), time, logging to stderr, closing fds, exiting.
-pub const COMMON: &[i64] = &[
-    libc::SYS_brk,
-    libc::SYS_mmap,
-    libc::SYS_munmap,
-    libc::SYS_mremap,
-    libc::SYS_mprotect,
-    libc::SYS_madvise,
-    libc::SYS_futex,
-    libc::SYS_sched_yield,
-    libc::SYS_rt_sigreturn,
-    libc::SYS_rt_sigprocmask,
-    libc::SYS_sigaltstack,
-    libc::SYS_restart_syscall,
-    libc::SYS_clock_gettime,
-    libc::SYS_clock_nanosleep,
-    libc::SYS_nanosleep,
-    libc::SYS_getrandom,
-    libc::SYS_write,
-    libc::SYS_writev,
-    libc::SYS_close,
-    libc::SYS_getpid,
-    libc::SYS_gettid,
-    libc::SYS_exit,
-    libc::SYS_exit_group,
-];
-
-/// How the lists show `tgkill`: every thread may signal its own
-/// process's threads (a vCPU kick, an abort), and no other process. No
-/// other call that names a process (`kill`, `tkill`, `ptrace`, pidfds) is
-/// allowed to any thread, so a compromised VMM cannot signal or inspect
-/// the user's other processes.
-pub const OWN_SIGNALS: &str = "tgkill(to this process)";
-
-/// Waiting on eventfds and sockets with epoll, reading eventfds.
-const EVENT_LOOP: &[i64] = &[
-    libc::SYS_epoll_wait,
-    libc::SYS_epoll_pwait,
-    libc::SYS_epoll_ctl,
-    libc::SYS_read,
-];
-
-/// Starting a thread that confines itself: glibc's pthread_create
-/// (clone3, or clone on older kernels; the new thread's robust list and
-/// rseq area, its arena), and in the new thread installing its own filter on top
-/// (`prctl(PR_SET_NO_NEW_PRIVS)`, `seccomp`) and the SIGSYS handler.
-const START_CONFINED_THREAD: &[i64] = &[
-    libc::SYS_clone,
-    libc::SYS_clone3,
-    libc::SYS_set_robust_list,
-    libc::SYS_rseq,
-    libc::SYS_prctl,
-    libc::SYS_seccomp,
-    libc::SYS_rt_sigaction,
-    // glibc counts CPUs when a new thread's first malloc makes an arena.
-    libc::SYS_sched_getaffinity,
-];
-
-/// The host side of a socket: accepting it and copying through it.
-const SOCKET_PEER: &[i64] = &[
-    libc::SYS_read,
-    libc::SYS_accept4,
-    libc::SYS_recvfrom,
-    libc::SYS_sendto,
-    libc::SYS_shutdown,
-    libc::SYS_fcntl,
-];
-
-/// A relay's copy between a pipe and a socket: splice, and waiting for
-/// either end in poll (the relay never waits inside a splice).
-const SPLICE: &[i64] = &[libc::SYS_splice, libc::SYS_poll, libc::SYS_ppoll];
-
-/// Reading a directory tree and writing one: open, stat, list, create,
-/// link, rename, remove, set modes and times.
-const FILE_TREE: &[i64] = &[
-    libc::SYS_openat,
-    libc::SYS_fstat,
-    libc::SYS_newfstatat,
-    libc::SYS_statx,
-    libc::SYS_lseek,
-    libc::SYS_getdents64,
-    libc::SYS_readlink,
-    libc::SYS_readlinkat,
-    libc::SYS_mkdir,
-    libc::SYS_mkdirat,
-    libc::SYS_symlink,
-    libc::SYS_symlinkat,
-    libc::SYS_linkat,
-    libc::SYS_unlink,
-    libc::SYS_unlinkat,
-    libc::SYS_rmdir,
-    libc::SYS_rename,
-    libc::SYS_renameat,
-    libc::SYS_renameat2,
-    libc::SYS_chmod,
-    libc::SYS_fchmod,
-    libc::SYS_fchmodat,
-    libc::SYS_utimensat,
-    libc::SYS_ftruncate,
-    libc::SYS_fsync,
-];
-
-pub fn calls(kind: ThreadKind) -> Vec<i64> {
-    let own: &[&[i64]] = match kind {
+/// The calls `kind` may make beyond every kind's, in blocks.
+fn calls(kind: ThreadKind) -> &'static [&'static [i64]] {
+    match kind {
         // Tearing down: unmapping guest memory, removing the vsock socket
         // and, for the embedder after the run, its result files and run
         // directory. Joining and kicking vCPUs is futex and tgkill.
@@ -264,56 +131,13 @@ pub fn calls(kind: ThreadKind) -> Vec<i64> {
             libc::SYS_fcntl,
         ]],
         ThreadKind::Rng => &[EVENT_LOOP],
-        ThreadKind::Relay => &[SOCKET_PEER, SPLICE],
-        ThreadKind::Channels => &[SOCKET_PEER, SPLICE, START_CONFINED_THREAD],
-        ThreadKind::HostFiles => &[SOCKET_PEER, FILE_TREE],
         // Reads signal numbers from its pipe.
         ThreadKind::Signals => &[&[libc::SYS_read]],
-        // socket() is limited to AF_UNIX below.
-        ThreadKind::Inbound => &[
-            SOCKET_PEER,
-            START_CONFINED_THREAD,
-            &[libc::SYS_connect, libc::SYS_setsockopt],
-        ],
-        // socket() is limited by family below.
-        ThreadKind::Egress => &[
-            SOCKET_PEER,
-            START_CONFINED_THREAD,
-            &[
-                libc::SYS_connect,
-                libc::SYS_bind,
-                libc::SYS_getsockname,
-                libc::SYS_getpeername,
-                libc::SYS_setsockopt,
-                libc::SYS_getsockopt,
-                libc::SYS_recvmsg,
-                libc::SYS_sendmsg,
-                libc::SYS_sendmmsg,
-                libc::SYS_poll,
-                libc::SYS_ppoll,
-                libc::SYS_fstat,
-                libc::SYS_newfstatat,
-                libc::SYS_statx,
-                libc::SYS_lseek,
-                libc::SYS_uname,
-            ],
-        ],
-    };
-    let mut all: Vec<i64> = COMMON
-        .iter()
-        .chain(own.iter().flat_map(|l| l.iter()))
-        .copied()
-        .collect();
-    all.sort_unstable();
-    all.dedup();
-    all
+    }
 }
 
 /// Calls allowed only with a given argument: (call, argument index, value).
-pub fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
-    let ioctls = |list: &[u64]| -> Vec<(i64, u8, u64)> {
-        list.iter().map(|&n| (libc::SYS_ioctl, 1, n)).collect()
-    };
+fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
     match kind {
         // KVM_RUN, and reading its own state for a snapshot.
         ThreadKind::Vcpu => ioctls(&[KVM_RUN])
@@ -328,27 +152,7 @@ pub fn conditional(kind: ThreadKind) -> Vec<(i64, u8, u64)> {
             .collect(),
         // std's set_nonblocking is ioctl(FIONBIO).
         ThreadKind::Vsock => vec![(libc::SYS_ioctl, 1, libc::FIONBIO)],
-        ThreadKind::VsockConnector | ThreadKind::Inbound => {
-            vec![(libc::SYS_socket, 0, libc::AF_UNIX as u64)]
-        }
-        ThreadKind::Relay | ThreadKind::Channels => ioctls(&[libc::TCGETS]),
-        // Its sockets, and FIONREAD (the resolver sizes a UDP answer).
-        ThreadKind::Egress => [
-            libc::AF_INET,
-            libc::AF_INET6,
-            libc::AF_UNIX,
-            libc::AF_NETLINK,
-        ]
-        .iter()
-        .map(|&f| (libc::SYS_socket, 0, f as u64))
-        // Files only as the resolver opens them: read-only.
-        .chain([(
-            libc::SYS_openat,
-            2,
-            (libc::O_RDONLY | libc::O_CLOEXEC) as u64,
-        )])
-        .chain(ioctls(&[libc::FIONREAD, libc::FIONBIO, libc::TCGETS]))
-        .collect(),
+        ThreadKind::VsockConnector => vec![(libc::SYS_socket, 0, libc::AF_UNIX as u64)],
         _ => Vec::new(),
     }
 }
@@ -391,7 +195,7 @@ pub const VM_SAVE: &[u64] = {
 };
 
 /// Every kind, in the order docs/security.md lists them.
-pub const KINDS: [ThreadKind; 12] = [
+pub const KINDS: [ThreadKind; 7] = [
     ThreadKind::Main,
     ThreadKind::Vcpu,
     ThreadKind::Block,
@@ -399,44 +203,4 @@ pub const KINDS: [ThreadKind; 12] = [
     ThreadKind::VsockConnector,
     ThreadKind::Rng,
     ThreadKind::Signals,
-    ThreadKind::Channels,
-    ThreadKind::Relay,
-    ThreadKind::HostFiles,
-    ThreadKind::Inbound,
-    ThreadKind::Egress,
 ];
-
-/// Stands for the process's own pid in the compiled filters (the one
-/// argument only known at run time: `tgkill`'s target); above any pid
-/// (`pid_max` is at most 2^22), and not a value any list compares with.
-pub const PID_PLACEHOLDER: u32 = 0x7fff_fffe;
-
-/// The filter for `kind`: its calls allowed, `tgkill` only to `pid`,
-/// anything else met with `mismatch`. Used by build.rs, and by the test
-/// that holds the compiled programs to the lists.
-#[cfg_attr(not(test), allow(dead_code))]
-pub fn filter(
-    kind: ThreadKind,
-    mismatch: SeccompAction,
-    pid: u32,
-) -> Result<SeccompFilter, String> {
-    let err = |e: &dyn std::fmt::Display| format!("the {} filter: {e}", kind.name());
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        calls(kind).into_iter().map(|nr| (nr, Vec::new())).collect();
-    for (nr, arg, value) in conditional(kind) {
-        let cond = SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Eq, value)
-            .map_err(|e| err(&e))?;
-        rules
-            .entry(nr)
-            .or_default()
-            .push(SeccompRule::new(vec![cond]).map_err(|e| err(&e))?);
-    }
-    let to_own = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, pid.into())
-        .map_err(|e| err(&e))?;
-    rules
-        .entry(libc::SYS_tgkill)
-        .or_default()
-        .push(SeccompRule::new(vec![to_own]).map_err(|e| err(&e))?);
-    SeccompFilter::new(rules, mismatch, SeccompAction::Allow, TargetArch::x86_64)
-        .map_err(|e| err(&e))
-}

@@ -14,11 +14,11 @@
 //! has the kernel log it (`audit: type=1326` in the kernel log, with
 //! `syscall=N`); `Off` installs nothing.
 //!
-//! The lists are in [`lists`]; vmm/build.rs compiles every kind's filter
-//! in both modes when the VMM is built, so that a thread confining itself
-//! only copies its program and writes in the process's pid: compiling
-//! seven filters at run time cost about 12 ms of a testbed boot, before
-//! the guest's first instruction (docs/benchmarks.md).
+//! The VMM's lists are in [`lists`]; vmm/build.rs compiles every kind's
+//! filter in both modes when the VMM is built (`seccomp_lists`), so that
+//! a thread confining itself only copies its program and writes in the
+//! process's pid. An embedder's threads are its own kinds, with lists it
+//! compiles the same way and installs with [`confine_as`].
 
 mod lists;
 
@@ -27,10 +27,10 @@ use std::str::FromStr;
 
 use seccompiler::{sock_filter, BpfProgram};
 
-use lists::{calls, conditional, COMMON};
-pub use lists::{ThreadKind, KINDS, OWN_SIGNALS};
+pub use lists::{ThreadKind, KINDS};
 #[cfg(test)]
 use lists::{VCPU_SAVE, VM_SAVE};
+pub use seccomp_lists::{Compiled, List, OWN_SIGNALS};
 
 // PROGRAMS: [kind in KINDS order][0: On, 1: Log], as (code, jt, jf, k).
 include!(concat!(env!("OUT_DIR"), "/seccomp_programs.rs"));
@@ -71,31 +71,16 @@ impl FromStr for SeccompMode {
 
 /// The names of the calls `kind` may make, for documentation and errors.
 pub fn allowed_names(kind: ThreadKind) -> Vec<String> {
-    let name = |nr: i64| syscall_table::name(nr as u32).unwrap_or("?").to_string();
-    let mut names: Vec<String> = calls(kind).into_iter().map(name).collect();
-    names.push(OWN_SIGNALS.to_string());
-    for (nr, arg, value) in conditional(kind) {
-        names.push(format!("{}(arg{arg} = {value:#x})", name(nr)));
-    }
-    names
+    kind.list().allowed_names()
 }
 
-/// The allow-lists as the Markdown table in docs/security.md (a test
-/// keeps the two the same).
+/// The VMM's allow-lists as the start of the Markdown table in
+/// docs/security.md (a test keeps the two the same); an embedder's kinds
+/// add their rows after it.
 pub fn markdown_table() -> String {
-    let name = |nr: &i64| syscall_table::name(*nr as u32).unwrap_or("?").to_string();
-    let mut common: Vec<String> = COMMON.iter().map(name).collect();
-    common.push(OWN_SIGNALS.to_string());
-    let mut s = String::from("| thread | system calls allowed |\n|---|---|\n");
-    s += &format!("| every kind | {} |\n", common.join(", "));
-    for kind in KINDS {
-        let own: Vec<String> = allowed_names(kind)
-            .into_iter()
-            .filter(|n| !common.contains(n))
-            .collect();
-        s += &format!("| {} | {} |\n", kind.name(), own.join(", "));
-    }
-    s
+    KINDS.iter().fold(seccomp_lists::markdown_head(), |s, k| {
+        s + &k.list().markdown_row()
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +97,12 @@ pub enum SeccompError {
 /// one compiled at build time, with this process's pid in its `tgkill`
 /// rule.
 pub fn program(kind: ThreadKind, mode: SeccompMode) -> Option<BpfProgram> {
+    compiled_program(&PROGRAMS[kind.index()], mode)
+}
+
+/// A program compiled at build time (`seccomp_lists::programs_source`)
+/// for `mode`, with this process's pid in its `tgkill` rule.
+pub fn compiled_program(compiled: &Compiled, mode: SeccompMode) -> Option<BpfProgram> {
     let slot = match mode {
         SeccompMode::Off => return None,
         SeccompMode::On => 0,
@@ -119,7 +110,7 @@ pub fn program(kind: ThreadKind, mode: SeccompMode) -> Option<BpfProgram> {
     };
     // SAFETY: getpid has no preconditions.
     let own = unsafe { libc::getpid() } as u32;
-    Some(with_pid(PROGRAMS[kind.index()][slot], own))
+    Some(with_pid(compiled[slot], own))
 }
 
 /// `BPF_JMP | BPF_JEQ | BPF_K`: the comparison that holds the placeholder.
@@ -132,7 +123,7 @@ fn with_pid(compiled: &[(u16, u8, u8, u32)], pid: u32) -> BpfProgram {
             code,
             jt,
             jf,
-            k: if code == JEQ_K && k == lists::PID_PLACEHOLDER {
+            k: if code == JEQ_K && k == seccomp_lists::PID_PLACEHOLDER {
                 pid
             } else {
                 k
@@ -190,16 +181,26 @@ pub fn close_inherited_fds_except(keep: Option<i32>) -> std::io::Result<()> {
 /// `kind`'s calls. In `On` mode, also installs the SIGSYS handler that
 /// reports a trapped call.
 pub fn confine(kind: ThreadKind, mode: SeccompMode) -> Result<(), SeccompError> {
-    let Some(prog) = program(kind, mode) else {
+    confine_as(kind.name(), &PROGRAMS[kind.index()], mode)
+}
+
+/// [`confine`] for an embedder's own kind of thread: `name` in messages,
+/// `compiled` its list as its build compiled it.
+pub fn confine_as(
+    name: &'static str,
+    compiled: &Compiled,
+    mode: SeccompMode,
+) -> Result<(), SeccompError> {
+    let Some(prog) = compiled_program(compiled, mode) else {
         return Ok(());
     };
     if mode == SeccompMode::On {
         install_sigsys_handler().map_err(SeccompError::Handler)?;
     }
     keep_malloc_from_opening_files();
-    KIND.with(|k| k.set(kind.name()));
-    seccompiler::apply_filter(&prog).map_err(|e| SeccompError::Install(kind.name(), e))?;
-    log::debug!("seccomp: {} thread confined ({mode:?})", kind.name());
+    KIND.with(|k| k.set(name));
+    seccompiler::apply_filter(&prog).map_err(|e| SeccompError::Install(name, e))?;
+    log::debug!("seccomp: {name} thread confined ({mode:?})");
     Ok(())
 }
 
@@ -389,13 +390,12 @@ mod tests {
                 (SeccompMode::On, seccompiler::SeccompAction::Trap),
                 (SeccompMode::Log, seccompiler::SeccompAction::Log),
             ] {
-                let now = BpfProgram::try_from(lists::filter(kind, action, pid).unwrap()).unwrap();
+                let now = seccomp_lists::compile(&kind.list(), action, pid).unwrap();
                 assert_eq!(program(kind, mode).unwrap(), now, "{kind:?} {mode:?}");
-                let index = kind.index();
                 let slot = if mode == SeccompMode::On { 0 } else { 1 };
-                let placeholders = PROGRAMS[index][slot]
+                let placeholders = PROGRAMS[kind.index()][slot]
                     .iter()
-                    .filter(|i| i.3 == lists::PID_PLACEHOLDER)
+                    .filter(|i| i.3 == seccomp_lists::PID_PLACEHOLDER)
                     .count();
                 assert_eq!(placeholders, 1, "{kind:?} {mode:?}");
             }
@@ -411,7 +411,7 @@ mod tests {
             ThreadKind::Vsock,
             ThreadKind::Rng,
         ] {
-            let c = calls(kind);
+            let c = kind.list().calls;
             for nr in [
                 libc::SYS_openat,
                 libc::SYS_open,
@@ -428,34 +428,20 @@ mod tests {
             assert!(!c.contains(&libc::SYS_ioctl), "ioctl is conditional only");
         }
         assert!(allowed_names(ThreadKind::Vcpu).contains(&"ioctl(arg1 = 0xae80)".to_string()));
-        // Only the channels thread starts threads (a new thread carries
-        // its creator's filter, then stacks its own): no other kind of
-        // the VMM's may (the egress proxy is a process of its own, with
-        // no VM in it, and opens files read-only only), none may fork,
-        // and what it starts, relays, must fit inside its own list, or
-        // the stacked filters would refuse a relay's calls.
-        assert!(!calls(ThreadKind::Egress).contains(&libc::SYS_openat));
+        // No thread of the VMM's starts threads (a new thread carries its
+        // creator's filter: device threads are started unconfined, when
+        // the VM is built), forks or runs a program.
         for kind in KINDS {
-            for nr in [libc::SYS_fork, libc::SYS_vfork, libc::SYS_execve] {
-                assert!(!calls(kind).contains(&nr), "{kind:?} may fork or exec");
-            }
-            if !matches!(
-                kind,
-                ThreadKind::Channels | ThreadKind::Egress | ThreadKind::Inbound
-            ) {
-                for nr in [libc::SYS_clone, libc::SYS_clone3] {
-                    assert!(!calls(kind).contains(&nr), "{kind:?} may start threads");
-                }
+            for nr in [
+                libc::SYS_fork,
+                libc::SYS_vfork,
+                libc::SYS_execve,
+                libc::SYS_clone,
+                libc::SYS_clone3,
+            ] {
+                assert!(!kind.list().calls.contains(&nr), "{kind:?} may call {nr}");
             }
         }
-        let channels = calls(ThreadKind::Channels);
-        assert!(calls(ThreadKind::Relay)
-            .iter()
-            .all(|nr| channels.contains(nr)));
-        let channels_cond = conditional(ThreadKind::Channels);
-        assert!(conditional(ThreadKind::Relay)
-            .iter()
-            .all(|c| channels_cond.contains(c)));
     }
 
     #[test]
