@@ -33,6 +33,16 @@ pub(crate) const RUNTIME: &[&str] = &[
     "/etc/nsswitch.conf",
     "/etc/passwd",
     "/etc/group",
+    // The resolver's own files, read by every name lookup (glibc's and
+    // c-ares', which node uses): the system's, nobody's private data.
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/netsvc.conf",
+    "/etc/svc.conf",
+    "/etc/services",
+    "/etc/protocols",
 ];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -434,6 +434,40 @@ mod tests {
     }
 
     #[test]
+    fn a_name_lookup_reads_the_resolver_s_files_and_no_private_data() {
+        // A call that looks its upstream up (shortcut's, tavily's in the
+        // corpus): node's resolver opens /etc/hosts and the rest first.
+        let steps = [step(
+            "tools/call:search",
+            1,
+            json!({"query": "mcpvm"}),
+            json!({}),
+        )];
+        let mut events = vec![canaries()];
+        for path in [
+            "/etc/hosts",
+            "/etc/resolv.conf",
+            "/etc/svc.conf",
+            "/etc/netsvc.conf",
+        ] {
+            events.push(effect(
+                1,
+                "search",
+                "openat",
+                json!({"paths": [path], "access": "read"}),
+            ));
+        }
+        events.push(effect(
+            1,
+            "search",
+            "connect",
+            json!({"address": "inet 10.0.2.15:53"}),
+        ));
+        let r = roles_of(&steps, &events, Vec::new());
+        assert_eq!(observed(&r, "search"), [Role::UntrustedContent]);
+    }
+
+    #[test]
     fn a_declared_role_a_call_showed_is_observed_only() {
         let steps = [step(
             "tools/call:rm",
