@@ -153,6 +153,11 @@ pub struct FirstResponseArgs {
     /// path that is not there is said and skipped.
     #[arg(long, value_name = "PATH")]
     firecracker: Option<PathBuf>,
+    /// Another build's `mcpvm` binary (an older checkout's), run beside
+    /// ours in every run, the order alternating: before and after a
+    /// change in one session.
+    #[arg(long, value_name = "PATH")]
+    other_mcpvm: Option<PathBuf>,
     #[command(flatten)]
     vm: GuestArgs,
 }
@@ -237,6 +242,7 @@ pub fn run(
                 warm: a.warm,
                 call: a.call,
                 firecracker: peer_binary("first-response", a.firecracker),
+                other: a.other_mcpvm,
             };
             let report = bench.run(|msg| eprintln!("bench first-response: {msg}"))?;
             emit(&report, report.markdown(), json)

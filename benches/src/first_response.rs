@@ -32,6 +32,10 @@ pub struct FirstResponseBench {
     /// Also run the same VM under this Firecracker binary, behind the same
     /// host side (`mcpvm bench peer-run`): a benchmark peer only.
     pub firecracker: Option<PathBuf>,
+    /// Another build's `mcpvm` (an older checkout's), run the same way in
+    /// every run, before ours in even runs and after it in odd ones: a
+    /// change's before and after in one session.
+    pub other: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +94,12 @@ pub struct FirstResponseReport {
     pub bare_memory_mib: Option<Summary>,
     pub firecracker_memory_mib: Option<Summary>,
     pub warm_memory_mib: Option<Summary>,
+    /// The other build's runs (`other`), its phases, and ours / its,
+    /// spawn → handshake answer (medians).
+    pub other_initialize: Option<Summary>,
+    pub other_tools_list: Option<Summary>,
+    pub other_phases: Vec<(String, Option<Summary>)>,
+    pub ratio_initialize_other: Option<f64>,
 }
 
 /// Phases of a restored VM, ms since the VMM process started.
@@ -132,8 +142,9 @@ impl FirstResponseBench {
         let mut firecracker = Samples::new("Firecracker", &[], tool);
         let mut vm = Samples::new("VM", &PHASES, tool);
         let mut bare = Samples::new("bare", &[], tool);
-        let mcpvm_run = |args: RunArgs| {
-            let mut cmd = vec![self.mcpvm.display().to_string(), "run".into()];
+        let mut other = Samples::new("other build", &PHASES, tool);
+        let run_with = |exe: &PathBuf, args: RunArgs| {
+            let mut cmd = vec![exe.display().to_string(), "run".into()];
             cmd.extend(
                 RunArgs {
                     timings: Some(timings.clone()),
@@ -143,6 +154,7 @@ impl FirstResponseBench {
             );
             cmd
         };
+        let mcpvm_run = |args: RunArgs| run_with(&self.mcpvm, args);
         let with_timings = ProbeOptions {
             vm_timings: Some(timings.clone()),
             ..bare_opts.clone()
@@ -157,14 +169,22 @@ impl FirstResponseBench {
                 warm.add(run, &probe_process(&cmd, &with_timings)?)?;
                 let _ = std::fs::remove_file(&timings);
             }
-            progress(&format!("run {run}/{}: VM", self.runs));
             // The boot counts against the discover wait in a VM.
             let vm_opts = ProbeOptions {
                 discover_timeout: bare_opts.init_timeout,
                 ..with_timings.clone()
             };
-            vm.add(run, &probe_process(&mcpvm_run(self.vm.clone()), &vm_opts)?)?;
-            let _ = std::fs::remove_file(&timings);
+            let builds: Vec<(&PathBuf, &mut Samples)> = match &self.other {
+                Some(o) if run % 2 == 0 => vec![(o, &mut other), (&self.mcpvm, &mut vm)],
+                Some(o) => vec![(&self.mcpvm, &mut vm), (o, &mut other)],
+                None => vec![(&self.mcpvm, &mut vm)],
+            };
+            for (exe, samples) in builds {
+                progress(&format!("run {run}/{}: {}", self.runs, samples.what));
+                let cmd = run_with(exe, self.vm.clone());
+                samples.add(run, &probe_process(&cmd, &vm_opts)?)?;
+                let _ = std::fs::remove_file(&timings);
+            }
 
             if let Some(fc) = &self.firecracker {
                 progress(&format!("run {run}/{}: Firecracker", self.runs));
@@ -186,7 +206,16 @@ impl FirstResponseBench {
             bare.add(run, &probe_process(&self.host_command, &bare_opts)?)?;
         }
         let _ = std::fs::remove_dir_all(&dir);
-        Ok(self.report(tool, &vm, &bare, &firecracker, &warm))
+        let mut report = self.report(tool, &vm, &bare, &firecracker, &warm);
+        if self.other.is_some() {
+            report.other_initialize = summarize(&other.initialize);
+            report.other_tools_list = summarize(&other.tools_list);
+            report.other_phases = other.phases();
+            if let (Some(v), Some(o)) = (&report.vm_initialize, &report.other_initialize) {
+                report.ratio_initialize_other = Some(v.median / o.median);
+            }
+        }
+        Ok(report)
     }
 
     /// The peers' samples summarized, with the ratios between them.
@@ -374,8 +403,19 @@ impl FirstResponseReport {
                 row(&format!("{who}: spawn → {t} answer"), x);
             }
         }
+        row(
+            "other build: spawn → handshake response",
+            &self.other_initialize,
+        );
+        row(
+            "other build: spawn → tools/list response",
+            &self.other_tools_list,
+        );
         for (p, x) in &self.vm_phases {
             row(&format!("VM phase: VMM start → {p}"), x);
+        }
+        for (p, x) in &self.other_phases {
+            row(&format!("other build phase: VMM start → {p}"), x);
         }
         let mut memory = String::new();
         for (who, x) in [
@@ -415,6 +455,17 @@ impl FirstResponseReport {
             s += &format!(
                 "\nmcpvm / Firecracker, spawn → handshake response (medians): **{r:.2}×**.\n"
             );
+        }
+        if let Some(r) = self.ratio_initialize_other {
+            s += &format!(
+                "\nmcpvm / the other build, spawn → handshake response (medians): **{r:.2}×**.\n"
+            );
+            if let (Some(o), Some(f)) = (&self.other_initialize, &self.firecracker_initialize) {
+                s += &format!(
+                    "\nThe other build / Firecracker (medians): **{:.2}×**.\n",
+                    o.median / f.median
+                );
+            }
         }
         if !memory.is_empty() {
             let after = self.call.as_deref().unwrap_or("tools/list");
