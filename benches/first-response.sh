@@ -7,6 +7,9 @@
 # runs.
 #   benches/first-response.sh [RUNS] [BENCH OPTION...]   prints a Markdown table
 # MCPVM_FIRECRACKER=PATH names another Firecracker binary.
+# OLD_BUILD=DIR runs DIR/bin/mcpvm (an older checkout's target/mcpvm, or
+# any dir with its [profile.vm] binary in bin/) beside ours in every run
+# of the same session (`--other-mcpvm`): before and after a change.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-20}
@@ -16,9 +19,17 @@ t=$top/target/mcpvm
 peer=()
 . "$top/benches/lib/firecracker.sh"
 firecracker_peer first-response firecracker "mcpvm and the bare process"
+other=()
+if [ -n "${OLD_BUILD:-}" ]; then
+  [ -x "$OLD_BUILD/bin/mcpvm" ] || { echo "first-response: $OLD_BUILD/bin/mcpvm is missing: give an older checkout's target/mcpvm" >&2; exit 1; }
+  # An older mcpvm looks for its kernel and initramfs next to itself.
+  peer+=(--file "$OLD_BUILD/bin/mcpvm:old/bin/mcpvm" --file "$t/kernel/vmlinux:old/kernel/vmlinux"
+         --file "$t/initramfs-test.cpio:old/initramfs-test.cpio")
+  other=(--other-mcpvm old/bin/mcpvm)
+fi
 "$top/testbed/run" --timeout 1800 \
   --file "$t/bin/mcpvm:bin/mcpvm" --file "$t/bin/mcpvm-tools:bin/mcpvm-tools" --file "$t/bin/mcp-fixture:bin/mcp-fixture" \
   --file "$t/kernel/vmlinux:kernel/vmlinux" --file "$t/initramfs-test.cpio:initramfs-test.cpio" \
   "${peer[@]}" \
-  -- mcpvm bench first-response --runs "$runs" --firecracker firecracker "$@" \
+  -- mcpvm bench first-response --runs "$runs" --firecracker firecracker "${other[@]}" "$@" \
      --host bin/mcp-fixture -- /bin/mcp-fixture
