@@ -12,8 +12,5 @@ fn main() {
     println!("cargo:rerun-if-changed=src/host_seccomp/lists.rs");
     println!("cargo:rerun-if-changed=build.rs");
     let lists: Vec<_> = lists::KINDS.iter().map(|k| k.list()).collect();
-    let out = seccomp_lists::programs_source("PROGRAMS", &lists)
-        .unwrap_or_else(|e| panic!("host seccomp: {e}"));
-    let path = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("seccomp_programs.rs");
-    std::fs::write(&path, out).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    seccomp_lists::write_programs(&lists);
 }

@@ -260,3 +260,13 @@ pub fn programs_source(const_name: &str, lists: &[List]) -> Result<String, Strin
     out += "];\n";
     Ok(out)
 }
+
+/// For a build script: writes [`programs_source`] of `lists` as `PROGRAMS`
+/// to OUT_DIR/seccomp_programs.rs, for the crate to `include!`. A list
+/// that does not compile fails the build, naming it.
+pub fn write_programs(lists: &[List]) {
+    let out = programs_source("PROGRAMS", lists).unwrap_or_else(|e| panic!("host seccomp: {e}"));
+    let dir = std::env::var("OUT_DIR").expect("OUT_DIR: called from a build script");
+    let path = std::path::Path::new(&dir).join("seccomp_programs.rs");
+    std::fs::write(&path, out).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+}
