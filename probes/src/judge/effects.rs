@@ -43,6 +43,9 @@ pub(crate) const RUNTIME: &[&str] = &[
     "/etc/svc.conf",
     "/etc/services",
     "/etc/protocols",
+    // The browser's own configuration, from its package (Debian's
+    // wrapper script reads /etc/chromium.d/ at every start).
+    "/etc/chromium",
 ];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

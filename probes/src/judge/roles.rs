@@ -11,7 +11,8 @@
 //! - `public_sink`: it tried to send something of its arguments off the
 //!   VM (a lookup or connection naming a value it was given), or wrote
 //!   outside its roots;
-//! - `destructive`: it deleted or renamed a file, or ran a program.
+//! - `destructive`: it deleted or renamed a file, or ran a command the
+//!   call chose (a value of its arguments in the program's argv).
 //!
 //! A role its annotations claim (`destructiveHint`, `openWorldHint`) and
 //! no call showed is `declared`, apart from what was `observed`. Issue
@@ -155,7 +156,7 @@ impl Call<'_> {
         );
         add(
             Role::Destructive,
-            "it deleted or renamed a file, or ran a program",
+            "it deleted or renamed a file, or ran a command its arguments chose",
             self.events(|e| self.destroys(e)),
         );
         out
@@ -170,9 +171,26 @@ impl Call<'_> {
     }
 
     fn outside_roots(&self, path: &str) -> bool {
-        !RUNTIME.iter().any(|r| path.starts_with(r))
+        // The root directory's own entries ("/", "/.", a runtime's
+        // lookup of "/.npmrc" from a server started in "/") hold nothing
+        // of the user's; what is planted there is a canary, judged apart.
+        let top_level = path.rfind('/') == Some(0);
+        path.starts_with('/')
+            && !top_level
+            && !RUNTIME.iter().any(|r| path.starts_with(r))
             && !within(path, "/tmp")
             && !self.roots.iter().any(|r| within(path, r))
+    }
+
+    /// The paths an effect writes: a symlink's link, not its target,
+    /// which is only text (`symlink(target, link)`).
+    fn written<'e>(&self, e: &'e EventLine) -> Vec<&'e str> {
+        match e.event.effect() {
+            Some(c) if c.call.starts_with("symlink") => {
+                c.paths.first().map(String::as_str).into_iter().collect()
+            }
+            _ => paths(e).collect(),
+        }
     }
 
     fn reads_private(&self, e: &EventLine) -> bool {
@@ -246,7 +264,7 @@ impl Call<'_> {
             "execve" | "execveat" | "connect" | "sendto" | "bind" | "listen" => false,
             _ => true,
         };
-        writes && paths(e).any(|p| self.outside_roots(p))
+        writes && self.written(e).into_iter().any(|p| self.outside_roots(p))
     }
 
     fn destroys(&self, e: &EventLine) -> bool {
@@ -254,7 +272,13 @@ impl Call<'_> {
             return false;
         };
         match c.call.as_str() {
-            "execve" | "execveat" => true,
+            // A command the call chose: its arguments in the program's
+            // argv. A helper the server starts on its own (a browser on
+            // its first page) is how it works, whichever call it is in.
+            "execve" | "execveat" => {
+                let argv = c.argv.join(" ").to_lowercase();
+                self.values.iter().any(|v| argv.contains(v.as_str()))
+            }
             "unlink" | "unlinkat" | "rmdir" | "rename" | "renameat" | "renameat2" => {
                 paths(e).any(|p| !within(p, "/tmp"))
             }
@@ -431,6 +455,66 @@ mod tests {
         let fetch = &r.iter().find(|t| t.tool == "fetch").unwrap().observed[&Role::PublicSink];
         assert_eq!(fetch.step, "tools/call:fetch");
         assert_eq!(fetch.evidence.len(), 1);
+    }
+
+    #[test]
+    fn a_browser_started_by_a_call_gives_that_call_no_role_of_its_own() {
+        // What chrome-devtools' and playwright's first browser call did in
+        // the corpus: node runs Chromium (a helper, not a command the call
+        // chose), Debian's wrapper reads its config and the root
+        // directory, Chromium links its profile lock to a text target.
+        let steps = [
+            step(
+                "tools/call:console",
+                1,
+                json!({"level": "error"}),
+                json!({}),
+            ),
+            step(
+                "tools/call:shell",
+                2,
+                json!({"command": "rm -rf /data"}),
+                json!({}),
+            ),
+        ];
+        let events = [
+            canaries(),
+            effect(
+                1,
+                "console",
+                "execve",
+                json!({"paths": ["/usr/bin/chromium"],
+                "argv": ["/usr/bin/chromium", "--headless", "--user-data-dir=/tmp/p"]}),
+            ),
+            effect(
+                1,
+                "console",
+                "openat",
+                json!({"paths": ["/etc/chromium.d/apikeys"], "access": "read"}),
+            ),
+            effect(
+                1,
+                "console",
+                "openat",
+                json!({"paths": ["/.npmrc"], "access": "read"}),
+            ),
+            effect(
+                1,
+                "console",
+                "symlink",
+                json!({"paths": ["/tmp/p/SingletonLock", "(none)-82"]}),
+            ),
+            effect(
+                2,
+                "shell",
+                "execve",
+                json!({"paths": ["/bin/sh"],
+                "argv": ["/bin/sh", "-c", "rm -rf /data"]}),
+            ),
+        ];
+        let r = roles_of(&steps, &events, Vec::new());
+        assert_eq!(observed(&r, "console"), []);
+        assert_eq!(observed(&r, "shell"), [Role::Destructive]);
     }
 
     #[test]

@@ -349,7 +349,7 @@ pub fn roles_section(meta: &Meta, records: &Records) -> Vec<Block> {
     }
     vec![
         Block::Heading(2, "What the tools were seen to do".into()),
-        Block::Para(Line::text("The roles each tool played in the VM, from what its calls and attacks made the server do (probes/src/judge/roles.rs): reads private data (a canary, a file outside its roots, a canary's token in its answer), brings in untrusted content (reached for the network), a public sink (sent its arguments off the VM, or wrote outside its roots), destructive (deleted or renamed a file, ran a program). A role only the tool's annotations claim is marked declared only. Seen only under a recording profile (the security column).")),
+        Block::Para(Line::text("The roles each tool played in the VM, from what its calls and attacks made the server do (probes/src/judge/roles.rs): reads private data (a canary, a file outside its roots, a canary's token in its answer), brings in untrusted content (reached for the network), a public sink (sent its arguments off the VM, or wrote outside its roots), destructive (deleted or renamed a file, ran a command its arguments chose). A role only the tool's annotations claim is marked declared only. Seen only under a recording profile (the security column).")),
         Block::List {
             ordered: false,
             items,
