@@ -413,6 +413,32 @@ fn a_vulnerable_server_is_found_out_by_what_it_does_and_a_sound_tool_is_not() {
             "{path}: {t}"
         );
     }
+    // The roles each tool was seen to play in the VM, each with the
+    // events that show it (issue 50): read_file read outside its roots,
+    // run started a shell, fetch connected out; echo did none of these.
+    let roles = r["roles"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no roles: {r}"));
+    let observed = |tool: &str| -> serde_json::Map<String, serde_json::Value> {
+        roles
+            .iter()
+            .find(|t| t["tool"] == tool)
+            .and_then(|t| t["observed"].as_object().cloned())
+            .unwrap_or_default()
+    };
+    for (tool, role, shown_by) in [
+        ("read_file", "reads_private", "open"),
+        ("run", "destructive", "exec"),
+        ("fetch", "untrusted_content", "connect"),
+    ] {
+        let seen = observed(tool);
+        let evidence = seen
+            .get(role)
+            .unwrap_or_else(|| panic!("{tool} not seen as {role}: {roles:#?}"))["evidence"]
+            .to_string();
+        assert!(evidence.contains(shown_by), "{tool} {role}: {evidence}");
+    }
+    assert!(observed("echo").is_empty(), "echo did nothing: {roles:#?}");
     // Attacks the server refused are no client failure.
     assert_eq!(
         r["verdict"]["real_client_failures"],
