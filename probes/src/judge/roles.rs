@@ -28,6 +28,13 @@ use crate::transport::exchange::Direction;
 
 pub use crate::report::result::{Role, Seen, ToolRoles};
 
+/// The system's own configuration and caches: world-readable settings
+/// (fonts, the OS release, the resolver) and what programs cache for
+/// themselves. No user's data is there (a secret planted under /etc is
+/// a canary, judged as one first), so reading or writing them plays no
+/// role; the per-call effects still list them.
+const SYSTEM: &[&str] = &["/etc/", "/var/cache/", "/var/tmp/"];
+
 /// Evidence kept per role.
 const MAX_EVIDENCE: usize = 3;
 /// An argument value shorter than this proves nothing by appearing in a
@@ -177,7 +184,7 @@ impl Call<'_> {
         let top_level = path.rfind('/') == Some(0);
         path.starts_with('/')
             && !top_level
-            && !RUNTIME.iter().any(|r| path.starts_with(r))
+            && !RUNTIME.iter().chain(SYSTEM).any(|r| path.starts_with(r))
             && !within(path, "/tmp")
             && !self.roots.iter().any(|r| within(path, r))
     }
@@ -503,6 +510,18 @@ mod tests {
                 "console",
                 "symlink",
                 json!({"paths": ["/tmp/p/SingletonLock", "(none)-82"]}),
+            ),
+            effect(
+                1,
+                "console",
+                "openat",
+                json!({"paths": ["/etc/fonts/fonts.conf"], "access": "read"}),
+            ),
+            effect(
+                1,
+                "console",
+                "openat",
+                json!({"paths": ["/var/cache/fontconfig/x.cache-8"], "access": "read-write+create"}),
             ),
             effect(
                 2,
