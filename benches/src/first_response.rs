@@ -417,29 +417,18 @@ impl FirstResponseReport {
         for (p, x) in &self.other_phases {
             row(&format!("other build phase: VMM start → {p}"), x);
         }
-        let mut memory = String::new();
-        for (who, x) in [
-            (
-                "VM (the VMM with the guest memory it touched)",
-                &self.vm_memory_mib,
-            ),
-            (
-                "bare process (the server and every program it started)",
-                &self.bare_memory_mib,
-            ),
-            ("Firecracker (same host side)", &self.firecracker_memory_mib),
-            ("restored VM", &self.warm_memory_mib),
-        ] {
-            if let Some(x) = x {
-                memory += &format!(
-                    "| {who} | {:.1} | {:.1} | {:.1} |\n",
-                    x.min, x.median, x.p90
-                );
-            }
-        }
         for (p, x) in &self.warm_phases {
             row(&format!("restored VM phase: VMM start → {p}"), x);
         }
+        s += &self.ratios();
+        s += &self.memory_table();
+        s
+    }
+
+    /// The ratios under the table: VM overhead, the call, Firecracker and
+    /// the other build.
+    fn ratios(&self) -> String {
+        let mut s = String::new();
         if let Some(o) = self.vm_overhead_initialize {
             s += &format!(
                 "\nVM overhead on the first response (median VM − median bare): **{o:.1} ms**.\n"
@@ -464,6 +453,32 @@ impl FirstResponseReport {
                 s += &format!(
                     "\nThe other build / Firecracker (medians): **{:.2}×**.\n",
                     o.median / f.median
+                );
+            }
+        }
+        s
+    }
+
+    /// The memory table, when memory was measured, and VM / bare.
+    fn memory_table(&self) -> String {
+        let mut s = String::new();
+        let mut memory = String::new();
+        for (who, x) in [
+            (
+                "VM (the VMM with the guest memory it touched)",
+                &self.vm_memory_mib,
+            ),
+            (
+                "bare process (the server and every program it started)",
+                &self.bare_memory_mib,
+            ),
+            ("Firecracker (same host side)", &self.firecracker_memory_mib),
+            ("restored VM", &self.warm_memory_mib),
+        ] {
+            if let Some(x) = x {
+                memory += &format!(
+                    "| {who} | {:.1} | {:.1} | {:.1} |\n",
+                    x.min, x.median, x.p90
                 );
             }
         }
