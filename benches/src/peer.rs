@@ -58,7 +58,7 @@ pub fn boot_plan(args: &RunArgs) -> Result<RunPlan, PeerError> {
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         return Err(PeerError::Unsupported(flag));
     }
-    match Start::decide(args).map_err(PeerError::Plan)? {
+    match Start::decide(&args.clone().into()).map_err(PeerError::Plan)? {
         Start::Boot(plan) => Ok(plan),
         _ => Err(PeerError::Unsupported("a snapshot")),
     }

@@ -46,11 +46,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A `--workspace`: as a request carries it, the text it came from.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct WorkspaceArg {
     pub path: PathBuf,
     pub writable: bool,
     pub text: String,
+}
+
+impl TryFrom<String> for WorkspaceArg {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        parse_workspace(&s)
+    }
+}
+
+impl From<WorkspaceArg> for String {
+    fn from(w: WorkspaceArg) -> String {
+        w.text
+    }
 }
 
 pub fn parse_workspace(s: &str) -> Result<WorkspaceArg, String> {

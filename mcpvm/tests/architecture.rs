@@ -276,13 +276,6 @@ fn up_arrows(imports: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<String> {
     found
 }
 
-/// The one arrow up left, until it goes: a cell of an audit asks its
-/// probe by building the probe command's arguments (`ProbeArgs`), which
-/// the typed request between processes (one serde type, not a CLI
-/// struct turned into argv and back) is to replace. Listed here so that
-/// no other joins it, and so that it leaves this list when it goes.
-const WAITING: &[&str] = &["tools/src: audit -> commands::probe"];
-
 #[test]
 fn no_arrow_runs_up_inside_a_crate() {
     let top = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
@@ -292,15 +285,7 @@ fn no_arrow_runs_up_inside_a_crate() {
             said.push(format!("{c}: {arrow}"));
         }
     }
-    let (waiting, new): (Vec<String>, Vec<String>) = said
-        .into_iter()
-        .partition(|a| WAITING.contains(&a.as_str()));
-    assert!(new.is_empty(), "arrows that run up:\n{}", new.join("\n"));
-    assert_eq!(
-        waiting.len(),
-        WAITING.len(),
-        "gone, so off the list: {WAITING:?}"
-    );
+    assert!(said.is_empty(), "arrows that run up:\n{}", said.join("\n"));
 }
 
 /// The product does not carry the benchmarks: the benchmark crate builds

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LifecycleChoice {
     /// Try `server/discover` (2026-07-28); on an error or no answer within
     /// the discover timeout, use `initialize`.
@@ -18,7 +19,8 @@ pub enum LifecycleChoice {
 }
 
 /// What the user said about one tool.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolArgs {
     Given(Map<String, Value>),
     /// Never call it.

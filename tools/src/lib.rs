@@ -9,4 +9,5 @@ pub mod audit;
 pub mod commands;
 pub mod install;
 pub mod pinning;
+pub mod request;
 pub mod setup;

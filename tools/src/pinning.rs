@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use probes::judge::pin::{PinFile, Pinned, SCHEMA};
 
-use mcpvm::commands::run::VmOptions;
+use mcpvm::commands::run::VmRequest;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinError {
@@ -38,13 +38,13 @@ pub struct Identity {
     pub pinned: Pinned,
 }
 
-/// The identity of the server `vm_options` and `command` name.
-pub fn identity(vm_options: &VmOptions, command: &[String]) -> Identity {
+/// The identity of the server `vm` and `command` name.
+pub fn identity(vm: &VmRequest, command: &[String]) -> Identity {
     let stored = mcpvm::server::stored(
-        vm_options.server.as_deref(),
-        vm_options.package.as_deref(),
-        &vm_options.catalogue,
-        &vm_options.images,
+        vm.server.as_deref(),
+        vm.package.as_deref(),
+        &vm.catalogue,
+        &vm.images,
     );
     match stored {
         Some(s) => Identity {
@@ -83,16 +83,16 @@ pub fn read(path: &Path) -> Result<PinFile, PinError> {
     Ok(file)
 }
 
-/// `--pinned FILE` for the server `vm_options` and `command` name: its pin, and the version
+/// `--pinned FILE` for the server `vm` and `command` name: its pin, and the version
 /// it runs now when the catalogue or the package spec says (else its
 /// `serverInfo` version, read by the probe).
 pub fn pinned_for(
     path: &Path,
-    vm_options: &VmOptions,
+    vm: &VmRequest,
     command: &[String],
 ) -> Result<(Pinned, Option<String>), PinError> {
     let file = read(path)?;
-    let id = identity(vm_options, command);
+    let id = identity(vm, command);
     let pinned = file
         .servers
         .get(&id.key)
@@ -108,7 +108,7 @@ pub fn pinned_for(
 /// servers already there), whole or not at all.
 pub fn write(
     out: &Path,
-    vm_options: &VmOptions,
+    vm: &VmRequest,
     command: &[String],
     result: &probes::ProbeResult,
 ) -> Result<String, PinError> {
@@ -122,7 +122,7 @@ pub fn write(
             ..PinFile::default()
         },
     };
-    let mut id = identity(vm_options, command);
+    let mut id = identity(vm, command);
     // A bare command is known by what it says it is.
     if id.pinned.package.is_none() {
         id.pinned.package = result.server_name.clone();

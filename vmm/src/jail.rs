@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 /// Whether a run is jailed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum JailMode {
     /// Jailed where the host allows unprivileged user namespaces; where it
     /// does not, the run goes on unjailed and `--verbose` says why.

@@ -19,13 +19,19 @@ use crate::host::rundir::RunDir;
 use crate::logger::printable_lines;
 use crate::run::channels::{HostChannels, Relays, Stdio, RELAY_DRAIN};
 use crate::run::events::EventSink;
-pub use crate::run::options::{Checked, RunArgs, VmOptions};
+pub use crate::run::options::{RunArgs, VmOptions};
+pub use crate::run::request::{Checked, RunRequest, VmRequest};
 use crate::run::start::Start;
 use crate::run::template::{self, INITIALIZE_FILE};
 use crate::run::RunError;
 
+/// `mcpvm run`: the run its options or `--request` ask for.
+pub fn run(args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError> {
+    serve(args.into_request()?, start, json)
+}
+
 /// The run, step by step.
-pub fn run(mut args: RunArgs, start: Instant, json: bool) -> Result<u8, RunError> {
+pub fn serve(mut args: RunRequest, start: Instant, json: bool) -> Result<u8, RunError> {
     // 1. Nothing inherited (but a --listen socket the caller bound for
     // us), and outputs that can be written.
     let mut inherited_listener = crate::run::inbound::adopt(args.vm.listen_fd)?;

@@ -5,11 +5,26 @@ use std::path::PathBuf;
 
 use vmm::{CacheMode, DiskConfig};
 
-/// A parsed `--disk`, with the text it came from (to pass it on).
-#[derive(Clone, Debug, PartialEq)]
+/// A parsed `--disk`, with the text it came from (to pass it on: a
+/// request carries the text, parsed again where it is read).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct DiskArg {
     pub config: DiskConfig,
     pub text: String,
+}
+
+impl TryFrom<String> for DiskArg {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        parse_disk(&s)
+    }
+}
+
+impl From<DiskArg> for String {
+    fn from(d: DiskArg) -> String {
+        d.text
+    }
 }
 
 pub fn parse_disk(s: &str) -> Result<DiskArg, String> {

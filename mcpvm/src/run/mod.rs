@@ -1,8 +1,10 @@
 //! The host side of `mcpvm run`, in the parts the recipe in
 //! `commands/run.rs` names:
 //!
-//! - [`options`]: the VM options (`--mem`, `--server`, `--profile`, …),
-//!   checked, and written back as arguments for child `mcpvm` processes;
+//! - [`options`]: the command line's VM options (`--mem`, `--server`,
+//!   `--profile`, …), parsed onto
+//! - [`request`]: the run asked for, checked, and handed to a child
+//!   `mcpvm run` as a file;
 //! - [`plan`]: options resolved into the VM and the agent's run spec;
 //! - [`channels`]: the Unix sockets the guest's vsock connections arrive
 //!   on, accepted in one place, each handed to the relay that owns it;
@@ -27,6 +29,7 @@ pub mod jail;
 pub mod options;
 pub mod plan;
 pub mod pump;
+pub mod request;
 pub mod start;
 pub mod template;
 pub mod warm;
@@ -77,5 +80,7 @@ pub enum RunError {
     #[error(transparent)]
     Jail(vmm::jail::JailError),
     #[error(transparent)]
-    Options(#[from] options::OptionsError),
+    Options(#[from] request::OptionsError),
+    #[error(transparent)]
+    Request(#[from] request::RequestError),
 }

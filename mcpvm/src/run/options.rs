@@ -1,12 +1,16 @@
-//! The options that shape a microVM and what runs in it (`run`, and
-//! `probe --vm` passing them on), checked before anything is created.
+//! `run`'s options as the command line gives them (`probe --vm` and
+//! `pin` take the VM's too): parsed onto a [`RunRequest`], which is what
+//! is checked, planned and handed between processes. Written back as
+//! arguments only for what measures the command line a user types (the
+//! benchmarks).
 
 use std::path::PathBuf;
 
 use crate::run::disk_arg::{parse_disk, DiskArg};
-use crate::server::{CatalogueArg, ServerPlan};
-use crate::withholding::profile::Profile;
-use crate::withholding::Profiles;
+use crate::run::request::{
+    parse_env_key, RequestError, RunRequest, VmRequest, DEFAULT_WORKSPACE_LIMIT_MIB,
+};
+use crate::server::CatalogueArg;
 use crate::workspace::{parse_workspace, WorkspaceArg};
 
 /// How the microVM is set up: shared by `run` and `probe --vm`.
@@ -180,9 +184,85 @@ pub struct RunArgs {
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     pub snapshots: Option<PathBuf>,
+    /// The whole run as a request file another mcpvm process wrote
+    /// (`probe`, the warm cache): no other option goes with it.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub request: Option<PathBuf>,
     /// The server command and its arguments, as seen inside the guest.
-    #[arg(last = true, required_unless_present_any = ["server", "package", "from_snapshot"])]
+    #[arg(last = true, required_unless_present_any = ["server", "package", "from_snapshot", "request"])]
     pub command: Vec<String>,
+}
+
+impl RunArgs {
+    /// The run asked for: `--request`'s file, or these options.
+    pub fn into_request(self) -> Result<RunRequest, RequestError> {
+        let Some(path) = &self.request else {
+            return Ok(self.into());
+        };
+        let others = RunArgs {
+            request: None,
+            ..self.clone()
+        };
+        match others == RunArgs::default() {
+            true => RunRequest::read(path),
+            false => Err(RequestError::Alone("run")),
+        }
+    }
+}
+
+impl From<RunArgs> for RunRequest {
+    fn from(a: RunArgs) -> RunRequest {
+        RunRequest {
+            vm: a.vm.into(),
+            timings: a.timings,
+            events: a.events,
+            snapshot_to: a.snapshot_to,
+            from_snapshot: a.from_snapshot,
+            warm: a.warm,
+            snapshots: a.snapshots,
+            command: a.command,
+        }
+    }
+}
+
+impl From<VmOptions> for VmRequest {
+    /// `--env-file`s' variables first, then `--env`'s: a later one wins.
+    fn from(o: VmOptions) -> VmRequest {
+        let files = o.env_files.into_iter().flat_map(|f| f.vars);
+        VmRequest {
+            kernel: o.kernel,
+            initrd: o.initrd,
+            mem: o.mem,
+            vcpus: o.vcpus,
+            cwd: o.cwd,
+            env: files.map(|(k, v)| (k, Some(v))).chain(o.env).collect(),
+            secrets: o.secrets,
+            console: o.console,
+            timeout: o.timeout,
+            allow_pvm: o.allow_pvm,
+            disks: o.disks,
+            image: o.image,
+            layers: o.layers,
+            read_only_root: o.read_only_root,
+            server: o.server,
+            package: o.package,
+            as_released: o.as_released,
+            catalogue: o.catalogue,
+            images: o.images,
+            workspace: o.workspace,
+            profile: o.profile,
+            profiles: o.profiles,
+            no_rng: o.no_rng,
+            seccomp: o.seccomp,
+            jail: o.jail,
+            workspace_limit: o.workspace_limit,
+            allow_net: o.allow_net,
+            listen: o.listen,
+            listen_non_loopback: o.listen_non_loopback,
+            listen_fd: o.listen_fd,
+            guest_port: o.guest_port,
+        }
+    }
 }
 
 impl RunArgs {
@@ -196,6 +276,7 @@ impl RunArgs {
         a.path("from-snapshot", &self.from_snapshot);
         a.flag("warm", self.warm);
         a.path("snapshots", &self.snapshots);
+        a.path("request", &self.request);
         if !self.command.is_empty() {
             a.push("--".into());
             a.0.extend(self.command.iter().cloned());
@@ -203,35 +284,6 @@ impl RunArgs {
         a.0
     }
 }
-
-/// Who the guest may reach: the server's rules and the user's, as the
-/// profile leaves them; None when neither gave any (no network device,
-/// no proxy). A profile that takes every rule away leaves the network
-/// on, denying and logging each attempt: that is what an audit shows.
-fn network(
-    server: Option<&ServerPlan>,
-    allow_net: &[withholding::network::Rule],
-    profile: Option<&Profile>,
-) -> Result<Option<withholding::network::NetworkPolicy>, String> {
-    use withholding::network::{NetworkPolicy, Rule};
-    // Parsed once each (the user's as they were read, the catalogue's
-    // here), then narrowed and passed on as rules.
-    let mut rules: Vec<Rule> = server
-        .iter()
-        .flat_map(|s| s.network.iter())
-        .map(|r| Rule::parse(r))
-        .collect::<Result<_, _>>()?;
-    rules.extend(allow_net.iter().cloned());
-    if rules.is_empty() {
-        return Ok(None);
-    }
-    if let Some(p) = profile {
-        rules = p.network.narrow(rules);
-    }
-    Ok(Some(NetworkPolicy::of(rules)))
-}
-
-const DEFAULT_WORKSPACE_LIMIT_MIB: u64 = 1024;
 
 /// What clap gives when no option is set.
 impl Default for VmOptions {
@@ -273,170 +325,7 @@ impl Default for VmOptions {
     }
 }
 
-/// What `VmOptions::check` resolved.
-pub struct Checked {
-    pub profile: Option<Profile>,
-    pub server: Option<ServerPlan>,
-    pub root_image: Option<PathBuf>,
-    /// Who the guest may reach: the server's rules and --allow-net, as
-    /// the profile narrows them. None: no network at all (no rules were
-    /// given); a policy the profile emptied still logs every attempt.
-    pub network: Option<withholding::network::NetworkPolicy>,
-    /// The guest port --listen forwards to.
-    pub inbound: Option<u16>,
-    /// The user's environment for the server: --env-file's, then
-    /// --env's (values from mcpvm's environment where only a name was
-    /// given), then --secret's not given by either.
-    pub env: Vec<(String, String)>,
-    /// Values never to print, record or report, by name: the server's
-    /// catalogued credentials and --secret's.
-    pub secrets: Vec<(String, String)>,
-}
-
-/// Options that cannot make a VM, said before anything is created.
-#[derive(Debug, thiserror::Error)]
-pub enum OptionsError {
-    #[error(transparent)]
-    Profile(#[from] withholding::profile::ProfileError),
-    #[error(transparent)]
-    Server(#[from] crate::server::ServerError),
-    #[error(transparent)]
-    Package(#[from] crate::server::package::PackageError),
-    #[error("--read-only-root needs --image or --server")]
-    ReadOnlyRoot,
-    #[error(transparent)]
-    Image(#[from] crate::server::image::ImageError),
-    #[error(transparent)]
-    Workspace(#[from] crate::workspace::WorkspaceError),
-    #[error("{0} is not set in mcpvm's environment: give --env {0}=VALUE, --env-file FILE, or export {0}")]
-    Unset(String),
-    #[error("{0}")]
-    Network(String),
-    #[error("--listen {0} is not a loopback address: any host that reaches it could drive the server with its credentials; listen on 127.0.0.1, or give --listen-non-loopback to mean it")]
-    NotLoopback(std::net::SocketAddr),
-    #[error("--listen {0} needs a server that speaks HTTP: a catalogued one with transport = \"http\", or --guest-port PORT for a command")]
-    NotHttp(std::net::SocketAddr),
-}
-
 impl VmOptions {
-    /// Resolves and checks the profile, server, images and workspace
-    /// before anything is created, so that bad input is one clear error
-    /// that leaves nothing behind (`run`, and `probe` before it spawns
-    /// `mcpvm run`). `has_command`: a guest command was given too.
-    pub fn check(&self, has_command: bool) -> Result<Checked, OptionsError> {
-        let profile = match &self.profile {
-            Some(spec) => Some(Profiles::from_option(self.profiles.as_deref())?.resolve(spec)?),
-            None => None,
-        };
-        let server = match &self.server {
-            Some(name) if !has_command => {
-                Some(crate::server::plan(name, &self.catalogue, &self.images)?)
-            }
-            Some(_) => return Err(crate::server::ServerError::Both.into()),
-            None => match &self.package {
-                Some(spec) => Some(crate::server::package::plan(
-                    spec,
-                    self.as_released,
-                    &self.images,
-                )?),
-                None => None,
-            },
-        };
-        let root_image = server
-            .as_ref()
-            .map(|s| s.runtime.clone())
-            .or(self.image.clone());
-        if self.read_only_root && root_image.is_none() {
-            return Err(OptionsError::ReadOnlyRoot);
-        }
-        if let Some(img) = &root_image {
-            crate::server::image::check_root_image(img)?;
-        }
-        if let Some(s) = &server {
-            crate::server::image::check_root_image(&s.layer)?;
-        }
-        for layer in &self.layers {
-            crate::server::image::check_root_image(layer)?;
-        }
-        if let Some(ws) = &self.workspace {
-            crate::workspace::check(ws)?;
-        }
-        let env = self.environment()?;
-        let mut secrets = server
-            .as_ref()
-            .map(|s| s.secrets.clone())
-            .unwrap_or_default();
-        secrets.extend(
-            env.iter()
-                .filter(|(k, _)| self.secrets.contains(k))
-                .cloned(),
-        );
-        let network = network(server.as_ref(), &self.allow_net, profile.as_ref())
-            .map_err(OptionsError::Network)?;
-        if let Some(addr) = self.listen {
-            if !addr.ip().is_loopback() && !self.listen_non_loopback {
-                return Err(OptionsError::NotLoopback(addr));
-            }
-        }
-        let http_port = server.as_ref().and_then(|s| s.http_port);
-        let inbound = match (self.listen, self.guest_port.or(http_port)) {
-            (None, _) => None,
-            (Some(_), Some(port)) => Some(port),
-            (Some(addr), None) => return Err(OptionsError::NotHttp(addr)),
-        };
-        Ok(Checked {
-            profile,
-            server,
-            root_image,
-            network,
-            inbound,
-            env,
-            secrets,
-        })
-    }
-
-    /// The user's environment for the server ([`Checked::env`]); Err
-    /// names a variable given by name only that mcpvm's environment
-    /// does not hold.
-    pub fn environment(&self) -> Result<Vec<(String, String)>, OptionsError> {
-        let own = |k: &str| std::env::var(k).map_err(|_| OptionsError::Unset(k.to_string()));
-        let mut env: Vec<(String, String)> = Vec::new();
-        let set = |env: &mut Vec<(String, String)>, k: &str, v: String| {
-            env.retain(|(have, _)| have != k);
-            env.push((k.to_string(), v));
-        };
-        for f in &self.env_files {
-            for (k, v) in &f.vars {
-                set(&mut env, k, v.clone());
-            }
-        }
-        for (k, v) in &self.env {
-            let v = match v {
-                Some(v) => v.clone(),
-                None => own(k)?,
-            };
-            set(&mut env, k, v);
-        }
-        for k in &self.secrets {
-            if !env.iter().any(|(have, _)| have == k) {
-                let v = own(k)?;
-                set(&mut env, k, v);
-            }
-        }
-        Ok(env)
-    }
-
-    /// The catalogued server asked for, if any.
-    pub fn server(&self) -> Option<&str> {
-        self.server.as_deref()
-    }
-
-    /// A server from the catalogue or a package: it runs in a microVM
-    /// on its images.
-    pub fn names_a_server(&self) -> bool {
-        self.server.is_some() || self.package.is_some()
-    }
-
     /// The same options as `mcpvm run` arguments: parsing them gives
     /// these options back (a test holds the two to it).
     pub fn to_args(&self) -> Vec<String> {
@@ -506,18 +395,6 @@ fn parse_env(s: &str) -> Result<(String, Option<String>), String> {
     }
 }
 
-fn parse_env_key(k: &str) -> Result<String, String> {
-    let ok = !k.is_empty()
-        && !k.starts_with(|c: char| c.is_ascii_digit())
-        && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    match ok {
-        true => Ok(k.to_string()),
-        false => Err(format!(
-            "'{k}' is not an environment variable name (letters, digits, _): give KEY or KEY=VALUE"
-        )),
-    }
-}
-
 /// An `--env-file`: its path and the variables it holds, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EnvFile {
@@ -573,68 +450,20 @@ impl Args {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use clap::Parser;
 
     #[derive(Parser)]
-    struct Cli {
+    pub(crate) struct Cli {
         #[command(flatten)]
-        vm: VmOptions,
+        pub(crate) vm: VmOptions,
     }
 
     fn parsed(args: &[String]) -> VmOptions {
         Cli::try_parse_from(std::iter::once("mcpvm".to_string()).chain(args.iter().cloned()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"))
             .vm
-    }
-
-    #[test]
-    fn the_network_is_the_servers_and_the_users_rules_as_the_profile_leaves_them() {
-        let server = ServerPlan {
-            network: vec!["api.github.com:443".into()],
-            ..ServerPlan::default()
-        };
-        let user = [withholding::network::Rule::parse("198.51.100.7:8080").unwrap()];
-        let rules = |p: &Option<withholding::network::NetworkPolicy>| -> Vec<String> {
-            p.as_ref()
-                .unwrap()
-                .rules
-                .iter()
-                .map(|r| r.to_string())
-                .collect()
-        };
-        let all = network(Some(&server), &user, None).unwrap();
-        assert_eq!(rules(&all), ["api.github.com:443", "198.51.100.7:8080"]);
-        assert_eq!(network(None, &[], None).unwrap(), None, "none by default");
-        let profiles = Profiles::parse(
-            "[profile.github-only]\nallow_net = [\"api.github.com:443\"]\n",
-            "test",
-        )
-        .unwrap();
-        let narrow = profiles.resolve("github-only").unwrap();
-        assert_eq!(
-            rules(&network(Some(&server), &user, Some(&narrow)).unwrap()),
-            ["api.github.com:443"]
-        );
-        let deny = Profiles::built_in().resolve("observe+deny-net").unwrap();
-        let denied = network(Some(&server), &user, Some(&deny)).unwrap();
-        assert!(
-            denied.unwrap().is_empty(),
-            "on, every attempt denied and logged"
-        );
-        let bad = ServerPlan {
-            network: vec!["no such:rule".into()],
-            ..server
-        };
-        assert!(network(Some(&bad), &[], None)
-            .unwrap_err()
-            .contains("HOST[:PORT]"));
-        // --allow-net is checked as it is read.
-        let e = Cli::try_parse_from(["mcpvm", "--allow-net", "10.0.0.1:0"])
-            .err()
-            .unwrap();
-        assert!(e.to_string().contains("port"), "{e}");
     }
 
     #[test]
@@ -648,7 +477,7 @@ mod tests {
             "--env=PATH".into(),
             "--secret=TOKEN".into(),
         ]);
-        let env = o.environment().unwrap();
+        let env = VmRequest::from(o.clone()).environment().unwrap();
         assert_eq!(
             env,
             [
@@ -670,7 +499,10 @@ mod tests {
         );
         // A name mcpvm's environment lacks is one clear error.
         let missing = parsed(&["--env=MCPVM_TEST_SURELY_UNSET_VARIABLE".into()]);
-        let e = missing.environment().unwrap_err().to_string();
+        let e = VmRequest::from(missing)
+            .environment()
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("MCPVM_TEST_SURELY_UNSET_VARIABLE is not set") && e.contains("--env-file"),
             "{e}"
@@ -687,6 +519,40 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("not an environment variable name"), "{e}");
+    }
+
+    #[test]
+    fn a_request_file_comes_alone() {
+        #[derive(Parser)]
+        struct RunCli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let t = tempfile::tempdir().unwrap();
+        let req = RunRequest {
+            vm: VmRequest {
+                mem: Some(300),
+                ..VmRequest::default()
+            },
+            command: vec!["/bin/server".into()],
+            ..RunRequest::default()
+        };
+        let path = req.write_in(t.path()).unwrap();
+        let parse = |extra: &[&str]| {
+            let argv = ["mcpvm", "--request", path.to_str().unwrap()];
+            RunCli::try_parse_from(argv.iter().chain(extra))
+                .unwrap()
+                .run
+                .into_request()
+        };
+        assert_eq!(parse(&[]).unwrap(), req);
+        let e = parse(&["--mem", "5"]).unwrap_err().to_string();
+        assert!(e.contains("no other option"), "{e}");
+        // The options alone are the same request.
+        let given = RunCli::try_parse_from(["mcpvm", "--mem", "300", "--", "/bin/server"])
+            .unwrap()
+            .run;
+        assert_eq!(given.into_request().unwrap(), req);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use mcpvm_protocol::boot_args::{BootArgs, RootSpec};
 use mcpvm_protocol::messages::{RunSpec, Workspace};
 use mcpvm_protocol::withholding::Policy;
 
-use super::options::{Checked, VmOptions};
+use super::request::{Checked, VmRequest};
 use crate::run::RunError;
 use crate::server::ServerPlan;
 use withholding::profile::Profile;
@@ -43,7 +43,7 @@ impl RunPlan {
     /// (empty for a catalogued server) into a plan. `snapshot`: the host
     /// may snapshot this run.
     pub fn resolve(
-        opts: &VmOptions,
+        opts: &VmRequest,
         checked: &Checked,
         command: Vec<String>,
         snapshot: bool,
@@ -58,7 +58,7 @@ impl RunPlan {
 
     /// [`RunPlan::resolve`] with the kernel and initrd already found.
     pub fn with_artifacts(
-        opts: &VmOptions,
+        opts: &VmRequest,
         checked: &Checked,
         command: Vec<String>,
         snapshot: bool,
@@ -134,7 +134,7 @@ fn mem_mib(given: Option<u64>, profile: Option<&Profile>, server: Option<&Server
 /// The server's command and environment, then the profile's environment
 /// (which may clear it), then the user's.
 fn command_and_env(
-    opts: &VmOptions,
+    opts: &VmRequest,
     checked: &Checked,
     command: Vec<String>,
 ) -> (Vec<String>, Vec<(String, String)>) {
@@ -156,7 +156,7 @@ fn command_and_env(
 
 /// The root image is the first disk (/dev/vda), the server's layer the
 /// second, then --layer's, then the user's; the agent's root spec says so.
-fn disks_and_root(opts: &VmOptions, checked: &Checked) -> (Vec<vmm::DiskConfig>, Option<RootSpec>) {
+fn disks_and_root(opts: &VmRequest, checked: &Checked) -> (Vec<vmm::DiskConfig>, Option<RootSpec>) {
     let read_only = |path: &Path, id: &str| vmm::DiskConfig {
         path: path.to_path_buf(),
         read_only: true,
@@ -193,7 +193,7 @@ mod tests {
     use crate::server::ServerPlan;
     use crate::withholding::Profiles;
 
-    fn plan(opts: &VmOptions, checked: &Checked, command: &[&str]) -> RunPlan {
+    fn plan(opts: &VmRequest, checked: &Checked, command: &[&str]) -> RunPlan {
         RunPlan::with_artifacts(
             opts,
             checked,
@@ -218,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_bare_command_boots_the_initramfs_with_defaults() {
-        let p = plan(&VmOptions::default(), &nothing(), &["/bin/mcp-fixture"]);
+        let p = plan(&VmRequest::default(), &nothing(), &["/bin/mcp-fixture"]);
         assert_eq!(p.cmdline, "quiet mcpvm.channel=vsock");
         assert_eq!((p.mem_mib, p.vcpus, p.rng), (256, 1, true));
         assert!(p.disks.is_empty());
@@ -282,10 +282,10 @@ mod tests {
             env: Vec::new(),
             secrets: Vec::new(),
         };
-        let opts = VmOptions {
+        let opts = VmRequest {
             disks: vec![crate::run::disk_arg::parse_disk("data.img,rw").unwrap()],
             read_only_root: true,
-            ..VmOptions::default()
+            ..VmRequest::default()
         };
         let p = plan(&opts, &checked, &[]);
         assert_eq!(
@@ -318,7 +318,7 @@ mod tests {
             ..nothing()
         };
         assert!(
-            plan(&VmOptions::default(), &by_profile, &["/bin/sh"])
+            plan(&VmRequest::default(), &by_profile, &["/bin/sh"])
                 .spec
                 .policy
                 .root
@@ -331,10 +331,10 @@ mod tests {
             root_image: Some("runtime.erofs".into()),
             ..nothing()
         };
-        let opts = VmOptions {
+        let opts = VmRequest {
             layers: vec!["tools.erofs".into(), "more.erofs".into()],
             disks: vec![crate::run::disk_arg::parse_disk("data.img,rw").unwrap()],
-            ..VmOptions::default()
+            ..VmRequest::default()
         };
         let p = plan(&opts, &checked, &["/bin/sh"]);
         assert!(
@@ -371,14 +371,14 @@ mod tests {
             env: Vec::new(),
             secrets: Vec::new(),
         };
-        let p = plan(&VmOptions::default(), &checked, &["/bin/s"]);
+        let p = plan(&VmRequest::default(), &checked, &["/bin/s"]);
         let profile = checked.profile.as_ref().unwrap();
         assert_eq!(p.mem_mib, profile.mem_mib);
         assert!(!p.rng);
         assert_eq!(p.spec.policy, profile.policy);
-        let opts = VmOptions {
+        let opts = VmRequest {
             mem: Some(1024),
-            ..VmOptions::default()
+            ..VmRequest::default()
         };
         let checked = Checked {
             env: vec![("USER_SET".into(), "1".into())],

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use vmm::{DiskConfig, VmConfig};
 
 use super::channels::FirstLine;
-use super::options::RunArgs;
 use super::plan::RunPlan;
+use super::request::RunRequest;
 use super::RunError;
 
 /// How the VM starts.
@@ -36,7 +36,7 @@ pub enum Start {
 impl Start {
     /// Decides how the run starts; a bad snapshot, plan or option is one
     /// clear error before anything exists.
-    pub fn decide(args: &RunArgs) -> Result<Start, RunError> {
+    pub fn decide(args: &RunRequest) -> Result<Start, RunError> {
         if let Some(dir) = &args.from_snapshot {
             let loaded = vmm::snapshot::read(dir)?;
             let disks: Vec<DiskConfig> = args.vm.disks.iter().map(|d| d.config.clone()).collect();
@@ -129,7 +129,7 @@ impl Start {
     /// a warm start, `--disk`'s for `--from-snapshot`).
     pub fn config(
         self,
-        args: &RunArgs,
+        args: &RunRequest,
         vsock: vmm::VsockConfig,
         console: Box<dyn Write + Send>,
         start: Instant,

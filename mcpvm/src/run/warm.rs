@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::options::RunArgs;
 use super::plan::RunPlan;
+use super::request::RunRequest;
 use super::RunError;
 
 /// What a warm snapshot depends on.
@@ -144,13 +144,17 @@ pub fn find_or_take(
 }
 
 /// The warm snapshot of `plan`: from the cache, or taken by a child
-/// `mcpvm run --snapshot-to` of the same options (its environment's
-/// values in its environment, as the options name them: never in argv).
-pub fn snapshot_for(args: &RunArgs, plan: &RunPlan, catalogued: bool) -> Result<PathBuf, RunError> {
+/// `mcpvm run --request` of the same VM with `snapshot_to` (its
+/// environment's values in its environment, as the request names them).
+pub fn snapshot_for(
+    args: &RunRequest,
+    plan: &RunPlan,
+    catalogued: bool,
+) -> Result<PathBuf, RunError> {
     let inputs = Inputs::of(plan).map_err(RunError::Warm)?;
     let cache = args.snapshots.clone().unwrap_or_else(default_dir);
     find_or_take(&cache, &inputs, |dir| {
-        let take = RunArgs {
+        let take = RunRequest {
             vm: args.vm.clone(),
             snapshot_to: Some(dir.to_path_buf()),
             // A catalogued server's command comes from the catalogue; a
@@ -160,15 +164,16 @@ pub fn snapshot_for(args: &RunArgs, plan: &RunPlan, catalogued: bool) -> Result<
                 (true, false) => Vec::new(),
                 (false, _) => plan.spec.argv.clone(),
             },
-            ..RunArgs::default()
+            ..RunRequest::default()
         };
-        let env = args.vm.environment().map_err(|e| {
-            RunError::Warm(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
-        })?;
+        let env = args.vm.environment()?;
         let exe = crate::exe::vm().map_err(RunError::Warm)?;
+        let rundir = crate::host::rundir::RunDir::create().map_err(RunError::RunDir)?;
+        let request = take.write_in(rundir.path()).map_err(RunError::Warm)?;
         let status = std::process::Command::new(exe)
             .arg("run")
-            .args(take.to_args())
+            .arg("--request")
+            .arg(&request)
             .envs(env)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())

@@ -49,7 +49,7 @@ fn load(catalogue: &CatalogueArg) -> Result<Catalogue, CatalogueError> {
 /// `--catalogue FILE` (added to the built-in catalogue) and
 /// `--catalogue-only` (FILE alone): declared once, flattened into every
 /// command that takes them (`run`/`probe`, `image build|list`, `audit`).
-#[derive(clap::Args, Debug, Clone, Default, PartialEq)]
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CatalogueArg {
     /// Server catalogue (TOML), added to the built-in one (its entries
     /// replace built-in ones of the same name).

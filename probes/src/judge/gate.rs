@@ -9,7 +9,10 @@ use crate::judge::findings::Finding;
 pub const FINDINGS_EXIT: u8 = 5;
 
 /// How serious a finding is, in the order a gate compares them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Severity {
     Low,
     Medium,

@@ -38,11 +38,11 @@ use std::time::{Duration, Instant};
 
 use mcpvm_images::catalogue::Catalogue;
 
-use crate::commands::probe::ProbeArgs;
+use crate::request::ProbeRequest;
 use journal::Journal;
 use matrix::{Cell, Shard};
 pub use matrix::{DEFAULT_PROFILES, SECURITY};
-use mcpvm::commands::run::VmOptions;
+use mcpvm::commands::run::VmRequest;
 use mcpvm::withholding::Profiles;
 use meta::{Meta, ServerMeta};
 pub use output::AuditError;
@@ -803,14 +803,14 @@ struct CellContext {
 }
 
 impl CellContext {
-    /// The `mcpvm probe` of one cell.
-    fn probe_args(&self, c: &Cell) -> ProbeArgs {
+    /// What one cell asks of its probe.
+    fn probe_request(&self, c: &Cell) -> ProbeRequest {
         let calls = self.calls.get(&c.server).cloned();
         // The security column attacks under `observe` (named here: a
         // profiles file needs a profile), and always boots: its canaries
         // and recording start with the server.
         let security = c.profile == SECURITY;
-        ProbeArgs {
+        ProbeRequest {
             security,
             robustness: self.robustness.as_deref() == Some(c.profile.as_str()),
             only_given: calls.is_some(),
@@ -829,7 +829,7 @@ impl CellContext {
             exit_grace: 20,
             warm: self.warm.is_some() && !security,
             snapshots: self.warm.clone().filter(|_| !security),
-            vm_options: VmOptions {
+            vm: VmRequest {
                 server: Some(c.server.clone()),
                 profile: Some(match security {
                     true => "observe".to_string(),
@@ -843,17 +843,24 @@ impl CellContext {
                     .workspace
                     .as_ref()
                     .and_then(|w| mcpvm::workspace::parse_workspace(&w.display().to_string()).ok()),
-                ..VmOptions::default()
+                ..VmRequest::default()
             },
-            ..ProbeArgs::default()
+            ..ProbeRequest::default()
         }
     }
 
-    fn command(&self, c: &Cell) -> Command {
+    /// The `mcpvm probe` of one cell, its request written to `request`
+    /// (kept beside the cell's result: what the cell asked).
+    fn command(&self, c: &Cell, request: &Path) -> std::io::Result<Command> {
+        // A cell run again (a resumed audit, a repeat) asks anew.
+        match std::fs::remove_file(request) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        self.probe_request(c).write(request)?;
         let mut cmd = Command::new(&self.exe);
-        cmd.args(["--json", "probe"])
-            .args(self.probe_args(c).to_args());
-        cmd
+        cmd.args(["--json", "probe", "--request"]).arg(request);
+        Ok(cmd)
     }
 
     /// Runs one cell to a record: once, or `repeat` times in a row, the
@@ -886,10 +893,11 @@ impl CellContext {
             n => format!("{}.run{n}", c.profile),
         };
         let log = dir.join(format!("{stem}.log"));
+        let request = dir.join(format!("{stem}.request.json"));
         let spawned = std::fs::create_dir_all(&dir)
             .and_then(|_| std::fs::File::create(&log))
             .and_then(|log| {
-                self.command(c)
+                self.command(c, &request)?
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
                     .stderr(log)
@@ -1160,49 +1168,47 @@ mod tests {
             server: "memory".into(),
             profile: "baseline".into(),
         };
-        let args = |ctx: &CellContext| -> Vec<String> {
-            ctx.command(&cell)
-                .get_args()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect()
-        };
-        assert!(!args(&ctx).iter().any(|a| a.starts_with("--warm")));
+        let req = |ctx: &CellContext| ctx.probe_request(&cell);
+        assert!(!req(&ctx).warm);
         // --pinned: a server the pin file names is held to it; another is not.
-        assert!(args(&ctx).contains(&"--pinned=pins.json".to_string()));
+        assert_eq!(req(&ctx).pinned, Some("pins.json".into()));
         let other = Cell {
             server: "time".into(),
             profile: "baseline".into(),
         };
-        assert!(ctx.probe_args(&other).pinned.is_none());
+        assert!(ctx.probe_request(&other).pinned.is_none());
         // --robustness: the hostile input goes to the first profile's
         // cells only.
-        assert!(args(&ctx).contains(&"--robustness".to_string()));
+        assert!(req(&ctx).robustness);
         ctx.robustness = Some("no-rng".into());
-        assert!(!args(&ctx).contains(&"--robustness".to_string()));
+        assert!(!req(&ctx).robustness);
         ctx.warm = Some("/cache".into());
-        let a = args(&ctx);
-        assert!(a.contains(&"--warm".to_string()), "{a:?}");
-        assert!(a.contains(&"--snapshots=/cache".to_string()), "{a:?}");
+        assert!(req(&ctx).warm);
+        assert_eq!(req(&ctx).snapshots, Some("/cache".into()));
         // The security column attacks, with the probe's own observe
         // profile, and boots: its canaries are planted before the server.
         let security = Cell {
             server: "memory".into(),
             profile: SECURITY.into(),
         };
-        let a: Vec<String> = ctx
-            .command(&security)
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        assert!(a.contains(&"--security".to_string()), "{a:?}");
-        assert!(a.contains(&"--profile=observe".to_string()), "{a:?}");
-        assert!(!a.iter().any(|a| a.starts_with("--warm")), "{a:?}");
-        // What the cell runs parses, a profiles file included.
         ctx.profiles_file = Some("tb.toml".into());
-        let argv = ctx.probe_args(&security).to_args();
-        let parsed = <crate::commands::probe::tests::Cli as clap::Parser>::try_parse_from(
-            std::iter::once("mcpvm".to_string()).chain(argv.clone()),
-        );
-        assert!(parsed.is_ok(), "{argv:?}: {:?}", parsed.err());
+        let attack = ctx.probe_request(&security);
+        assert!(attack.security);
+        assert_eq!(attack.vm.profile.as_deref(), Some("observe"));
+        assert_eq!(attack.vm.profiles, Some("tb.toml".into()));
+        assert!(!attack.warm && attack.snapshots.is_none());
+        // The cell's probe is started on its request, written beside its
+        // result and read back whole; a cell run again asks anew.
+        let t = tempfile::tempdir().unwrap();
+        let file = t.path().join("observe.request.json");
+        for _ in 0..2 {
+            let cmd = ctx.command(&security, &file).unwrap();
+            let a: Vec<String> = cmd
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(a, ["--json", "probe", "--request", file.to_str().unwrap()]);
+            assert_eq!(ProbeRequest::read(&file).unwrap(), attack);
+        }
     }
 }

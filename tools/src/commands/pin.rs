@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::commands::probe::ProbeArgs;
+use crate::request::ProbeRequest;
 use mcpvm::commands::run::VmOptions;
 
 #[derive(Args, Clone, Debug, PartialEq)]
@@ -36,14 +36,14 @@ pub struct PinArgs {
 /// `mcpvm pin`: the probe's listing steps only (no tool is called), its
 /// definitions written to the pin file.
 pub fn run(a: PinArgs, json: bool) -> Result<u8, crate::commands::probe::ProbeCliError> {
-    let args = ProbeArgs {
+    let req = ProbeRequest {
         only_given: true,
-        vm: a.vm,
+        in_vm: a.vm,
         init_timeout: a.init_timeout,
-        vm_options: a.vm_options,
+        vm: a.vm_options.into(),
         command: a.command,
         pin_out: Some(a.out),
-        ..ProbeArgs::default()
+        ..ProbeRequest::default()
     };
-    crate::commands::probe::run(args, json)
+    crate::commands::probe::serve(req, json)
 }

@@ -10,9 +10,9 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use probes::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};
 
-use mcpvm::commands::run::{RunArgs, VmOptions};
+use crate::request::{ProbeRequest, ANSWER_TIMEOUT, EXIT_GRACE, INIT_TIMEOUT, STEP_TIMEOUT};
+use mcpvm::commands::run::{RunRequest, VmOptions, VmRequest};
 use mcpvm::host::rundir::RunDir;
-use mcpvm::run::options::Args as ArgList;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, ValueEnum)]
 pub enum Lifecycle {
@@ -23,10 +23,15 @@ pub enum Lifecycle {
     Stateless,
 }
 
-const INIT_TIMEOUT: u64 = 120;
-const STEP_TIMEOUT: u64 = 30;
-const ANSWER_TIMEOUT: u64 = 5;
-const EXIT_GRACE: u64 = 5;
+impl From<Lifecycle> for LifecycleChoice {
+    fn from(l: Lifecycle) -> LifecycleChoice {
+        match l {
+            Lifecycle::Auto => LifecycleChoice::Auto,
+            Lifecycle::Initialize => LifecycleChoice::Initialize,
+            Lifecycle::Stateless => LifecycleChoice::Stateless,
+        }
+    }
+}
 
 #[derive(Args, Clone, Debug, PartialEq)]
 pub struct ProbeArgs {
@@ -122,8 +127,12 @@ pub struct ProbeArgs {
     pub snapshots: Option<PathBuf>,
     #[command(flatten)]
     pub vm_options: VmOptions,
+    /// The whole probe as a request file another mcpvm process wrote
+    /// (an audit's cell): no other option goes with it.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub request: Option<PathBuf>,
     /// The server command (none with --server).
-    #[arg(last = true, required_unless_present_any = ["server", "package"])]
+    #[arg(last = true, required_unless_present_any = ["server", "package", "request"])]
     pub command: Vec<String>,
 }
 
@@ -155,63 +164,58 @@ impl Default for ProbeArgs {
             warm: false,
             snapshots: None,
             vm_options: VmOptions::default(),
+            request: None,
             command: Vec::new(),
         }
     }
 }
 
 impl ProbeArgs {
-    /// These options as `mcpvm probe` arguments (after `probe`): parsing
-    /// them gives these options back.
-    pub fn to_args(&self) -> Vec<String> {
-        let mut a = ArgList::default();
-        for (name, args) in &self.call {
-            match args {
-                ToolArgs::Given(map) => a.push(format!(
-                    "--call={name}={}",
-                    serde_json::Value::Object(map.clone())
-                )),
-                ToolArgs::Dangerous => a.push(format!("--dangerous={name}")),
-            }
+    /// The probe asked for: `--request`'s file, or these options.
+    pub fn into_request(self) -> Result<ProbeRequest, mcpvm::run::request::RequestError> {
+        let Some(path) = &self.request else {
+            return Ok(self.into());
+        };
+        let others = ProbeArgs {
+            request: None,
+            ..self.clone()
+        };
+        match others == ProbeArgs::default() {
+            true => ProbeRequest::read(path),
+            false => Err(mcpvm::run::request::RequestError::Alone("probe")),
         }
-        a.path("calls", &self.calls);
-        for name in &self.dangerous {
-            a.push(format!("--dangerous={name}"));
+    }
+}
+
+impl From<ProbeArgs> for ProbeRequest {
+    fn from(a: ProbeArgs) -> ProbeRequest {
+        ProbeRequest {
+            call: a.call,
+            calls: a.calls,
+            dangerous: a.dangerous,
+            only_given: a.only_given,
+            vary_given: a.vary_given,
+            allow_destructive: a.allow_destructive,
+            robustness: a.robustness,
+            security: a.security,
+            payloads: a.payloads,
+            roots: a.roots,
+            sarif: a.sarif,
+            fail_on: a.fail_on,
+            pinned: a.pinned,
+            pin_out: a.pin_out,
+            lifecycle: a.lifecycle.into(),
+            init_timeout: a.init_timeout,
+            step_timeout: a.step_timeout,
+            discover_timeout: a.discover_timeout,
+            answer_timeout: a.answer_timeout,
+            exit_grace: a.exit_grace,
+            in_vm: a.vm,
+            warm: a.warm,
+            snapshots: a.snapshots,
+            vm: a.vm_options.into(),
+            command: a.command,
         }
-        a.flag("only-given", self.only_given);
-        a.flag("vary-given", self.vary_given);
-        a.flag("allow-destructive", self.allow_destructive);
-        a.flag("robustness", self.robustness);
-        a.flag("security", self.security);
-        a.path("payloads", &self.payloads);
-        for r in &self.roots {
-            a.push(format!("--root={r}"));
-        }
-        a.path("sarif", &self.sarif);
-        a.value("fail-on", &self.fail_on);
-        a.path("pinned", &self.pinned);
-        a.path("pin-out", &self.pin_out);
-        a.value(
-            "lifecycle",
-            &self
-                .lifecycle
-                .to_possible_value()
-                .map(|v| v.get_name().to_string()),
-        );
-        a.value("init-timeout", &Some(self.init_timeout));
-        a.value("step-timeout", &Some(self.step_timeout));
-        a.value("discover-timeout", &self.discover_timeout);
-        a.value("answer-timeout", &Some(self.answer_timeout));
-        a.value("exit-grace", &Some(self.exit_grace));
-        a.flag("vm", self.vm);
-        a.flag("warm", self.warm);
-        a.path("snapshots", &self.snapshots);
-        a.0.extend(self.vm_options.to_args());
-        if !self.command.is_empty() {
-            a.push("--".into());
-            a.0.extend(self.command.iter().cloned());
-        }
-        a.0
     }
 }
 
@@ -252,7 +256,9 @@ pub enum ProbeCliError {
     #[error(transparent)]
     Server(#[from] mcpvm::server::ServerError),
     #[error(transparent)]
-    Options(#[from] mcpvm::run::options::OptionsError),
+    Options(#[from] mcpvm::run::request::OptionsError),
+    #[error(transparent)]
+    Request(#[from] mcpvm::run::request::RequestError),
     #[error(transparent)]
     Pin(#[from] crate::pinning::PinError),
     #[error(transparent)]
@@ -324,15 +330,21 @@ fn read_calls(path: &Path) -> Result<BTreeMap<String, ToolArgs>, ProbeCliError> 
         .collect()
 }
 
-pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
+/// `mcpvm probe`: the probe its options or `--request` ask for.
+pub fn run(args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
+    serve(args.into_request()?, json)
+}
+
+/// The probe, from its request to its report and exit status.
+pub fn serve(mut args: ProbeRequest, json: bool) -> Result<u8, ProbeCliError> {
     // A catalogued server always runs in a microVM.
-    let in_vm = args.vm || args.vm_options.names_a_server();
+    let in_vm = args.in_vm || args.vm.names_a_server();
     if args.security {
         if !in_vm {
             return Err(ProbeCliError::SecurityOutsideVm);
         }
         // Recording and canaries, on top of whatever else is withheld.
-        args.vm_options.profile = Some(match args.vm_options.profile.take() {
+        args.vm.profile = Some(match args.vm.profile.take() {
             None => "observe".to_string(),
             Some(p) if p.split('+').any(|x| x == "observe") => p,
             Some(p) => format!("{p}+observe"),
@@ -343,18 +355,18 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
     }
     // What the SARIF log names as probed, and where it goes.
     let server = args
-        .vm_options
+        .vm
         .server()
-        .or(args.vm_options.package.as_deref())
+        .or(args.vm.package.as_deref())
         .map(str::to_string)
         .unwrap_or_else(|| args.command.join(" "));
     let sarif = sarif_target(&args, &server)?;
     // The store's record of its install scripts (a server built there).
     let installed = mcpvm::server::stored(
-        args.vm_options.server.as_deref(),
-        args.vm_options.package.as_deref(),
-        &args.vm_options.catalogue,
-        &args.vm_options.images,
+        args.vm.server.as_deref(),
+        args.vm.package.as_deref(),
+        &args.vm.catalogue,
+        &args.vm.images,
     )
     .and_then(|s| s.record?.install);
     let pin = args.pin_out.clone().map(|out| (out, args.clone()));
@@ -364,21 +376,15 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
     // process, whatever happens.
     let mut rundir = None;
     let command = if in_vm {
-        let (cmd, dir) = vm_command(
-            args.vm_options,
-            args.command,
-            args.warm,
-            args.snapshots,
-            &mut opts,
-        )?;
+        let (cmd, dir) = vm_command(args.vm, args.command, args.warm, args.snapshots, &mut opts)?;
         rundir = Some(dir);
         cmd
     } else {
         // A bare process gets the same environment and redaction.
-        let env = args.vm_options.environment()?;
+        let env = args.vm.environment()?;
         opts.secrets = probes::report::redact::Secrets::new(
             env.iter()
-                .filter(|(k, _)| args.vm_options.secrets.contains(k))
+                .filter(|(k, _)| args.vm.secrets.contains(k))
                 .cloned(),
         );
         opts.env = env;
@@ -394,7 +400,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
             .extend(crate::install::record::findings(&rec));
     }
     if let Some((out, pin_args)) = &pin {
-        let said = crate::pinning::write(out, &pin_args.vm_options, &pin_args.command, &result)?;
+        let said = crate::pinning::write(out, &pin_args.vm, &pin_args.command, &result)?;
         if json {
             println!(
                 "{}",
@@ -425,7 +431,7 @@ pub fn run(mut args: ProbeArgs, json: bool) -> Result<u8, ProbeCliError> {
 /// With `--sarif FILE`: the file, checked to be writable where it is,
 /// and what the log names as the probed artifact.
 fn sarif_target(
-    args: &ProbeArgs,
+    args: &ProbeRequest,
     server: &str,
 ) -> Result<Option<(PathBuf, probes::report::sarif::Artifact)>, ProbeCliError> {
     let Some(path) = args.sarif.clone() else {
@@ -444,32 +450,28 @@ fn sarif_target(
 /// `args`), the attacks and what they are judged against, the pin, the
 /// timeouts. `keep_definitions`: a pin is to be written.
 fn probe_options(
-    args: &mut ProbeArgs,
+    args: &mut ProbeRequest,
     keep_definitions: bool,
 ) -> Result<ProbeOptions, ProbeCliError> {
     let payloads = match args.security {
         true => payloads(args.payloads.as_deref())?,
         false => Vec::new(),
     };
-    let roots = match (args.security, args.vm_options.server()) {
+    let roots = match (args.security, args.vm.server()) {
         (false, _) => Vec::new(),
         (true, _) if !args.roots.is_empty() => args.roots.clone(),
-        (true, Some(name)) => mcpvm::server::roots(name, &args.vm_options.catalogue)?,
+        (true, Some(name)) => mcpvm::server::roots(name, &args.vm.catalogue)?,
         (true, None) => vec![mcpvm_protocol::ports::WORKSPACE_DIR.to_string()],
     };
-    let (site, background_lookups) = match args.vm_options.server() {
-        Some(name) => mcpvm::server::site_and_background(name, &args.vm_options.catalogue)?,
+    let (site, background_lookups) = match args.vm.server() {
+        Some(name) => mcpvm::server::site_and_background(name, &args.vm.catalogue)?,
         None => (None, false),
     };
     // The site is the workspace served: none without one.
-    let site = site.filter(|_| args.vm_options.workspace.is_some());
+    let site = site.filter(|_| args.vm.workspace.is_some());
     // A pin to hold the listing to.
     let pinned = match &args.pinned {
-        Some(path) => Some(crate::pinning::pinned_for(
-            path,
-            &args.vm_options,
-            &args.command,
-        )?),
+        Some(path) => Some(crate::pinning::pinned_for(path, &args.vm, &args.command)?),
         None => None,
     };
     let mut calls = match &args.calls {
@@ -483,7 +485,7 @@ fn probe_options(
     for name in std::mem::take(&mut args.dangerous) {
         calls.insert(name, ToolArgs::Dangerous);
     }
-    let in_vm = args.vm || args.vm_options.server().is_some();
+    let in_vm = args.in_vm || args.vm.server().is_some();
     Ok(ProbeOptions {
         init_timeout: Duration::from_secs(args.init_timeout),
         step_timeout: Duration::from_secs(args.step_timeout),
@@ -494,11 +496,7 @@ fn probe_options(
         })),
         answer_timeout: Duration::from_secs(args.answer_timeout),
         exit_grace: Duration::from_secs(args.exit_grace),
-        lifecycle: match args.lifecycle {
-            Lifecycle::Auto => LifecycleChoice::Auto,
-            Lifecycle::Initialize => LifecycleChoice::Initialize,
-            Lifecycle::Stateless => LifecycleChoice::Stateless,
-        },
+        lifecycle: args.lifecycle,
         calls,
         call_order,
         only_given: args.only_given,
@@ -510,7 +508,7 @@ fn probe_options(
         roots,
         // A VM given a workspace sees it here: path arguments point in it.
         workspace: args
-            .vm_options
+            .vm
             .workspace
             .as_ref()
             .map(|_| mcpvm_protocol::ports::WORKSPACE_DIR.to_string()),
@@ -527,7 +525,7 @@ fn probe_options(
 /// learns the environment, the secrets to redact, and where a server
 /// that speaks HTTP is reached.
 fn vm_command(
-    mut vm_options: VmOptions,
+    mut vm_options: VmRequest,
     command: Vec<String>,
     warm: bool,
     snapshots: Option<PathBuf>,
@@ -574,17 +572,22 @@ fn vm_command(
     let timings = dir.path().join("probe-timings.json");
     let exe = mcpvm::exe::vm().map_err(ProbeCliError::Exe)?;
     let events = dir.path().join("probe-events.jsonl");
-    let run = RunArgs {
+    let run = RunRequest {
         vm: vm_options,
         timings: Some(timings.clone()),
         events: Some(events.clone()),
         warm,
         snapshots,
         command,
-        ..RunArgs::default()
+        ..RunRequest::default()
     };
-    let mut cmd = vec![exe.display().to_string(), "run".into()];
-    cmd.extend(run.to_args());
+    let request = run.write_in(dir.path()).map_err(ProbeCliError::RunDir)?;
+    let cmd = vec![
+        exe.display().to_string(),
+        "run".into(),
+        "--request".into(),
+        request.display().to_string(),
+    ];
     opts.vm_events = Some(events);
     opts.vm_timings = Some(timings);
     Ok((cmd, dir))
@@ -612,11 +615,11 @@ fn exit_code(fail_on: Option<probes::judge::gate::Severity>, result: &probes::Pr
 /// Where SARIF locates the findings: the catalogue entry of a named
 /// server, else the program probed.
 fn sarif_artifact(
-    args: &ProbeArgs,
+    args: &ProbeRequest,
     server: &str,
 ) -> Result<probes::report::sarif::Artifact, mcpvm::server::ServerError> {
-    Ok(match args.vm_options.server() {
-        Some(name) => match mcpvm::server::origin(name, &args.vm_options.catalogue)? {
+    Ok(match args.vm.server() {
+        Some(name) => match mcpvm::server::origin(name, &args.vm.catalogue)? {
             (Some(o), _) => probes::report::sarif::Artifact {
                 path: o.file,
                 line: Some(o.line),
@@ -650,45 +653,70 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn probe_arguments_survive_the_trip() {
+    fn the_command_line_parses_onto_the_request_a_file_carries_alone() {
+        let parse = |argv: &[&str]| {
+            Cli::try_parse_from(std::iter::once("mcpvm").chain(argv.iter().copied()))
+                .unwrap_or_else(|e| panic!("{argv:?}: {e}"))
+                .probe
+                .into_request()
+        };
+        let req = parse(&[
+            "--call=add={\"a\":2}",
+            "--dangerous=delete_all",
+            "--only-given",
+            "--security",
+            "--fail-on=medium",
+            "--lifecycle=stateless",
+            "--init-timeout=300",
+            "--vm",
+            "--server=memory",
+            "--env=K=v",
+            "--timeout=600",
+        ])
+        .unwrap();
         let mut given = serde_json::Map::new();
         given.insert("a".into(), serde_json::json!(2));
-        let args = ProbeArgs {
-            call: vec![("add".into(), ToolArgs::Given(given))],
-            calls: Some("calls.json".into()),
-            dangerous: vec!["delete_all".into()],
-            only_given: true,
-            vary_given: true,
-            allow_destructive: true,
-            robustness: true,
-            security: true,
-            payloads: Some("mine.toml".into()),
-            roots: vec!["/workspace/repo".into(), "/data".into()],
-            sarif: Some("findings.sarif".into()),
-            fail_on: Some(probes::judge::gate::Severity::Medium),
-            pinned: Some("pins.json".into()),
-            pin_out: Some("out.json".into()),
-            lifecycle: Lifecycle::Stateless,
-            init_timeout: 300,
-            step_timeout: 120,
-            discover_timeout: Some(9),
-            answer_timeout: 4,
-            exit_grace: 20,
-            vm: true,
-            warm: true,
-            snapshots: Some("/cache".into()),
-            vm_options: VmOptions {
-                server: Some("memory".into()),
-                profile: Some("baseline".into()),
-                timeout: Some(600),
-                ..VmOptions::default()
+        assert_eq!(
+            req,
+            ProbeRequest {
+                call: vec![("add".into(), ToolArgs::Given(given))],
+                dangerous: vec!["delete_all".into()],
+                only_given: true,
+                security: true,
+                fail_on: Some(probes::judge::gate::Severity::Medium),
+                lifecycle: LifecycleChoice::Stateless,
+                init_timeout: 300,
+                in_vm: true,
+                vm: VmRequest {
+                    server: Some("memory".into()),
+                    env: vec![("K".into(), Some("v".into()))],
+                    timeout: Some(600),
+                    ..VmRequest::default()
+                },
+                ..ProbeRequest::default()
+            }
+        );
+        // No option at all is the default request.
+        assert_eq!(
+            ProbeRequest::from(ProbeArgs::default()),
+            ProbeRequest::default()
+        );
+        // --request: the file's probe, and nothing beside it.
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("probe.json");
+        req.write(&f).unwrap();
+        let from_file = parse(&["--request", f.to_str().unwrap()]).unwrap();
+        let by_name = ProbeRequest {
+            vm: VmRequest {
+                env: vec![("K".into(), None)],
+                ..req.vm.clone()
             },
-            command: vec![],
+            ..req.clone()
         };
-        let argv = std::iter::once("mcpvm".to_string()).chain(args.to_args());
-        let back = Cli::try_parse_from(argv)
-            .unwrap_or_else(|e| panic!("{:?}: {e}", args.to_args()))
-            .probe;
-        assert_eq!(back, args);
+        assert_eq!(from_file, by_name, "values stay out of the file");
+        let e = parse(&["--request", f.to_str().unwrap(), "--robustness"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no other option"), "{e}");
     }
 }

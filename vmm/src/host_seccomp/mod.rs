@@ -39,7 +39,8 @@ include!(concat!(env!("OUT_DIR"), "/seccomp_programs.rs"));
 /// process killed by that signal.
 pub const EXIT_BAD_SYSCALL: i32 = 128 + libc::SIGSYS;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SeccompMode {
     Off,
     Log,
