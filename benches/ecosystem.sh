@@ -39,7 +39,8 @@ catalogue=${MCPVM_ECOSYSTEM_CATALOGUE:-$top/guest-image/corpus/popular.toml}
 # Every server of the corpus (or those named): the ones that did not
 # install are rows of the audit too. Names are checked before anything
 # runs, and reach the testbed's scenario as a file, never as its text.
-[ -n "$servers" ] || servers=$(sed -n 's/^\[servers\.\(.*\)\]$/\1/p' "$catalogue" | paste -sd, -)
+# Entries only: a sub-table ([servers.NAME.env]) is part of its entry.
+[ -n "$servers" ] || servers=$(sed -n 's/^\[servers\.\([^].]*\)\]$/\1/p' "$catalogue" | paste -sd, -)
 . "$top/benches/lib/names.sh"
 IFS=, read -r -a names <<< "$servers"
 [ ${#names[@]} -gt 0 ] || { echo "ecosystem: no servers in $catalogue" >&2; exit 1; }
