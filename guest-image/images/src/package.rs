@@ -193,6 +193,10 @@ fn unscoped(package: &str) -> &str {
     package.rsplit('/').next().unwrap_or(package)
 }
 
+/// What a package's build says when it has no executable at all: a
+/// library, not a server (the audit's `not_a_server`).
+pub const NO_EXECUTABLE: &str = "has no executable to run as a server";
+
 /// The one executable a package without a catalogued `command` runs:
 /// its only one, or the one named like the package. Err lists them.
 pub fn own_command(target: &Path, e: &Entry) -> Result<String, String> {
@@ -205,7 +209,7 @@ pub fn own_command(target: &Path, e: &Entry) -> Result<String, String> {
         return Ok(same.clone());
     }
     Err(match found.is_empty() {
-        true => format!("{} {} has no executable to run as a server", e.package, e.version),
+        true => format!("{} {} {NO_EXECUTABLE}", e.package, e.version),
         false => format!(
             "{} {} has several executables ({}); name one as `command` in a catalogue entry (docs/catalogue.md)",
             e.package,

@@ -41,6 +41,9 @@ pub enum Reason {
     NeedsEnvironment,
     InstallFailed,
     InstallTimeout,
+    /// The package installed and has no executable: a library, not a
+    /// server (its own metadata names none to run).
+    NotAServer,
     NoHandshake,
     LaunchError,
     /// It answered, and no tool was shown working, with nothing missing
@@ -67,6 +70,7 @@ impl Reason {
             Reason::NeedsEnvironment => "needs_environment",
             Reason::InstallFailed => "install_failed",
             Reason::InstallTimeout => "install_timeout",
+            Reason::NotAServer => "not_a_server",
             Reason::NoHandshake => "no_handshake",
             Reason::LaunchError => "launch_error",
             Reason::NoWorkingTool => "no_working_tool",
@@ -244,6 +248,7 @@ pub fn judge(server: &str, meta: &ServerMeta, cell: Option<&Record>) -> Compat {
     };
     if let Some(why) = &meta.install_error {
         let reason = match contains_any(why, &["timed out", "timeout", "took longer"]) {
+            _ if why.contains(mcpvm_images::package::NO_EXECUTABLE) => Reason::NotAServer,
             Some(_) => Reason::InstallTimeout,
             None => Reason::InstallFailed,
         };
@@ -1219,6 +1224,14 @@ mod tests {
         );
         m.install_error = Some("the install scripts timed out after 600 s".into());
         assert_eq!(judge("s", &m, None).reason, Some(Reason::InstallTimeout));
+        // A package whose own metadata names nothing to run is a library.
+        m.install_error = Some(format!(
+            "@abhaybabbar/retellai-mcp-server 1.0.2 {}",
+            mcpvm_images::package::NO_EXECUTABLE
+        ));
+        let c = judge("s", &m, None);
+        assert_eq!(c.reason, Some(Reason::NotAServer));
+        assert!(c.evidence[0].contains("no executable"), "{:?}", c.evidence);
     }
 
     /// mcp-server-fetch 2025.4.7: dead on today's SDK, alive as released.
