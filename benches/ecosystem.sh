@@ -39,8 +39,13 @@ catalogue=${MCPVM_ECOSYSTEM_CATALOGUE:-$top/guest-image/corpus/popular.toml}
 # Every server of the corpus (or those named): the ones that did not
 # install are rows of the audit too. Names are checked before anything
 # runs, and reach the testbed's scenario as a file, never as its text.
-# Entries only: a sub-table ([servers.NAME.env]) is part of its entry.
-[ -n "$servers" ] || servers=$(sed -n 's/^\[servers\.\([^].]*\)\]$/\1/p' "$catalogue" | paste -sd, -)
+# Its entries as TOML reads them (a sub-table, [servers.NAME.env], is
+# part of its entry), control characters escaped so that a name stays
+# on its line and is refused whole below.
+[ -n "$servers" ] || servers=$(python3 -c 'import json, sys, tomllib
+names = tomllib.load(open(sys.argv[1], "rb")).get("servers", {})
+print(",".join(json.dumps(n)[1:-1] for n in names))' "$catalogue") \
+  || { echo "ecosystem: $catalogue is not a catalogue TOML can read" >&2; exit 1; }
 . "$top/benches/lib/names.sh"
 IFS=, read -r -a names <<< "$servers"
 [ ${#names[@]} -gt 0 ] || { echo "ecosystem: no servers in $catalogue" >&2; exit 1; }

@@ -68,7 +68,7 @@ fn a_server_name_that_is_shell_code_is_refused_and_never_run() {
     std::fs::write(
         &catalogue,
         format!(
-            "[servers.\"z$(touch {m})\"]\npackage = \"x\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"x\"\n\n[servers.\"y`touch {m}`\"]\npackage = \"x\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"x\"\n",
+            "[servers.\"z$(touch {m})\"]\npackage = \"x\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"x\"\n\n[servers.\"z$(touch {m})\".env]\nA = \"1\"\n\n[servers.\"y`touch {m}`\"]\npackage = \"x\"\nversion = \"1.0.0\"\nruntime = \"node\"\ncommand = \"x\"\n",
             m = marker.display()
         ),
     )
@@ -94,6 +94,8 @@ fn a_server_name_that_is_shell_code_is_refused_and_never_run() {
     assert_eq!(rc, Some(1), "{said}");
     assert!(said.contains("is not a server name"), "{said}");
     assert!(!said.contains("build:"), "nothing is built first: {said}");
+    // An entry's sub-table is part of it, not a server of its own.
+    assert!(!said.contains(".env"), "{said}");
     let (rc, said) = run(
         "benches/ecosystem.sh",
         &[format!("memory,x;touch {}", marker.display())],
