@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
-use mcpvm::commands::run::{RunArgs, VmOptions};
+use mcpvm::commands::run::{RunArgs, RunRequest, VmRequest};
 use mcpvm::exe;
 use probes::ToolArgs;
 
@@ -214,16 +214,17 @@ pub fn run(
     match cmd {
         BenchCommand::PeerRun(a) => {
             // Signals keep their default action: Firecracker dies with us.
-            let plan = crate::peer::boot_plan(&a.run)?;
+            let run = a.run.into_request()?;
+            let plan = crate::peer::boot_plan(&run)?;
             let fc = crate::peer::check(&a.firecracker)?;
-            let timeout = a.run.vm.timeout.map(Duration::from_secs);
-            let console = a.run.vm.console.as_deref();
+            let timeout = run.vm.timeout.map(Duration::from_secs);
+            let console = run.vm.console.as_deref();
             Ok(crate::peer::run(
                 plan,
                 &fc,
                 console,
                 timeout,
-                a.run.vm.seccomp,
+                run.vm.seccomp,
                 start,
             )?)
         }
@@ -236,7 +237,7 @@ pub fn run(
             let bench = FirstResponseBench {
                 mcpvm: exe::vm()?,
                 tools: exe::tools()?,
-                vm: run_args(a.vm, a.seccomp),
+                vm: run_request(a.vm, a.seccomp),
                 host_command: a.host,
                 runs: a.runs as usize,
                 warm: a.warm,
@@ -273,12 +274,12 @@ pub fn run(
 fn relay_bench(a: RelayArgs, json: bool) -> Result<u8, Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let timings = dir.path().join("timings.json");
-    let guest = RunArgs {
+    let guest = RunRequest {
         command: vec![a.guest_cat.clone()],
-        ..RunArgs::default()
+        ..RunRequest::default()
     };
     let vm = relay::Peer {
-        cmd: vm_run(&RunArgs {
+        cmd: vm_run(&RunRequest {
             timings: Some(timings.clone()),
             ..guest.clone()
         })?,
@@ -341,7 +342,7 @@ fn density_bench(a: DensityArgs, json: bool) -> Result<u8, Box<dyn std::error::E
     if counts.first() == Some(&0) || counts.is_empty() {
         return Err("--counts takes VM counts of at least 1, e.g. 10,50,100,200".into());
     }
-    let vm = run_args(a.vm, None);
+    let vm = run_request(a.vm, None);
     let mcpvm = exe::vm()?;
     let dir = tempfile::Builder::new()
         .prefix("mcpvm-bench-density-")
@@ -393,27 +394,27 @@ fn parse_call(s: &str) -> Result<(String, serde_json::Map<String, serde_json::Va
     }
 }
 
-fn run_args(g: GuestArgs, seccomp: Option<vmm::SeccompMode>) -> RunArgs {
-    let mut vm = VmOptions {
+fn run_request(g: GuestArgs, seccomp: Option<vmm::SeccompMode>) -> RunRequest {
+    let mut vm = VmRequest {
         mem: g.mem,
         server: g.server,
         images: g.images,
         catalogue: g.catalogue,
         workspace: g.workspace,
-        ..VmOptions::default()
+        ..VmRequest::default()
     };
     if let Some(m) = seccomp {
         vm.seccomp = m;
     }
-    RunArgs {
+    RunRequest {
         vm,
         command: g.guest,
-        ..RunArgs::default()
+        ..RunRequest::default()
     }
 }
 
 /// `mcpvm run` with `args`, as a command line.
-pub fn vm_run(args: &RunArgs) -> Result<Vec<String>, std::io::Error> {
+pub fn vm_run(args: &RunRequest) -> Result<Vec<String>, std::io::Error> {
     let mut cmd = vec![exe::vm()?.display().to_string(), "run".into()];
     cmd.extend(args.to_args());
     Ok(cmd)
@@ -423,7 +424,7 @@ pub fn vm_run(args: &RunArgs) -> Result<Vec<String>, std::io::Error> {
 /// command line.
 pub fn peer_run(
     firecracker: &std::path::Path,
-    args: &RunArgs,
+    args: &RunRequest,
 ) -> Result<Vec<String>, std::io::Error> {
     let mut cmd = vec![
         exe::tools()?.display().to_string(),

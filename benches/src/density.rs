@@ -229,7 +229,7 @@ fn mapping_sum(smaps: &str, file: &Path, field: &str, of_file: bool) -> f64 {
 
 impl DensityBench {
     fn spawn(&self, i: usize, tx: &Sender<Line>) -> Result<Vm, DensityError> {
-        let restore = mcpvm::commands::run::RunArgs {
+        let restore = mcpvm::commands::run::RunRequest {
             from_snapshot: Some(self.snapshot.clone()),
             ..Default::default()
         };

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mcpvm::commands::run::RunArgs;
+use mcpvm::commands::run::RunRequest;
 use probes::{probe_process, LifecycleChoice, ProbeOptions, ToolArgs};
 use serde::Serialize;
 
@@ -20,7 +20,7 @@ pub struct FirstResponseBench {
     pub tools: PathBuf,
     /// The VM runs' `mcpvm run` options: `-- /bin/mcp-fixture`, or
     /// `--server memory --images DIR` (each run adds `--timings FILE`).
-    pub vm: RunArgs,
+    pub vm: RunRequest,
     /// The same server on the host.
     pub host_command: Vec<String>,
     pub runs: usize,
@@ -143,10 +143,10 @@ impl FirstResponseBench {
         let mut vm = Samples::new("VM", &PHASES, tool);
         let mut bare = Samples::new("bare", &[], tool);
         let mut other = Samples::new("other build", &PHASES, tool);
-        let run_with = |exe: &PathBuf, args: RunArgs| {
+        let run_with = |exe: &PathBuf, args: RunRequest| {
             let mut cmd = vec![exe.display().to_string(), "run".into()];
             cmd.extend(
-                RunArgs {
+                RunRequest {
                     timings: Some(timings.clone()),
                     ..args
                 }
@@ -154,7 +154,7 @@ impl FirstResponseBench {
             );
             cmd
         };
-        let mcpvm_run = |args: RunArgs| run_with(&self.mcpvm, args);
+        let mcpvm_run = |args: RunRequest| run_with(&self.mcpvm, args);
         let with_timings = ProbeOptions {
             vm_timings: Some(timings.clone()),
             ..bare_opts.clone()
@@ -162,9 +162,9 @@ impl FirstResponseBench {
         for run in 1..=self.runs {
             if self.warm {
                 progress(&format!("run {run}/{}: restored VM", self.runs));
-                let cmd = mcpvm_run(RunArgs {
+                let cmd = mcpvm_run(RunRequest {
                     from_snapshot: Some(snapshot.clone()),
-                    ..RunArgs::default()
+                    ..RunRequest::default()
                 });
                 warm.add(run, &probe_process(&cmd, &with_timings)?)?;
                 let _ = std::fs::remove_file(&timings);

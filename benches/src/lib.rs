@@ -15,10 +15,10 @@ pub mod stats;
 /// `initialize` (`mcpvm run --snapshot-to`); the error says how it failed.
 pub fn take_snapshot(
     mcpvm: &std::path::Path,
-    vm: &mcpvm::commands::run::RunArgs,
+    vm: &mcpvm::commands::run::RunRequest,
     to: &std::path::Path,
 ) -> Result<(), String> {
-    let args = mcpvm::commands::run::RunArgs {
+    let args = mcpvm::commands::run::RunRequest {
         snapshot_to: Some(to.to_path_buf()),
         ..vm.clone()
     };

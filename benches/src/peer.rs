@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio as ProcStdio};
 use std::time::{Duration, Instant};
 
-use mcpvm::commands::run::RunArgs;
+use mcpvm::commands::run::RunRequest;
 use mcpvm::host::rundir::RunDir;
 use mcpvm::run::channels::{FirstLine, HostChannels, Stdio, RELAY_DRAIN};
 use mcpvm::run::events::EventSink;
@@ -46,7 +46,7 @@ pub enum PeerError {
 
 /// The plan `args` boot, where the peer can run it: no snapshot taken or
 /// restored, no warm start, workspace, network or listener.
-pub fn boot_plan(args: &RunArgs) -> Result<RunPlan, PeerError> {
+pub fn boot_plan(args: &RunRequest) -> Result<RunPlan, PeerError> {
     let refused = [
         (args.snapshot_to.is_some(), "--snapshot-to"),
         (args.from_snapshot.is_some(), "--from-snapshot"),
@@ -58,7 +58,7 @@ pub fn boot_plan(args: &RunArgs) -> Result<RunPlan, PeerError> {
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         return Err(PeerError::Unsupported(flag));
     }
-    match Start::decide(&args.clone().into()).map_err(PeerError::Plan)? {
+    match Start::decide(args).map_err(PeerError::Plan)? {
         Start::Boot(plan) => Ok(plan),
         _ => Err(PeerError::Unsupported("a snapshot")),
     }

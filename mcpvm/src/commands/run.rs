@@ -283,37 +283,39 @@ mod tests {
     }
 
     #[test]
-    fn run_arguments_survive_the_trip() {
+    fn a_run_survives_the_trip_through_arguments() {
         let cases = [
-            RunArgs {
-                vm: VmOptions {
+            RunRequest {
+                vm: VmRequest {
                     mem: Some(512),
                     env: vec![("K".into(), None)],
-                    ..VmOptions::default()
+                    ..VmRequest::default()
                 },
                 timings: Some("t.json".into()),
                 events: Some("e.jsonl".into()),
                 warm: true,
                 snapshots: Some("cache".into()),
                 command: vec!["/bin/server".into(), "--flag".into(), "-- x".into()],
-                ..RunArgs::default()
+                ..RunRequest::default()
             },
-            RunArgs {
+            RunRequest {
                 snapshot_to: Some("snap".into()),
                 command: vec!["/bin/mcp-fixture".into()],
-                ..RunArgs::default()
+                ..RunRequest::default()
             },
-            RunArgs {
+            RunRequest {
                 from_snapshot: Some("snap".into()),
-                ..RunArgs::default()
+                ..RunRequest::default()
             },
         ];
-        for args in cases {
-            let argv = std::iter::once("mcpvm".to_string()).chain(args.to_args());
+        for req in cases {
+            let argv = std::iter::once("mcpvm".to_string()).chain(req.to_args());
             let back = Cli::try_parse_from(argv)
-                .unwrap_or_else(|e| panic!("{:?}: {e}", args.to_args()))
-                .run;
-            assert_eq!(back, args);
+                .unwrap_or_else(|e| panic!("{:?}: {e}", req.to_args()))
+                .run
+                .into_request()
+                .unwrap();
+            assert_eq!(back, req);
         }
     }
 }

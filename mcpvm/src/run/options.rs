@@ -152,7 +152,7 @@ pub struct VmOptions {
 
 /// `mcpvm run`'s options: the VM's, and what the run writes and starts
 /// from.
-#[derive(clap::Args, Clone, Debug, Default, PartialEq)]
+#[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct RunArgs {
     #[command(flatten)]
     pub vm: VmOptions,
@@ -196,17 +196,25 @@ pub struct RunArgs {
 impl RunArgs {
     /// The run asked for: `--request`'s file, or these options.
     pub fn into_request(self) -> Result<RunRequest, RequestError> {
-        let Some(path) = &self.request else {
+        let Some(path) = self.request.clone() else {
             return Ok(self.into());
         };
-        let others = RunArgs {
-            request: None,
-            ..self.clone()
-        };
-        match others == RunArgs::default() {
-            true => RunRequest::read(path),
+        match RunRequest::from(self).is_default_but_for_environment() {
+            true => RunRequest::read(&path),
             false => Err(RequestError::Alone("run")),
         }
+    }
+}
+
+impl RunRequest {
+    /// Nothing asked beyond the defaults, but for the kernel and
+    /// initramfs that MCPVM_KERNEL and MCPVM_INITRD give every parse:
+    /// a child started with `--request` inherits them.
+    pub fn is_default_but_for_environment(&self) -> bool {
+        let mut r = self.clone();
+        r.vm.kernel = None;
+        r.vm.initrd = None;
+        r == RunRequest::default()
     }
 }
 
@@ -265,9 +273,10 @@ impl From<VmOptions> for VmRequest {
     }
 }
 
-impl RunArgs {
-    /// These options as `mcpvm run` arguments (after `run`): parsing them
-    /// gives these options back.
+impl RunRequest {
+    /// The `mcpvm run` arguments (after `run`) that ask for this run as
+    /// a user types them (the benchmarks measure that command line):
+    /// parsing them gives this request back, variables by name.
     pub fn to_args(&self) -> Vec<String> {
         let mut a = Args(self.vm.to_args());
         a.path("timings", &self.timings);
@@ -276,7 +285,6 @@ impl RunArgs {
         a.path("from-snapshot", &self.from_snapshot);
         a.flag("warm", self.warm);
         a.path("snapshots", &self.snapshots);
-        a.path("request", &self.request);
         if !self.command.is_empty() {
             a.push("--".into());
             a.0.extend(self.command.iter().cloned());
@@ -285,47 +293,7 @@ impl RunArgs {
     }
 }
 
-/// What clap gives when no option is set.
-impl Default for VmOptions {
-    fn default() -> Self {
-        VmOptions {
-            kernel: None,
-            initrd: None,
-            mem: None,
-            vcpus: None,
-            cwd: None,
-            env: Vec::new(),
-            env_files: Vec::new(),
-            secrets: Vec::new(),
-            console: None,
-            timeout: None,
-            allow_pvm: false,
-            disks: Vec::new(),
-            image: None,
-            layers: Vec::new(),
-            read_only_root: false,
-            server: None,
-            package: None,
-            as_released: false,
-            catalogue: CatalogueArg::default(),
-            images: None,
-            workspace: None,
-            profile: None,
-            profiles: None,
-            no_rng: false,
-            seccomp: vmm::SeccompMode::On,
-            jail: vmm::jail::JailMode::Auto,
-            workspace_limit: DEFAULT_WORKSPACE_LIMIT_MIB,
-            allow_net: Vec::new(),
-            listen: None,
-            listen_non_loopback: false,
-            listen_fd: None,
-            guest_port: None,
-        }
-    }
-}
-
-impl VmOptions {
+impl VmRequest {
     /// The same options as `mcpvm run` arguments: parsing them gives
     /// these options back (a test holds the two to it).
     pub fn to_args(&self) -> Vec<String> {
@@ -336,13 +304,9 @@ impl VmOptions {
         a.value("vcpus", &self.vcpus);
         a.value("cwd", &self.cwd);
         // Names only: the values go in the child's environment
-        // ([`VmOptions::environment`]), where `ps` does not show them.
+        // ([`VmRequest::environment`]), where `ps` does not show them.
         let mut names: Vec<&str> = Vec::new();
-        let files = self
-            .env_files
-            .iter()
-            .flat_map(|f| f.vars.iter().map(|(k, _)| k));
-        for k in files.chain(self.env.iter().map(|(k, _)| k)) {
+        for (k, _) in &self.env {
             if !names.contains(&k.as_str()) {
                 names.push(k);
             }
@@ -466,6 +430,11 @@ pub(crate) mod tests {
             .vm
     }
 
+    /// The request `args` ask for.
+    fn requested(args: &[String]) -> VmRequest {
+        parsed(args).into()
+    }
+
     #[test]
     fn values_come_from_files_options_and_mcpvms_environment_and_leave_as_names() {
         let t = tempfile::tempdir().unwrap();
@@ -477,7 +446,8 @@ pub(crate) mod tests {
             "--env=PATH".into(),
             "--secret=TOKEN".into(),
         ]);
-        let env = VmRequest::from(o.clone()).environment().unwrap();
+        let req = VmRequest::from(o);
+        let env = req.environment().unwrap();
         assert_eq!(
             env,
             [
@@ -487,7 +457,7 @@ pub(crate) mod tests {
             ]
         );
         // No value on the command line a child is given.
-        let args = o.to_args();
+        let args = req.to_args();
         assert!(
             args.iter()
                 .all(|a| !a.contains("s3cret") && !a.contains("from-")),
@@ -556,8 +526,8 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn options_survive_the_trip_through_arguments() {
-        let all = VmOptions {
+    fn a_request_survives_the_trip_through_arguments() {
+        let all = VmRequest {
             kernel: Some("/k/vmlinux".into()),
             initrd: Some("/k/initrd.cpio".into()),
             mem: Some(512),
@@ -565,7 +535,6 @@ pub(crate) mod tests {
             cwd: Some("/srv dir".into()),
             // Names only: the values travel by environment (below).
             env: vec![("A".into(), None), ("B".into(), None)],
-            env_files: Vec::new(),
             secrets: vec!["B".into()],
             console: Some("console.log".into()),
             timeout: Some(30),
@@ -597,33 +566,30 @@ pub(crate) mod tests {
             listen_fd: Some(3),
             guest_port: Some(3001),
         };
-        assert_eq!(parsed(&all.to_args()), all);
-        let image = VmOptions {
+        assert_eq!(requested(&all.to_args()), all);
+        let image = VmRequest {
             image: Some("root.erofs".into()),
             layers: vec!["tools.erofs".into(), "b.erofs".into()],
-            ..VmOptions::default()
+            ..VmRequest::default()
         };
-        // Default is what clap gives for no options.
-        assert_eq!(parsed(&[]), VmOptions::default());
+        // The default request is what clap gives for no options.
+        assert_eq!(requested(&[]), VmRequest::default());
         assert_eq!(
-            parsed(&VmOptions::default().to_args()),
-            VmOptions::default()
+            requested(&VmRequest::default().to_args()),
+            VmRequest::default()
         );
-        assert_eq!(
-            parsed(&image.to_args()).image.as_deref(),
-            Some(std::path::Path::new("root.erofs"))
-        );
-        let package = VmOptions {
+        assert_eq!(requested(&image.to_args()), image);
+        let package = VmRequest {
             package: Some("npm:@modelcontextprotocol/server-memory@2026.8.31".into()),
             images: Some("/store".into()),
-            ..VmOptions::default()
+            ..VmRequest::default()
         };
-        assert_eq!(parsed(&package.to_args()), package);
-        let released = VmOptions {
+        assert_eq!(requested(&package.to_args()), package);
+        let released = VmRequest {
             package: Some("pypi:mcp-server-fetch==2025.4.7".into()),
             as_released: true,
-            ..VmOptions::default()
+            ..VmRequest::default()
         };
-        assert_eq!(parsed(&released.to_args()), released);
+        assert_eq!(requested(&released.to_args()), released);
     }
 }

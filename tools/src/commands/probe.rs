@@ -136,52 +136,19 @@ pub struct ProbeArgs {
     pub command: Vec<String>,
 }
 
-/// What clap gives when no option is set.
-impl Default for ProbeArgs {
-    fn default() -> Self {
-        ProbeArgs {
-            call: Vec::new(),
-            calls: None,
-            dangerous: Vec::new(),
-            only_given: false,
-            vary_given: false,
-            allow_destructive: false,
-            robustness: false,
-            security: false,
-            payloads: None,
-            roots: Vec::new(),
-            sarif: None,
-            fail_on: None,
-            pinned: None,
-            pin_out: None,
-            lifecycle: Lifecycle::Auto,
-            init_timeout: INIT_TIMEOUT,
-            step_timeout: STEP_TIMEOUT,
-            discover_timeout: None,
-            answer_timeout: ANSWER_TIMEOUT,
-            exit_grace: EXIT_GRACE,
-            vm: false,
-            warm: false,
-            snapshots: None,
-            vm_options: VmOptions::default(),
-            request: None,
-            command: Vec::new(),
-        }
-    }
-}
-
 impl ProbeArgs {
     /// The probe asked for: `--request`'s file, or these options.
     pub fn into_request(self) -> Result<ProbeRequest, mcpvm::run::request::RequestError> {
-        let Some(path) = &self.request else {
+        let Some(path) = self.request.clone() else {
             return Ok(self.into());
         };
-        let others = ProbeArgs {
-            request: None,
-            ..self.clone()
-        };
-        match others == ProbeArgs::default() {
-            true => ProbeRequest::read(path),
+        // Nothing beside it, but for the kernel and initramfs that
+        // MCPVM_KERNEL and MCPVM_INITRD give every parse.
+        let mut others = ProbeRequest::from(self);
+        others.vm.kernel = None;
+        others.vm.initrd = None;
+        match others == ProbeRequest::default() {
+            true => ProbeRequest::read(&path),
             false => Err(mcpvm::run::request::RequestError::Alone("probe")),
         }
     }
@@ -696,10 +663,13 @@ pub(crate) mod tests {
                 ..ProbeRequest::default()
             }
         );
-        // No option at all is the default request.
+        // No option but the command is the default request.
         assert_eq!(
-            ProbeRequest::from(ProbeArgs::default()),
-            ProbeRequest::default()
+            parse(&["--", "/bin/server"]).unwrap(),
+            ProbeRequest {
+                command: vec!["/bin/server".into()],
+                ..ProbeRequest::default()
+            }
         );
         // --request: the file's probe, and nothing beside it.
         let t = tempfile::tempdir().unwrap();
