@@ -176,9 +176,11 @@ fn executables(target: &Path, e: &Entry) -> Vec<String> {
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok())
                 .unwrap_or_default();
+            // Named as npm links them into node_modules/.bin: a scoped
+            // name (`"bin": {"@scope/x": …}`) by its last part.
             match &v["bin"] {
                 serde_json::Value::String(_) => vec![unscoped(&e.package).to_string()],
-                serde_json::Value::Object(m) => m.keys().cloned().collect(),
+                serde_json::Value::Object(m) => m.keys().map(|k| unscoped(k).to_string()).collect(),
                 _ => Vec::new(),
             }
         }
@@ -323,6 +325,14 @@ mod tests {
         .unwrap();
         let e = own_command(t, &npm).unwrap_err();
         assert!(e.contains("several executables (a, b)"), "{e}");
+        // A scoped bin name is linked by its last part, as npm does
+        // (@abhaybabbar/retellai-mcp-server 1.0.2 names its bin so).
+        std::fs::write(
+            pkg.join("package.json"),
+            r#"{"bin": {"@scope/my-server": "build/index.js"}}"#,
+        )
+        .unwrap();
+        assert_eq!(own_command(t, &npm).unwrap(), "my-server");
         std::fs::write(pkg.join("package.json"), r#"{}"#).unwrap();
         assert!(own_command(t, &npm).unwrap_err().contains("no executable"));
 
