@@ -1,0 +1,65 @@
+//! The registry sample's population figures (docs/registry.md): the
+//! table `benches/lib/registry-table.py` renders from the recorded draw
+//! and audit in docs/registry/2026-12-06-sample holds what the page
+//! publishes, a row for every drawn listing.
+
+mod common;
+
+use std::process::Command;
+
+const SAMPLE: &str = "docs/registry/2026-12-06-sample";
+
+fn table() -> String {
+    let ws = common::workspace();
+    let dir = ws.join(SAMPLE);
+    let out = Command::new("python3")
+        .arg(ws.join("benches/lib/registry-table.py"))
+        .arg(dir.join("sample.json"))
+        .arg(&dir)
+        .arg(dir.join("automatelab-922.tsv"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn every_drawn_listing_is_a_row_of_the_published_figures() {
+    let t = table();
+    let rows = t
+        .lines()
+        .filter(|l| l.starts_with("| npm-") || l.starts_with("| pypi-") || l.starts_with("| @"))
+        .count();
+    // 200 drawn: 199 entries and the one listed at `latest`.
+    assert_eq!(rows, 200, "{t}");
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("| @agent-infra/mcp-server-search |") && l.contains("`refused`")),
+        "the refused listing is a row: {t}"
+    );
+    for line in PUBLISHED {
+        assert!(
+            t.contains(line),
+            "docs/registry.md says {line:?}; the table:\n{t}"
+        );
+    }
+    let page = std::fs::read_to_string(common::workspace().join("docs/registry.md")).unwrap();
+    for line in PUBLISHED {
+        assert!(page.contains(line), "docs/registry.md lacks {line:?}");
+    }
+}
+
+/// The figures docs/registry.md gives, as the table renders them (116
+/// of the audit's 122 cells, 2026-12-06).
+const PUBLISHED: &[&str] = &[
+    "| installs | 61/200 = 30.5 % (24.5–37.2) | 61/81 = 75.3 % (64.9–83.4) |",
+    "| answers a handshake | 27/200 = 13.5 % (9.4–18.9) | 27/81 = 33.3 % (24.0–44.1) |",
+    "| fit | 1/200 = 0.5 % (0.1–2.8) | 1/81 = 1.2 % (0.2–6.7) |",
+    "| not fit | 23/200 = 11.5 % (7.8–16.7) | 23/81 = 28.4 % (19.7–39.0) |",
+    "| has a security finding | 8/200 = 4.0 % (2.0–7.7) | 8/81 = 9.9 % (5.1–18.3) |",
+    "| theirs listed; not installable from here (not\\_served) | 83 |",
+];
