@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 
 use common::workspace;
 
@@ -58,24 +57,24 @@ fn weighted_table(dir: &str) -> String {
     let index = tmp.path().join("index.json");
     std::fs::write(&index, "{}").unwrap();
     let rec = ws.join(dir);
-    let out = Command::new("python3")
-        .arg(ws.join("benches/lib/ecosystem-table.py"))
-        .arg("--compat")
-        .arg(rec.join("compat.json"))
-        .arg("--results")
-        .arg(rec.join("results.jsonl"))
-        .arg("--index")
-        .arg(&index)
-        .arg("--downloads")
-        .arg(ws.join(DOWNLOADS))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (compat, results, downloads) = (
+        rec.join("compat.json"),
+        rec.join("results.jsonl"),
+        ws.join(DOWNLOADS),
     );
-    String::from_utf8(out.stdout).unwrap()
+    common::bench_script(
+        "benches/lib/ecosystem-table.py",
+        &[
+            "--compat".as_ref(),
+            compat.as_os_str(),
+            "--results".as_ref(),
+            results.as_os_str(),
+            "--index".as_ref(),
+            index.as_os_str(),
+            "--downloads".as_ref(),
+            downloads.as_os_str(),
+        ],
+    )
 }
 
 #[test]

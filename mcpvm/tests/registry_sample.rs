@@ -5,26 +5,15 @@
 
 mod common;
 
-use std::process::Command;
-
 const SAMPLE: &str = "docs/registry/2026-12-06-sample";
 
 fn table() -> String {
-    let ws = common::workspace();
-    let dir = ws.join(SAMPLE);
-    let out = Command::new("python3")
-        .arg(ws.join("benches/lib/registry-table.py"))
-        .arg(dir.join("sample.json"))
-        .arg(&dir)
-        .arg(dir.join("automatelab-922.tsv"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let dir = common::workspace().join(SAMPLE);
+    let (sample, run922) = (dir.join("sample.json"), dir.join("automatelab-922.tsv"));
+    common::bench_script(
+        "benches/lib/registry-table.py",
+        &[sample.as_os_str(), dir.as_os_str(), run922.as_os_str()],
+    )
 }
 
 #[test]

@@ -26,6 +26,22 @@ pub fn sarif_errors(text: &str) -> Option<String> {
     }
 }
 
+/// A bench's Python script (`benches/lib/…`, from the workspace) run on
+/// `args`: its standard output; a failure fails the test with its stderr.
+pub fn bench_script(script: &str, args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new("python3")
+        .arg(workspace().join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
