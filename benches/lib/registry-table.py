@@ -177,7 +177,7 @@ def disagreement(r):
             return "theirs listed; not installable from here (" + r["kind"] + ")"
         if r["kind"]:
             return "theirs listed; did not install (" + r["kind"] + ")"
-        return "theirs listed; ours did not (" + (r["reason"] or "?") + ")"
+        return "theirs listed; ours did not (" + (r["reason"] or r["verdict"] or "?") + ")"
     if ours and not theirs:
         return "ours listed; theirs did not"
     if ours and theirs and r["listing"].get("toolsdk_tools") not in (None, r["listed"]):
@@ -230,11 +230,11 @@ def main():
         if ok and ours:
             run922["both listed tools"] += 1
         elif ok:
-            run922["theirs listed; ours did not (" + (r["kind"] or r["reason"] or "?") + ")"] += 1
+            run922["theirs listed; ours did not (" + (r["kind"] or r["reason"] or r["verdict"] or "?") + ")"] += 1
         elif ours:
             run922["ours listed; theirs " + theirs.split(" ")[0]] += 1
         else:
-            run922["neither listed (theirs " + theirs.split(" ")[0] + "; ours " + (r["kind"] or r["reason"] or "?") + ")"] += 1
+            run922["neither listed (theirs " + theirs.split(" ")[0] + "; ours " + (r["kind"] or r["reason"] or r["verdict"] or "?") + ")"] += 1
     if run922:
         out.write("\nThe 922-server run (its statuses for the drawn npm packages it ran, at their May 2026 releases) beside ours:\n\n"
                   "| kind | listings |\n|---|---|\n")

@@ -362,6 +362,47 @@ fn lists_own_tools(answer: &str, listed: &[String]) -> bool {
     named >= 3.min(listed.len().max(1)) && listed.len() >= 2
 }
 
+/// What an undefined-name fault (`X is not defined`, JavaScript's
+/// ReferenceError and Python's NameError) says of a call's input.
+#[derive(Debug, PartialEq)]
+enum Undefined {
+    /// It names one name of a string argument that holds several (the
+    /// name and the argument): the tool parsed that argument as code and
+    /// ran it, which is what it is for (`mcpvm-probe` evaluated as
+    /// `mcpvm - probe`).
+    Part(String, String),
+    /// It names a whole argument: an answer about what it was given.
+    Whole,
+}
+
+/// The undefined name an answer reports, when it is from the call's
+/// string arguments.
+fn undefined_input_name(answer: &str, arguments: &str) -> Option<Undefined> {
+    let Some(Value::Object(args)) = json(arguments) else {
+        return None;
+    };
+    let undefined = |name: &str| {
+        answer.contains(&format!("{name} is not defined"))
+            || answer.contains(&format!("name '{name}' is not defined"))
+    };
+    let strings = args.values().filter_map(Value::as_str);
+    for value in strings {
+        let names: Vec<&str> = value
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .filter(|n| n.len() >= 2 && !n.starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
+        if names.len() == 1 && names[0] == value && undefined(value) {
+            return Some(Undefined::Whole);
+        }
+        if names.len() >= 2 {
+            if let Some(name) = names.iter().find(|n| undefined(n)) {
+                return Some(Undefined::Part(name.to_string(), value.to_string()));
+            }
+        }
+    }
+    None
+}
+
 /// Whether an answer is one of its arguments' values, unchanged.
 fn echoes(answer: &str, arguments: &str) -> bool {
     let a = answer.trim().trim_matches('"');
@@ -412,6 +453,18 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool, background: bool) -
         };
         let cause = match cause_of(answer, not_reached) {
             Cause::Network(named) if named.is_empty() => Cause::Network(hosts),
+            Cause::Code => match undefined_input_name(answer, &c.arguments) {
+                // The fault named is in what it was given, not in its code.
+                Some(Undefined::Part(name, value)) => {
+                    return Shown::Working(format!(
+                        "{}: ran its input as code: '{}' answered that '{name}', a name in it, is not defined",
+                        c.tool,
+                        excerpt(&value)
+                    ))
+                }
+                Some(Undefined::Whole) => Cause::Refused,
+                None => Cause::Code,
+            },
             other => other,
         };
         return Shown::Failed(cause, format!("{}{how}", quote()));
@@ -685,6 +738,46 @@ mod tests {
             };
             assert_eq!(got, want, "{answer}");
         }
+    }
+
+    /// js-sandbox-mcp-server 0.2.0, as recorded in the registry sample:
+    /// its execute_js ran the probe's `mcpvm-probe` as JavaScript
+    /// (`mcpvm - probe`) and reported the ReferenceError, flagged as an
+    /// internal error. The fault is in the input it ran, and running it
+    /// is the tool working. A fault naming no input, or a whole one,
+    /// shows no tool working.
+    #[test]
+    fn an_undefined_name_from_the_input_is_the_tool_running_it() {
+        let mut c = call(
+            "execute_js",
+            r#"{"code":"mcpvm-probe"}"#,
+            "MCP error -32603: Execution error: mcpvm is not defined",
+        );
+        c.outcome = "error".into();
+        match judge(&c, &[], false, false) {
+            Shown::Working(how) => assert!(how.contains("'mcpvm', a name in it"), "{how}"),
+            other => panic!("{other:?}"),
+        }
+        // Python's NameError the same way.
+        c.answer = "NameError: name 'mcpvm' is not defined".into();
+        assert!(matches!(judge(&c, &[], false, false), Shown::Working(_)));
+        // A name the input does not hold: the server's own fault.
+        c.answer = "MCP error -32603: ReferenceError: fetch is not defined".into();
+        assert!(matches!(
+            judge(&c, &[], false, false),
+            Shown::Failed(Cause::Code, _)
+        ));
+        // The whole input named: a refusal of what it was given.
+        let mut whole = call(
+            "render",
+            r#"{"template":"greeting"}"#,
+            "Error: greeting is not defined",
+        );
+        whole.is_error = true;
+        assert!(matches!(
+            judge(&whole, &[], false, false),
+            Shown::Failed(Cause::Refused, _)
+        ));
     }
 
     /// A tool whose answer ignores its input shows nothing: hubspot's

@@ -12,6 +12,7 @@ use super::calls::{self, Cause, Shown};
 use super::document::{Block, Cell, Line, Row, Table};
 use super::meta::ServerMeta;
 use super::record::{Outcome, Record};
+use mcpvm_images::catalogue::Entry;
 
 /// Evidence lines kept per verdict, and characters per line.
 const MAX_EVIDENCE: usize = 4;
@@ -516,6 +517,12 @@ fn silent_cell(r: &Record) -> Judged {
         contains_any(&said, words)
             .map(|w| (Verdict::Inconclusive, Some(reason), with_exit(quoted(w))))
     };
+    // The layer's own files that no client could start, read before the
+    // words: what they print is their code (`apiKey: not found` is a line
+    // of JavaScript the shell ran, not a key it asked for).
+    if let Some(line) = own_files_unrunnable(&said, &Entry::dir(&r.server)) {
+        return (Verdict::NotFit, None, with_exit(vec![line]));
+    }
     if let Some(judged) = by_words(CREDENTIAL_WORDS, Reason::NeedsCredentials) {
         return judged;
     }
@@ -575,6 +582,44 @@ fn silent_cell(r: &Record) -> Judged {
     evidence.extend(exit);
     evidence.extend(last_lines(&r.evidence.stderr_tail, 2));
     (Verdict::Inconclusive, Some(Reason::NoHandshake), evidence)
+}
+
+/// A start that failed in the files the server's layer installed (under
+/// `dir`), as it would for any client here: the shell ran the package's
+/// executable as a shell script, each line an error (`FILE: 7: apiKey:
+/// not found`: the file has no `#!` line, and `npx` and a client's spawn
+/// fall back to `sh` the same way), or Python could not parse code the
+/// layer installed (pip installed it, so the package claims this
+/// Python). The evidence line.
+fn own_files_unrunnable(said: &str, dir: &str) -> Option<String> {
+    let under = format!("{dir}/");
+    let shell_ran = said.lines().map(str::trim).find(|l| {
+        l.split_once(": ").is_some_and(|(file, rest)| {
+            file.starts_with(&under)
+                && rest
+                    .split_once(": ")
+                    .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    });
+    if let Some(l) = shell_ran {
+        return Some(format!(
+            "the shell ran the server's executable as a shell script (it has no #! line): {}",
+            quote(l)
+        ));
+    }
+    // A traceback's last frame in the layer, then Python's SyntaxError.
+    let mut frame_in_layer = false;
+    for l in said.lines().map(str::trim) {
+        if let Some(file) = l.strip_prefix("File \"") {
+            frame_in_layer = file.starts_with(&under);
+        } else if frame_in_layer && l.starts_with("SyntaxError: ") {
+            return Some(format!(
+                "Python cannot parse code the server's layer installed for it: {}",
+                quote(l)
+            ));
+        }
+    }
+    None
 }
 
 /// Network tries as evidence lines, telemetry and update checks left
@@ -952,6 +997,57 @@ mod tests {
                 .evidence
                 .contains(&"the process exited with code 1".to_string()));
         }
+    }
+
+    /// Two starts of the registry sample (2026-12-06), as recorded, that
+    /// fail in the layer's own files for any client: a bin with no `#!`
+    /// line run by the shell (@illuminaresolutions/n8n-mcp-server 1.0.1,
+    /// whose `apiKey` the credential words once took for a need), and
+    /// code pip installed that this Python cannot parse
+    /// (mochow-mcp-server 1.0.1, Requires-Python >=3.10, f-strings of
+    /// 3.12). The same lines from outside the layer name nothing.
+    #[test]
+    fn a_layer_whose_own_files_cannot_start_is_not_fit() {
+        let bin = "/opt/mcp/s/node_modules/.bin/n8n-mcp-server";
+        let shell = format!(
+            "{bin}: 6: baseUrl: not found\n{bin}: 7: apiKey: not found\n{bin}: 8: Syntax error: word unexpected (expecting \")\")"
+        );
+        let c = judged(&cell(Outcome::Broken, None, &shell, code(2)));
+        assert_eq!(
+            (c.verdict, c.reason),
+            (Verdict::NotFit, None),
+            "{:?}",
+            c.evidence
+        );
+        assert!(
+            c.evidence[0].contains("no #! line") && c.evidence[0].contains(": 6: baseUrl"),
+            "{:?}",
+            c.evidence
+        );
+        let python = "Traceback (most recent call last):\n  File \"/opt/mcp/s/bin/mochow-mcp-server\", line 5, in <module>\n    from mochow_mcp_server.server import main\n  File \"/opt/mcp/s/mochow_mcp_server/server.py\", line 712\n    output += f\"{str(row[\"row\"])}\\n\"\n                          ^^^\nSyntaxError: f-string: unmatched '['";
+        let c = judged(&cell(Outcome::Broken, None, python, code(1)));
+        assert_eq!(
+            (c.verdict, c.reason),
+            (Verdict::NotFit, None),
+            "{:?}",
+            c.evidence
+        );
+        assert!(
+            c.evidence[0].ends_with("SyntaxError: f-string: unmatched '['"),
+            "{:?}",
+            c.evidence
+        );
+        assert!(c
+            .evidence
+            .contains(&"the process exited with code 1".to_string()));
+        // Another layer's file, or a SyntaxError in code the server was
+        // handed: not its own files.
+        let elsewhere = shell.replace("/opt/mcp/s/", "/opt/mcp/other/");
+        let c = judged(&cell(Outcome::Broken, None, &elsewhere, code(2)));
+        assert_ne!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
+        let handed = python.replace("/opt/mcp/s/mochow_mcp_server/server.py", "/workspace/x.py");
+        let c = judged(&cell(Outcome::Broken, None, &handed, code(1)));
+        assert_ne!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
     }
 
     #[test]
