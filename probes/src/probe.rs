@@ -55,6 +55,8 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
         .await;
     }
     result.timings.first_stdout_byte_ms = wire.first_stdout_byte_ms();
+    result.timings.spawned_monotonic_ms =
+        Some(mcpvm_protocol::timings::monotonic_ms(wire.spawned()));
     if let Handshake::Done(client, lifecycle) = hs {
         result.lifecycle = Some(lifecycle);
         let tools = conformance::exercise(&client, &wire, opts, &mut result).await;

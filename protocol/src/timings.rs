@@ -19,10 +19,29 @@ pub struct RunTimings {
     /// every MMIO access after it).
     #[serde(default)]
     pub exits_to_vmm: u64,
+    /// The VMM process's start on the host's monotonic clock
+    /// ([`monotonic_ms`]): another process on the host compares its own
+    /// readings with it (the first-response bench: spawn → VMM start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_monotonic_ms: Option<f64>,
     /// When each kind of agent event first came (`agent_start`,
     /// `spawned`, `first_stdout_byte`, …), by its `event` name.
     #[serde(flatten)]
     pub first_event: BTreeMap<String, f64>,
+}
+
+/// An instant as ms on `CLOCK_MONOTONIC`, which every process on the host
+/// reads alike (`Instant` is that clock on Linux, but it does not say its
+/// value): now's reading less the time since.
+pub fn monotonic_ms(at: std::time::Instant) -> f64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes the current time into `now`, which it owns.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let now_ms = now.tv_sec as f64 * 1e3 + now.tv_nsec as f64 / 1e6;
+    now_ms - at.elapsed().as_secs_f64() * 1e3
 }
 
 impl RunTimings {
@@ -128,6 +147,7 @@ mod tests {
                 exit: Some(900.25),
             },
             exits_to_vmm: 3079,
+            started_monotonic_ms: Some(123_456.75),
             first_event: [("agent_start".to_string(), 410.0)].into(),
         };
         let text = serde_json::to_string(&t).unwrap();
@@ -140,6 +160,23 @@ mod tests {
         assert_eq!(t.get("agent_start"), Some(410.0));
         assert_eq!(t.get("kernel_entry"), Some(20.0));
         assert_eq!(t.get("nothing"), None);
+    }
+
+    /// Readings of one instant agree, and two instants differ by the
+    /// time between them: what lets two processes compare theirs.
+    #[test]
+    fn an_instant_reads_on_the_monotonic_clock() {
+        let before = std::time::Instant::now();
+        let (a, b) = (monotonic_ms(before), monotonic_ms(before));
+        assert!((a - b).abs() < 1.0, "{a} {b}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let after = std::time::Instant::now();
+        let gap = monotonic_ms(after) - monotonic_ms(before);
+        let elapsed = (after - before).as_secs_f64() * 1e3;
+        assert!(
+            (gap - elapsed).abs() < 1.0 && gap >= 20.0,
+            "{gap} {elapsed}"
+        );
     }
 
     #[test]

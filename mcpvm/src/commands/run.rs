@@ -139,7 +139,7 @@ pub fn serve(mut args: RunRequest, start: Instant, json: bool) -> Result<u8, Run
         keep_initialize_answer(dir, &outcome.reason, &answer)?;
     }
     if let (Some(path), Some(file)) = (&args.timings, timings_file) {
-        write_timings(path, file, &outcome, &relays)?;
+        write_timings(path, file, &outcome, &relays, start)?;
     }
     Ok(report(&outcome.reason, json))
 }
@@ -252,10 +252,12 @@ fn write_timings(
     mut file: File,
     outcome: &vmm::RunOutcome,
     relays: &Relays,
+    start: Instant,
 ) -> Result<(), RunError> {
     let timings = mcpvm_protocol::timings::RunTimings {
         phases: super::boot::vm_phases(&outcome.timings),
         exits_to_vmm: outcome.exits.iter().map(|e| e.count).sum(),
+        started_monotonic_ms: Some(mcpvm_protocol::timings::monotonic_ms(start)),
         first_event: relays
             .first_seen
             .lock()

@@ -119,6 +119,11 @@ pub struct Timings {
     /// Spawn to the handshake's answer (`initialize` or `server/discover`).
     pub handshake_ms: Option<f64>,
     pub tools_list_ms: Option<f64>,
+    /// The spawn on the host's monotonic clock
+    /// (`mcpvm_protocol::timings::monotonic_ms`), to set beside a VM's
+    /// `started_monotonic_ms`: spawn → VMM start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned_monotonic_ms: Option<f64>,
     /// The microVM's own phase times (ms since `mcpvm run` started), when
     /// the server ran in one.
     pub vm: Option<mcpvm_protocol::timings::RunTimings>,
