@@ -186,6 +186,19 @@ put("refusals", "zod", b'\nMCP error -32602: Invalid arguments: [{"code":"invali
 put("refusals", "pydantic", b"\n1 validation error for call[x]\npath\n  String should match pattern "
     b"'^[A-Z][A-Z0-9_]+-\\d+$' [type=string_pattern_mismatch, input_value='1', input_type=str]")
 
+# Request files (`--request`): a run as a probe writes it, a probe as an
+# audit cell writes it, and one with a field no mcpvm writes.
+run_request = {"vm": {"mem": 512, "vcpus": 1, "env": ["MCPVM_SECRET_TOKEN", "HOME"],
+                      "server": "memory", "profile": "deny-net", "timeout": 300,
+                      "workspace_limit": 1024, "seccomp": "on"},
+               "timings": "/tmp/run/timings.json", "events": "/tmp/run/events.jsonl",
+               "command": []}
+put("requests", "run", json.dumps(run_request).encode())
+put("requests", "probe", json.dumps({"in_vm": True, "robustness": True, "security": True,
+    "dangerous": ["delete_all"], "init_timeout": 300, "vm": run_request["vm"],
+    "command": []}).encode())
+put("requests", "unknown-field", b'{"vm":{"mem":64},"command":["/bin/sh"],"then":"rm -rf /"}')
+
 # A server's stdout: JSON-RPC, a log line, a split line, no final newline.
 put("server_lines", "mixed", b'{"jsonrpc":"2.0","id":1,"result":{}}\nServer started\r\n{"jsonrpc":"2.0",'
     b'"method":"notifications/message"}\n\n{"jsonrpc":"2.0","id":2')
