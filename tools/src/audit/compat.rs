@@ -585,25 +585,28 @@ fn silent_cell(r: &Record) -> Judged {
 }
 
 /// A start that failed in the files the server's layer installed (under
-/// `dir`), as it would for any client here: the shell ran the package's
-/// executable as a shell script, each line an error (`FILE: 7: apiKey:
-/// not found`: the file has no `#!` line, and `npx` and a client's spawn
-/// fall back to `sh` the same way), or Python could not parse code the
-/// layer installed (pip installed it, so the package claims this
-/// Python). The evidence line.
+/// `dir`), as it would for any client here: the shell could not parse a
+/// file of the layer it ran as a script (`FILE: 8: Syntax error: …`, as
+/// for an npm bin of JavaScript with no `#!` line, which `npx` and a
+/// client's spawn hand to `sh` the same way; a script's `FILE: 3: exec:
+/// uv: not found` names a missing program instead and is left to the
+/// words), or Python could not parse code the layer installed (pip
+/// installed it, so the package claims this Python). The evidence line.
 fn own_files_unrunnable(said: &str, dir: &str) -> Option<String> {
     let under = format!("{dir}/");
-    let shell_ran = said.lines().map(str::trim).find(|l| {
+    let shell_failed = said.lines().map(str::trim).find(|l| {
         l.split_once(": ").is_some_and(|(file, rest)| {
             file.starts_with(&under)
-                && rest
-                    .split_once(": ")
-                    .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                && rest.split_once(": ").is_some_and(|(n, what)| {
+                    !n.is_empty()
+                        && n.bytes().all(|b| b.is_ascii_digit())
+                        && what.starts_with("Syntax error")
+                })
         })
     });
-    if let Some(l) = shell_ran {
+    if let Some(l) = shell_failed {
         return Some(format!(
-            "the shell ran the server's executable as a shell script (it has no #! line): {}",
+            "the shell cannot parse the server's executable, which it ran as a script: {}",
             quote(l)
         ));
     }
@@ -1005,7 +1008,8 @@ mod tests {
     /// whose `apiKey` the credential words once took for a need), and
     /// code pip installed that this Python cannot parse
     /// (mochow-mcp-server 1.0.1, Requires-Python >=3.10, f-strings of
-    /// 3.12). The same lines from outside the layer name nothing.
+    /// 3.12). The same lines from outside the layer name nothing, and a
+    /// script of the layer that misses a program is not broken itself.
     #[test]
     fn a_layer_whose_own_files_cannot_start_is_not_fit() {
         let bin = "/opt/mcp/s/node_modules/.bin/n8n-mcp-server";
@@ -1020,10 +1024,16 @@ mod tests {
             c.evidence
         );
         assert!(
-            c.evidence[0].contains("no #! line") && c.evidence[0].contains(": 6: baseUrl"),
+            c.evidence[0].contains("cannot parse the server's executable")
+                && c.evidence[0].contains(": 8: Syntax error: word unexpected"),
             "{:?}",
             c.evidence
         );
+        // A script of the layer that runs and misses a program: not a
+        // broken file, a need its words name.
+        let missing = format!("{bin}: 3: exec: uv: not found");
+        let c = judged(&cell(Outcome::Broken, None, &missing, code(127)));
+        assert_ne!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
         let python = "Traceback (most recent call last):\n  File \"/opt/mcp/s/bin/mochow-mcp-server\", line 5, in <module>\n    from mochow_mcp_server.server import main\n  File \"/opt/mcp/s/mochow_mcp_server/server.py\", line 712\n    output += f\"{str(row[\"row\"])}\\n\"\n                          ^^^\nSyntaxError: f-string: unmatched '['";
         let c = judged(&cell(Outcome::Broken, None, python, code(1)));
         assert_eq!(
