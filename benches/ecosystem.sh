@@ -27,7 +27,9 @@
 #   by side (default: the machine's cores, the testbed host having one CPU).
 # MCPVM_ECOSYSTEM_RESUME=DIR resumes the audit an earlier run left in DIR
 #   (its shard-I/ journals, audit.json and results.jsonl; with one shard,
-#   DIR's own): the cells recorded are not run again.
+#   DIR's own): the cells recorded are not run again, but those of a
+#   server whose layer was built again differently (a store made on
+#   another machine, a build fixed since) are (`audit --rerun-changed`).
 # MCPVM_ECOSYSTEM_PROBES="FLAGS" replaces the audit's hostile steps
 #   (default "--robustness --security"); "" is the calls alone: the
 #   coverage pass (how many calls reach their tools, docs/benchmarks.md).
@@ -110,12 +112,13 @@ if [ "\$MCPVM_TESTBED" = nested ]; then printf '[defaults]\\nvcpus = 1\\n' > tb.
 # output, as they come.
 . ./case.sh
 mkdir -p a
-[ -d resume ] && cp resume/audit.json resume/results.jsonl a/
+rerun=
+[ -d resume ] && cp resume/audit.json resume/results.jsonl a/ && rerun=--rerun-changed
 start=\$(date +%s)
 CASE_LIMIT=$limit CASE_TEE=1 case_ audit \
   mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers "\$(cat servers)" \
   --profiles deny-net $probes \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
-  --run-timeout 900 --shard "\$(cat shard)" --out a
+  --run-timeout 900 --shard "\$(cat shard)" --out a \$rerun
 end=\$(date +%s)
 # The journal, also when the audit was cut short: the host merges the
 # shards' journals into the reports, and a later run resumes from it

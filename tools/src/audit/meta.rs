@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::matrix::Shard;
 
+/// How [`Meta::same_inputs`] names a change in the servers' entries.
+pub const SERVERS_CHANGED: &str = "servers (packages, versions or layers)";
+
 /// `audit.json`: what the audit ran on, so it can be repeated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
@@ -240,7 +243,7 @@ impl Meta {
             diff.push("runtime image");
         }
         if self.servers != other.servers {
-            diff.push("servers (packages, versions or layers)");
+            diff.push(SERVERS_CHANGED);
         }
         if self.profiles != other.profiles || self.profile_definitions != other.profile_definitions
         {

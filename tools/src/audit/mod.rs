@@ -72,6 +72,8 @@ pub struct AuditOptions {
     /// Send the probe's hostile input in the first profile's cells (what
     /// a `not_fit` verdict is judged on).
     pub robustness: bool,
+    /// Resume a journal whose servers changed, running theirs again.
+    pub rerun_changed: bool,
     /// A pin file, and the servers it names: their cells are held to it.
     pub pinned: Option<(PathBuf, std::collections::BTreeSet<String>)>,
 }
@@ -266,7 +268,7 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, AuditError> {
     }
     // 2. A new audit, or the same one resumed.
     std::fs::create_dir_all(o.out.join("runs")).map_err(out_err(&o.out))?;
-    let meta = start_or_resume(&o.out, meta)?;
+    let meta = start_or_resume(&o.out, meta, o.rerun_changed)?;
     let mut journal = Journal::open(&o.out.join("results.jsonl")).map_err(out_err(&o.out))?;
     let servers: Vec<String> = meta.servers.keys().cloned().collect();
     // Servers that did not install have no cells: their row says why.
@@ -353,8 +355,9 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, AuditError> {
 
 /// The audit's `audit.json`: written for a new audit; for an existing
 /// one, its inputs must be these (or the results would not be one
-/// audit's).
-fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, AuditError> {
+/// audit's), but for servers whose entries changed when `rerun_changed`
+/// says to run theirs again.
+fn start_or_resume(out: &Path, meta: Meta, rerun_changed: bool) -> Result<Meta, AuditError> {
     let meta_path = out.join("audit.json");
     let Ok(bytes) = std::fs::read(&meta_path) else {
         write_atomic(&meta_path, &serde_json::to_string_pretty(&meta)?)?;
@@ -368,6 +371,11 @@ fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, AuditError> {
     if before.shard != meta.shard {
         what.push("shard");
     }
+    let only_servers =
+        what == [meta::SERVERS_CHANGED] && before.servers.keys().eq(meta.servers.keys());
+    if rerun_changed && only_servers {
+        return rerun_changed_servers(out, before, meta);
+    }
     if !what.is_empty() {
         return Err(AuditError::Changed {
             path: out.to_path_buf(),
@@ -375,6 +383,58 @@ fn start_or_resume(out: &Path, meta: Meta) -> Result<Meta, AuditError> {
         });
     }
     Ok(before)
+}
+
+/// Resumes `before`'s journal with `now`'s servers: the cells of those
+/// whose entry changed (and of their runs as released) leave the journal
+/// and run again; the rest stay. Both files are replaced whole.
+fn rerun_changed_servers(out: &Path, before: Meta, now: Meta) -> Result<Meta, AuditError> {
+    let changed: Vec<String> = now
+        .servers
+        .iter()
+        .filter(|(s, m)| before.servers.get(*s) != Some(m))
+        .map(|(s, _)| s.clone())
+        .collect();
+    let gone = |server: &str| {
+        changed
+            .iter()
+            .any(|c| server == c || server == released::derived(c))
+    };
+    let journal = out.join("results.jsonl");
+    let text = match std::fs::read_to_string(&journal) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(out_err(&journal)(e)),
+    };
+    let (mut kept, mut dropped) = (String::new(), 0);
+    for line in text.split_inclusive('\n') {
+        let server = serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v["server"].as_str().map(String::from));
+        match server {
+            Some(s) if gone(&s) => dropped += 1,
+            _ => kept.push_str(line),
+        }
+    }
+    let meta = Meta {
+        servers: now.servers,
+        ..before
+    };
+    write_atomic(&journal, &kept)?;
+    write_atomic(
+        &out.join("audit.json"),
+        &serde_json::to_string_pretty(&meta)?,
+    )?;
+    eprintln!(
+        "audit: resuming {}: {} changed since its journal ({}); their {dropped} recorded cells run again",
+        out.display(),
+        match changed.len() {
+            1 => "1 server".to_string(),
+            n => format!("{n} servers"),
+        },
+        mcpvm::logger::printable(&changed.join(", ")),
+    );
+    Ok(meta)
 }
 
 /// Per-server calls files, for servers whose catalogue entry names its
@@ -1134,6 +1194,60 @@ mod tests {
         assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 1);
         assert!(!root.path().join("out").exists());
         assert!(!root.path().join("x").exists());
+    }
+
+    /// A journal resumed with a server's layer built again elsewhere:
+    /// refused as other inputs unless told to run that server's cells
+    /// again; then its cells (and its run as released) leave the journal,
+    /// the others stay, and `audit.json` names the new layer. Anything
+    /// else changed is still refused.
+    #[test]
+    fn a_journal_resumes_with_the_changed_servers_run_again() {
+        let out = tempfile::tempdir().unwrap();
+        let before = report::tests::meta();
+        std::fs::write(
+            out.path().join("audit.json"),
+            serde_json::to_string(&before).unwrap(),
+        )
+        .unwrap();
+        let line = |s: &str, p: &str| {
+            serde_json::to_string(&report::tests::record(s, p, Outcome::Ok, 10.0)).unwrap() + "\n"
+        };
+        let journal = [
+            line("git", "baseline"),
+            line("time", "baseline"),
+            line("time", "deny-exec"),
+            line("time-as-released", "as-released"),
+        ]
+        .concat();
+        std::fs::write(out.path().join("results.jsonl"), &journal).unwrap();
+        let mut now = before.clone();
+        now.servers.get_mut("time").unwrap().layer = "layer-time-new.erofs".into();
+        now.started_at = 99;
+
+        let refused = start_or_resume(out.path(), now.clone(), false).unwrap_err();
+        assert!(refused.to_string().contains("--rerun-changed"), "{refused}");
+        let mut other = now.clone();
+        other.kernel_sha256 = "ffff".into();
+        assert!(start_or_resume(out.path(), other, true).is_err());
+
+        let resumed = start_or_resume(out.path(), now.clone(), true).unwrap();
+        assert_eq!(resumed.servers, now.servers);
+        assert_eq!(
+            resumed.started_at, before.started_at,
+            "the journal's own start"
+        );
+        let kept = std::fs::read_to_string(out.path().join("results.jsonl")).unwrap();
+        assert_eq!(kept, line("git", "baseline"));
+        let written: Meta =
+            serde_json::from_slice(&std::fs::read(out.path().join("audit.json")).unwrap()).unwrap();
+        assert_eq!(written, resumed);
+        // Resumed again with the same inputs: nothing else goes.
+        start_or_resume(out.path(), now, false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("results.jsonl")).unwrap(),
+            line("git", "baseline")
+        );
     }
 
     #[test]

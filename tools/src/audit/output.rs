@@ -12,7 +12,7 @@ pub enum AuditError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} holds an audit of other inputs ({what} changed); give a new --out directory, or delete it to start over")]
+    #[error("{path} holds an audit of other inputs ({what} changed); give a new --out directory, or delete it to start over (when only servers changed, --rerun-changed runs their cells again and keeps the rest)")]
     Changed { path: PathBuf, what: String },
     #[error("{path} is not an audit directory (no audit.json)")]
     NotAudit { path: PathBuf },

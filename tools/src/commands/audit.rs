@@ -89,6 +89,12 @@ struct RunAudit {
     /// verdict is judged on (compat.json).
     #[arg(long)]
     robustness: bool,
+    /// Resume a journal (`--out`) whose servers' layers, packages or
+    /// versions changed since it was written (a store built again on
+    /// another machine): the changed servers' cells are run again, every
+    /// other cell is kept. Anything else changed is still refused.
+    #[arg(long)]
+    rerun_changed: bool,
     /// The warm-start cache [default: ~/.cache/mcpvm/snapshots].
     #[arg(long, value_name = "DIR", requires = "warm")]
     snapshots: Option<PathBuf>,
@@ -209,6 +215,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
             repeat: a.repeat as usize,
             security,
             robustness: a.robustness,
+            rerun_changed: a.rerun_changed,
             pinned: match a.pinned {
                 Some(path) => {
                     let keys = crate::pinning::read(&path)?.servers.into_keys().collect();
