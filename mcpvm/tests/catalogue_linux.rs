@@ -404,6 +404,7 @@ mod audit {
                 "everything",
                 "filesystem-cve",
                 "brave-search",
+                "fetch",
             ]));
             files.extend(super::catalogues(&["catalogue", "cve"]));
             let scenario = super::common::workspace().join("mcpvm/tests/scenarios/audit.sh");
@@ -541,7 +542,7 @@ mod audit {
         let sarif: serde_json::Value =
             serde_json::from_str(results().file("security_findings.sarif")).unwrap();
         let runs = sarif["runs"].as_array().unwrap();
-        assert_eq!(runs.len(), 4, "a run per server attacked");
+        assert_eq!(runs.len(), 5, "a run per server attacked");
         let fs_run = runs
             .iter()
             .find(|r| r["properties"]["server"] == "filesystem-cve")
@@ -570,6 +571,50 @@ mod audit {
         }
         let text = results().file("security_findings.sarif");
         assert_eq!(crate::common::sarif_errors(text), None);
+    }
+
+    /// Two real servers in one audit make a flow neither makes alone:
+    /// fetch brings in untrusted content and sends its arguments off the
+    /// VM (its URL's host looked up), and the vulnerable filesystem
+    /// release reads outside its roots under attack. One assistant holding
+    /// both can be made to read a secret and send it out: the report's
+    /// flow names each link's server, tool and the step that showed it.
+    #[test]
+    fn a_flow_across_two_servers_is_found_from_what_each_did() {
+        let report = results().file("security_report.md");
+        let roles = report
+            .find("## What the tools were seen to do")
+            .unwrap_or_else(|| panic!("{report}"));
+        let flows = report[roles..]
+            .find("## Flows across the servers")
+            .map(|i| &report[roles + i..])
+            .unwrap_or_else(|| panic!("{report}"));
+        let exfiltration: Vec<&str> = flows
+            .lines()
+            .skip_while(|l| !l.starts_with("- **exfiltration** (high)"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  - "))
+            .collect();
+        let link = |role: &str| {
+            exfiltration
+                .iter()
+                .find(|l| l.starts_with(&format!("  - {role}: ")))
+                .unwrap_or_else(|| panic!("no {role} link: {flows}"))
+                .to_string()
+        };
+        assert!(
+            link("brings in untrusted content").contains("fetch/fetch (seen in tools/call:fetch)"),
+            "{flows}"
+        );
+        assert!(
+            link("reads private data")
+                .contains("filesystem-cve/read\\_file (seen in attack:read\\_file)"),
+            "{flows}"
+        );
+        assert!(
+            link("a public sink").contains("fetch/fetch (seen in tools/call:fetch)"),
+            "{flows}"
+        );
     }
 
     #[test]

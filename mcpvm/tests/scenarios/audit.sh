@@ -49,12 +49,13 @@ ls r/runs/memory > "$MCPVM_OUT/repeat_runs.txt"
 
 # The audit's security column. No false positives: sound servers, every
 # tool called (generated arguments) and attacked; beside them
-# server-filesystem 2025.3.28's read_file, whose CVEs the column must show.
+# server-filesystem 2025.3.28's read_file, whose CVEs the column must show,
+# and the fetch server, whose roles with it make a flow across the two.
 { sed '/^audit_calls/d' catalogue.toml
   sed '/^\[servers.filesystem-cve\]/a audit_calls = { read_file = { path = "/workspace/data.json" } }' cve.toml
 } > security.toml
 CASE_LIMIT=1500 CASE_TEE=1 case_ security_audit mcpvm audit --catalogue security.toml \
-  --images images --servers memory,time,everything,filesystem-cve --profiles baseline --security \
+  --images images --servers memory,time,everything,filesystem-cve,fetch --profiles baseline --security \
   --profiles-file testbed-profiles.toml --jobs 1 --init-timeout 400 --step-timeout 200 --fail-on high --out s
 for f in results.jsonl report.md report.html findings.sarif; do
   cp "s/$f" "$MCPVM_OUT/security_$f" 2>/dev/null
