@@ -1012,52 +1012,42 @@ mod tests {
     /// script of the layer that misses a program is not broken itself.
     #[test]
     fn a_layer_whose_own_files_cannot_start_is_not_fit() {
+        // Not fit, its first evidence line holding `said`, its exit kept.
+        let not_fit = |stderr: &str, exit: i64, said: &str| {
+            let c = judged(&cell(Outcome::Broken, None, stderr, code(exit)));
+            assert_eq!(
+                (c.verdict, c.reason),
+                (Verdict::NotFit, None),
+                "{:?}",
+                c.evidence
+            );
+            assert!(c.evidence[0].contains(said), "{said}: {:?}", c.evidence);
+            assert!(c
+                .evidence
+                .contains(&format!("the process exited with code {exit}")));
+        };
+        let other_verdict = |stderr: &str, exit: i64| {
+            let c = judged(&cell(Outcome::Broken, None, stderr, code(exit)));
+            assert_ne!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
+        };
         let bin = "/opt/mcp/s/node_modules/.bin/n8n-mcp-server";
         let shell = format!(
             "{bin}: 6: baseUrl: not found\n{bin}: 7: apiKey: not found\n{bin}: 8: Syntax error: word unexpected (expecting \")\")"
         );
-        let c = judged(&cell(Outcome::Broken, None, &shell, code(2)));
-        assert_eq!(
-            (c.verdict, c.reason),
-            (Verdict::NotFit, None),
-            "{:?}",
-            c.evidence
-        );
-        assert!(
-            c.evidence[0].contains("cannot parse the server's executable")
-                && c.evidence[0].contains(": 8: Syntax error: word unexpected"),
-            "{:?}",
-            c.evidence
-        );
+        not_fit(&shell, 2, "cannot parse the server's executable");
+        not_fit(&shell, 2, ": 8: Syntax error: word unexpected");
+        let python = "Traceback (most recent call last):\n  File \"/opt/mcp/s/bin/mochow-mcp-server\", line 5, in <module>\n    from mochow_mcp_server.server import main\n  File \"/opt/mcp/s/mochow_mcp_server/server.py\", line 712\n    output += f\"{str(row[\"row\"])}\\n\"\n                          ^^^\nSyntaxError: f-string: unmatched '['";
+        not_fit(python, 1, "SyntaxError: f-string: unmatched '['");
         // A script of the layer that runs and misses a program: not a
         // broken file, a need its words name.
-        let missing = format!("{bin}: 3: exec: uv: not found");
-        let c = judged(&cell(Outcome::Broken, None, &missing, code(127)));
-        assert_ne!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
-        let python = "Traceback (most recent call last):\n  File \"/opt/mcp/s/bin/mochow-mcp-server\", line 5, in <module>\n    from mochow_mcp_server.server import main\n  File \"/opt/mcp/s/mochow_mcp_server/server.py\", line 712\n    output += f\"{str(row[\"row\"])}\\n\"\n                          ^^^\nSyntaxError: f-string: unmatched '['";
-        let c = judged(&cell(Outcome::Broken, None, python, code(1)));
-        assert_eq!(
-            (c.verdict, c.reason),
-            (Verdict::NotFit, None),
-            "{:?}",
-            c.evidence
-        );
-        assert!(
-            c.evidence[0].ends_with("SyntaxError: f-string: unmatched '['"),
-            "{:?}",
-            c.evidence
-        );
-        assert!(c
-            .evidence
-            .contains(&"the process exited with code 1".to_string()));
+        other_verdict(&format!("{bin}: 3: exec: uv: not found"), 127);
         // Another layer's file, or a SyntaxError in code the server was
         // handed: not its own files.
-        let elsewhere = shell.replace("/opt/mcp/s/", "/opt/mcp/other/");
-        let c = judged(&cell(Outcome::Broken, None, &elsewhere, code(2)));
-        assert_ne!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
-        let handed = python.replace("/opt/mcp/s/mochow_mcp_server/server.py", "/workspace/x.py");
-        let c = judged(&cell(Outcome::Broken, None, &handed, code(1)));
-        assert_ne!(c.verdict, Verdict::NotFit, "{:?}", c.evidence);
+        other_verdict(&shell.replace("/opt/mcp/s/", "/opt/mcp/other/"), 2);
+        other_verdict(
+            &python.replace("/opt/mcp/s/mochow_mcp_server/server.py", "/workspace/x.py"),
+            1,
+        );
     }
 
     #[test]
