@@ -204,13 +204,7 @@ impl FirstResponseBench {
 
             if let Some(fc) = &self.firecracker {
                 progress(&format!("run {run}/{}: Firecracker", self.runs));
-                let mut cmd = vec![
-                    self.tools.display().to_string(),
-                    "bench".into(),
-                    "peer-run".into(),
-                    format!("--firecracker={}", fc.display()),
-                ];
-                cmd.extend(self.vm.to_args());
+                let cmd = self.peer_command(fc);
                 let fc_opts = ProbeOptions {
                     discover_timeout: bare_opts.init_timeout,
                     ..bare_opts.clone()
@@ -234,6 +228,19 @@ impl FirstResponseBench {
             }
         }
         Ok(report)
+    }
+
+    /// The same VM under Firecracker, behind the same host side
+    /// (`mcpvm bench peer-run`).
+    fn peer_command(&self, firecracker: &std::path::Path) -> Vec<String> {
+        let mut cmd = vec![
+            self.tools.display().to_string(),
+            "bench".into(),
+            "peer-run".into(),
+            format!("--firecracker={}", firecracker.display()),
+        ];
+        cmd.extend(self.vm.to_args());
+        cmd
     }
 
     /// The peers' samples summarized, with the ratios between them.
