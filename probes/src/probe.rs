@@ -115,7 +115,13 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
             }
             result.recording = Some(recording);
         }
-        crate::judge::roles::observe(&mut result.roles, &result.steps, events, &opts.roots);
+        crate::judge::roles::observe(
+            &mut result.roles,
+            &result.steps,
+            events,
+            &opts.roots,
+            opts.background_lookups,
+        );
         match crate::judge::findings::judge(&result.steps, events, &opts.roots) {
             // Beside what the listings showed (definitions.rs).
             Ok(f) => result.findings.extend(f),

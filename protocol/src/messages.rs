@@ -299,6 +299,10 @@ pub struct Effect {
     /// The errno the policy answered instead of running the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied: Option<String>,
+    /// An open for reading of a path that did not exist when the call
+    /// was made, seen from the caller's root: it read nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
     pub during: During,
 }
 
@@ -379,6 +383,7 @@ mod tests {
             argv: vec![],
             address: None,
             denied: None,
+            missing: false,
             during: During::StartUp,
         };
         let events = [

@@ -202,7 +202,18 @@ fn read(pid: u32, call: &str, a: [u64; 6]) -> Option<Effect> {
             false => resolve(p),
         })
         .filter(|r| Some(r) != e.paths.first());
+    e.missing = e.call.starts_with("open")
+        && e.access.as_deref().is_some_and(|a| !a.contains("create"))
+        && e.paths.first().is_some_and(|p| missing(pid, p));
     Some(e)
+}
+
+/// Whether `path` does not exist as the process sees it (through its
+/// root: a sandboxed helper may have another). Anything but "not
+/// found" (a permission, a loop) counts as there.
+fn missing(pid: u32, path: &str) -> bool {
+    let seen = format!("/proc/{pid}/root{path}");
+    matches!(std::fs::symlink_metadata(&seen), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Calls that act on a path's last name and never follow a symlink there.
@@ -407,6 +418,22 @@ mod tests {
         assert_eq!(address(&abs).unwrap(), "unix @bus");
         assert_eq!(address(&[1]), None, "too short for a family");
         assert_eq!(address(&(libc::AF_INET as u16).to_ne_bytes()), None);
+    }
+
+    #[test]
+    fn a_path_missing_is_told_through_the_process_s_own_root() {
+        let me = std::process::id();
+        let dir = tempfile::tempdir().unwrap();
+        let there = dir.path().join("there");
+        std::fs::write(&there, "x").unwrap();
+        assert!(!missing(me, &there.to_string_lossy()));
+        assert!(missing(me, &dir.path().join("gone").to_string_lossy()));
+        // A link counts as there: where it leads is resolved from our
+        // root, not the caller's.
+        let dangling = dir.path().join("dangling");
+        std::os::unix::fs::symlink(dir.path().join("gone"), &dangling).unwrap();
+        assert!(!missing(me, &dangling.to_string_lossy()));
+        assert!(missing(me, "/queue/rotational"));
     }
 
     #[test]

@@ -3,11 +3,14 @@
 //! events, attributed to the call's request), not from its description:
 //!
 //! - `reads_private`: it opened a canary or a file outside the roots it
-//!   was given (the runtime and `/tmp` apart), or a canary's token came
-//!   back in its answer;
+//!   was given (the runtime and `/tmp` apart; a path that was not there
+//!   read nothing), or a canary's token came back in its answer;
 //! - `untrusted_content`: it reached for the network (a lookup or a
 //!   connection, allowed or refused): what it returns can come from
-//!   whoever answers;
+//!   whoever answers. A browser looks hosts up on its own (updates,
+//!   safe browsing) whatever call is in flight, so for a server with
+//!   background lookups only a lookup naming a value of the call's
+//!   arguments (the page it was asked to open) counts;
 //! - `public_sink`: it tried to send something of its arguments off the
 //!   VM (a lookup or connection naming a value it was given), or wrote
 //!   outside its roots;
@@ -65,11 +68,14 @@ pub fn declared(tools: &[rmcp::model::Tool]) -> Vec<ToolRoles> {
 
 /// Adds to `roles` what each tool's calls (`tools/call:` and `attack:`
 /// steps) were seen to do; a declared role seen is observed only.
+/// `background_lookups`: the server runs a browser, whose own lookups
+/// are no call's.
 pub fn observe(
     roles: &mut Vec<ToolRoles>,
     steps: &[StepResult],
     events: &[EventLine],
     roots: &[String],
+    background_lookups: bool,
 ) {
     let canaries = Canaries::from_events(events);
     let effects: Vec<(&EventLine, &During)> = events
@@ -96,6 +102,7 @@ pub fn observe(
             canaries: canaries.as_ref(),
             roots,
             values: argument_values(step),
+            background_lookups,
         };
         for (role, seen) in cx.roles() {
             let entry = match roles.iter_mut().position(|r| r.tool == tool) {
@@ -123,6 +130,7 @@ struct Call<'a> {
     /// The string values of the call's arguments, long enough to mean
     /// something where they appear.
     values: Vec<String>,
+    background_lookups: bool,
 }
 
 impl Call<'_> {
@@ -153,7 +161,7 @@ impl Call<'_> {
         add(
             Role::UntrustedContent,
             "it reached for the network",
-            self.events(|e| e.event.net().is_some() || self.connects_out(e)),
+            self.events(|e| self.reaches_out(e)),
         );
         let sink = self.events(|e| self.sends_arguments(e) || self.writes_outside(e));
         add(
@@ -204,7 +212,10 @@ impl Call<'_> {
         let Some(c) = e.event.effect() else {
             return false;
         };
+        // A path that was not there read nothing (Chromium opens
+        // "queue/rotational" from "/" when it finds no disk in sysfs).
         let read = c.call.starts_with("open")
+            && !c.missing
             && c.access
                 .as_deref()
                 .is_none_or(|a| a.starts_with("read") && !a.contains("create"));
@@ -234,6 +245,16 @@ impl Call<'_> {
             .map(|_| Evidence::Excerpt("a canary's token is in its answer".into()))
             .take(1)
             .collect()
+    }
+
+    /// A lookup or connection the call made: with background lookups,
+    /// only one naming what the call was given (a connection's address
+    /// alone names nothing, and the browser makes its own).
+    fn reaches_out(&self, e: &EventLine) -> bool {
+        match self.background_lookups {
+            true => self.sends_arguments(e),
+            false => e.event.net().is_some() || self.connects_out(e),
+        }
     }
 
     /// A connection the guest made to an internet address (its own
@@ -378,14 +399,30 @@ mod tests {
         events: &[Value],
         annotated: Vec<ToolRoles>,
     ) -> Vec<ToolRoles> {
+        roles_seen(steps, events, annotated, false)
+    }
+
+    fn roles_seen(
+        steps: &[StepResult],
+        events: &[Value],
+        annotated: Vec<ToolRoles>,
+        background_lookups: bool,
+    ) -> Vec<ToolRoles> {
         let mut roles = annotated;
         observe(
             &mut roles,
             steps,
             &typed(events),
             &["/workspace".to_string()],
+            background_lookups,
         );
         roles
+    }
+
+    fn lookup(id: u64, tool: &str, name: &str) -> Value {
+        json!({"event": "net", "kind": "dns", "name": name, "allowed": false,
+            "reason": "not allowed", "bytes_out": 0, "bytes_in": 0, "duration_ms": 0.1,
+            "during": during(id, tool)})
     }
 
     fn observed(r: &[ToolRoles], tool: &str) -> Vec<Role> {
@@ -508,6 +545,12 @@ mod tests {
             effect(
                 1,
                 "console",
+                "openat",
+                json!({"paths": ["/queue/rotational"], "access": "read", "missing": true}),
+            ),
+            effect(
+                1,
+                "console",
                 "symlink",
                 json!({"paths": ["/tmp/p/SingletonLock", "(none)-82"]}),
             ),
@@ -534,6 +577,61 @@ mod tests {
         let r = roles_of(&steps, &events, Vec::new());
         assert_eq!(observed(&r, "console"), []);
         assert_eq!(observed(&r, "shell"), [Role::Destructive]);
+    }
+
+    #[test]
+    fn a_browser_s_own_lookups_during_a_call_are_not_the_call_s() {
+        // chrome-devtools in the corpus: Chromium looked up its update and
+        // safe-browsing hosts while `fill` and `take_screenshot` were in
+        // flight; `navigate_page` looked up the page it was given.
+        let steps = [
+            step(
+                "tools/call:fill",
+                1,
+                json!({"uid": "1_2", "value": "mcpvm"}),
+                json!({}),
+            ),
+            step(
+                "tools/call:navigate_page",
+                2,
+                json!({"url": "https://attacker.example/page"}),
+                json!({}),
+            ),
+        ];
+        let events = [
+            canaries(),
+            lookup(1, "fill", "update.googleapis.com"),
+            effect(
+                1,
+                "fill",
+                "connect",
+                json!({"address": "inet 10.0.2.15:443"}),
+            ),
+            lookup(2, "navigate_page", "safebrowsing.googleapis.com"),
+            lookup(2, "navigate_page", "attacker.example"),
+        ];
+        let r = roles_seen(&steps, &events, Vec::new(), true);
+        assert_eq!(observed(&r, "fill"), []);
+        assert_eq!(
+            observed(&r, "navigate_page"),
+            [Role::UntrustedContent, Role::PublicSink]
+        );
+        let nav = &r
+            .iter()
+            .find(|t| t.tool == "navigate_page")
+            .unwrap()
+            .observed;
+        let Evidence::Event(e) = &nav[&Role::UntrustedContent].evidence[0] else {
+            panic!("{nav:?}");
+        };
+        assert_eq!(
+            e.event.net().unwrap().name.as_deref(),
+            Some("attacker.example")
+        );
+        // The same events from a server without a browser: every lookup
+        // in flight is the call's.
+        let r = roles_seen(&steps, &events, Vec::new(), false);
+        assert_eq!(observed(&r, "fill"), [Role::UntrustedContent]);
     }
 
     #[test]
