@@ -8,6 +8,7 @@ mod dns;
 mod nat;
 mod packet;
 mod tun;
+mod unclaimed;
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -24,6 +25,7 @@ use mcpvm_protocol::ports::{EGRESS_PORT, HOST_CID};
 use crate::vsock;
 use guest_agent::calls::Calls;
 use nat::{Action, Nat};
+use unclaimed::Unclaimed;
 
 /// DNS queries waiting for the host at most; more are dropped (the
 /// resolver retries).
@@ -137,9 +139,7 @@ fn point_resolver_here() -> io::Result<()> {
     }
 }
 
-/// Host streams of allowed flows, by NAT port, until the listener
-/// accepts their guest side.
-type Streams = Arc<Mutex<HashMap<u16, File>>>;
+type Streams = Arc<Mutex<Unclaimed>>;
 
 enum Note {
     Decided(u16, bool),
@@ -259,10 +259,11 @@ fn route(
                         };
                         let allowed = match ask(&req) {
                             Ok((Reply::Connected, s)) => {
-                                streams
-                                    .lock()
-                                    .unwrap_or_else(|p| p.into_inner())
-                                    .insert(port, s);
+                                streams.lock().unwrap_or_else(|p| p.into_inner()).put(
+                                    port,
+                                    s,
+                                    Instant::now(),
+                                );
                                 true
                             }
                             _ => false,
@@ -275,8 +276,16 @@ fn route(
             }
         }
         if last_purge.elapsed() > Duration::from_secs(1) {
-            nat.purge(Instant::now());
-            last_purge = Instant::now();
+            let now = Instant::now();
+            let gave_up = streams
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .expire(now);
+            for port in gave_up {
+                nat.closed(port, now);
+            }
+            nat.purge(now);
+            last_purge = now;
         }
     }
 }
@@ -293,7 +302,7 @@ fn accept(listener: TcpListener, streams: Streams, notes: mpsc::Sender<Note>, wa
         let Some(host) = streams
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&port)
+            .claim(port)
         else {
             let _ = conn.shutdown(Shutdown::Both);
             continue;
