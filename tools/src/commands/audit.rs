@@ -388,10 +388,24 @@ fn setup(
     let store = images
         .map(Path::to_path_buf)
         .unwrap_or_else(mcpvm_images::store::default_dir);
+    // What the store holds already is used as it is, as `run --package`
+    // does: no runtime image to make, and no network, for a
+    // configuration of packages built before.
+    let missing: Vec<String> = names
+        .iter()
+        .filter(|n| !stored(&store, &catalogue, n))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        if !json {
+            eprintln!("image: every layer is in {}", store.display());
+        }
+        return Ok((toml_path, names, plan));
+    }
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let report = mcpvm_images::build::build(
         &catalogue,
-        &names,
+        &missing,
         &[],
         &store,
         jobs,
@@ -411,6 +425,16 @@ fn setup(
         );
     }
     Ok((toml_path, names, plan))
+}
+
+/// Whether `store` holds `name`'s layer for its entry in `catalogue`.
+fn stored(store: &Path, catalogue: &mcpvm_images::catalogue::Catalogue, name: &str) -> bool {
+    let (Ok(index), Ok(entry)) = (mcpvm_images::store::Index::load(store), catalogue.get(name))
+    else {
+        return false;
+    };
+    let key = index.key_of(name, entry);
+    index.resolve(store, name, &key).is_ok()
 }
 
 /// `--with-credentials VAR`: each listing whose entry sets VAR takes it
