@@ -25,6 +25,6 @@ for f in setup.json results.jsonl report.md fixed-config.json; do
   cp "c/$f" "$MCPVM_OUT/client_$f" 2>/dev/null
 done
 {
-  cmp -s mcp.json mcp.json.before && echo "the configuration is unchanged"
-  [ -e /tmp/a-configured-command-ran ] && echo "a configured command ran"
+  if cmp -s mcp.json mcp.json.before; then echo "the configuration is unchanged"; fi
+  if [ -e /tmp/a-configured-command-ran ]; then echo "a configured command ran"; fi
 } > "$MCPVM_OUT/host.txt"

@@ -770,6 +770,42 @@ pub(super) mod tests {
         );
     }
 
+    /// No chain: an audit that recorded the calls' effects (its security
+    /// column) says so and which roles it saw; one that did not, nothing.
+    #[test]
+    fn an_audit_with_no_chain_says_so_only_when_it_saw_the_calls() {
+        use probes::judge::roles::{Role, Seen, ToolRoles};
+        let mut meta = meta();
+        let mut rs = records();
+        assert!(!markdown(&meta, &rs).contains("## Flows across the servers"));
+        meta.profiles.push(crate::audit::matrix::SECURITY.into());
+        let md = markdown(&meta, &rs);
+        assert!(
+            md.contains("No chain found.") && md.contains("seen or declared playing: none."),
+            "{md}"
+        );
+        rs.get_mut(&("git".into(), "baseline".into()))
+            .unwrap()
+            .roles = vec![ToolRoles {
+            tool: "git_log".into(),
+            observed: [(
+                Role::ReadsPrivate,
+                Seen {
+                    step: "attack:git_log".into(),
+                    why: "it read a secret or a file outside its roots".into(),
+                    evidence: Vec::new(),
+                },
+            )]
+            .into(),
+            ..ToolRoles::default()
+        }];
+        let md = markdown(&meta, &rs);
+        assert!(
+            md.contains("No chain found.") && md.contains("playing: reads private data."),
+            "{md}"
+        );
+    }
+
     #[test]
     fn what_a_server_declares_has_its_section_and_its_sarif_results() {
         let mut meta = meta();

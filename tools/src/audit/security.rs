@@ -359,7 +359,10 @@ pub fn roles_section(meta: &Meta, records: &Records) -> Vec<Block> {
 
 /// `Flows across the servers`: the chains an injected instruction can
 /// follow when one assistant holds every audited server, from the roles
-/// their tools were seen to play (`flows.rs`); nothing when none.
+/// their tools were seen to play (`flows.rs`). Without a chain, an
+/// audit with the security column says so and which roles it saw (a
+/// user asking whether their setup is safe gets an answer); one without
+/// it, which saw no call's effects, says nothing.
 pub fn flows_section(meta: &Meta, records: &Records) -> Vec<Block> {
     let servers: BTreeMap<String, Vec<ToolRoles>> = meta
         .servers
@@ -369,7 +372,7 @@ pub fn flows_section(meta: &Meta, records: &Records) -> Vec<Block> {
         .collect();
     let found = super::flows::flows(&servers);
     if found.is_empty() {
-        return Vec::new();
+        return no_flow(meta, &servers);
     }
     let items: Vec<Item> = found
         .iter()
@@ -415,6 +418,36 @@ pub fn flows_section(meta: &Meta, records: &Records) -> Vec<Block> {
             ordered: false,
             items,
         },
+    ]
+}
+
+/// The section when no chain was found, for an audit that recorded what
+/// the calls did.
+fn no_flow(meta: &Meta, servers: &BTreeMap<String, Vec<ToolRoles>>) -> Vec<Block> {
+    if !meta.profiles.iter().any(|p| p == super::matrix::SECURITY) {
+        return Vec::new();
+    }
+    let mut played: Vec<Role> = servers
+        .values()
+        .flatten()
+        .flat_map(|t| t.observed.keys().chain(&t.declared).copied())
+        .collect();
+    played.sort();
+    played.dedup();
+    let played = match played.is_empty() {
+        true => "none".to_string(),
+        false => played
+            .iter()
+            .map(|r| role_name(*r))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    vec![
+        Block::Heading(2, "Flows across the servers".into()),
+        Block::Para(Line::text(format!(
+            "No chain found. An exfiltration needs a tool that brings in untrusted content, one that reads private data and a public sink; a destruction, untrusted content and a destructive tool. Of these roles, the tools of these {} servers were seen or declared playing: {played}. Only what the calls were seen to do counts: a role no call showed can still be there.",
+            meta.servers.len()
+        ))),
     ]
 }
 
