@@ -69,11 +69,24 @@ fuzz_target!(|data: &[u8]| {
             let _ = e.line();
         }
     }
-    let mut roles = Vec::new();
-    probes::judge::roles::observe(&mut roles, &steps, &events, &["/workspace".to_string()]);
-    for t in &roles {
-        assert!(t.observed.values().all(|seen| seen.evidence.len() <= 3));
-    }
+    let observe = |background_lookups| {
+        let mut roles = Vec::new();
+        probes::judge::roles::observe(
+            &mut roles,
+            &steps,
+            &events,
+            &["/workspace".to_string()],
+            background_lookups,
+        );
+        for t in &roles {
+            assert!(t.observed.values().all(|seen| seen.evidence.len() <= 3));
+        }
+        roles
+    };
+    // The same events judged as a browser's server's too (its own
+    // lookups are no call's).
+    observe(true);
+    let roles = observe(false);
     let judged = probes::judge::findings::judge(&steps, &events, &["/workspace".to_string()]);
     let mut r = probes::ProbeResult::new(&[], "vm");
     match judged {
