@@ -99,7 +99,10 @@ def load(sample_path, audit):
 def row_of(listing, name, refused, failed, compat, records):
     """One drawn listing: what became of it at each stage."""
     recs = records.get(name, [])
-    base = next((r for r in recs if r.get("profile") != "security"), None)
+    # The cell as installed today; the run as released is its own stage
+    # (a journal's merge sorts "as-released" before "deny-net").
+    base = next((r for r in recs if r.get("profile") not in ("security", "as-released")), None)
+    released = next((r for r in recs if r.get("profile") == "as-released"), None)
     sec = next((r for r in recs if r.get("security") is not None), None)
     c = compat.get(name)
     kind = "refused" if refused else install_kind(failed.get(name))
@@ -112,6 +115,7 @@ def row_of(listing, name, refused, failed, compat, records):
         "installed": installed,
         "audited": base is not None,
         "handshake": bool(base and base.get("lifecycle")),
+        "released_handshake": bool(released and released.get("lifecycle")),
         "listed": len(base.get("tools_listed") or []) if base else 0,
         "verdict": c["verdict"] if c else ("inconclusive" if kind else None),
         "reason": (c or {}).get("reason") or (kind if kind else None),
@@ -134,6 +138,7 @@ def figures(rows, out):
         ("not fit", lambda r: r["verdict"] == "not_fit"),
         ("inconclusive", lambda r: r["verdict"] == "inconclusive"),
         ("has a security finding", lambda r: bool(r["findings"])),
+        ("dead on today's dependencies, answers as released", lambda r: r["released_handshake"]),
     ]
     for label, test in stages:
         k_all = sum(1 for r in rows if test(r))
