@@ -3,7 +3,8 @@
 # Starts a single-node cluster of its own (Debian's slurm-wlm and munge,
 # installed if missing; its own key, sockets, ports and state in a
 # temporary directory, torn down at the end), submits a small audit (the
-# memory server × baseline, deny-exec) as 2 shards with
+# memory and sequential-thinking servers × baseline) as 2 shards (a
+# shard runs whole servers: one each) with
 # deploy/slurm/submit, each task running its shard in the testbed
 # (testbed/run: this machine's /dev/kvm is kvm_pvm), and a merge after
 # them. Then:
@@ -26,8 +27,8 @@ for p in slurm-wlm munge; do
 done
 t=$top/target/mcpvm
 [ -x "$t/bin/mcpvm" ] || "$top/scripts/build" >&2
-servers=${MCPVM_E2E_SERVERS:-memory}
-profiles=${MCPVM_E2E_PROFILES:-baseline,deny-exec}
+servers=${MCPVM_E2E_SERVERS:-memory,sequential-thinking}
+profiles=${MCPVM_E2E_PROFILES:-baseline}
 catalogue=${MCPVM_E2E_CATALOGUE:-}
 . "$top/benches/lib/names.sh"
 IFS=, read -r -a names <<< "$servers"

@@ -26,8 +26,8 @@ pub struct Cell {
     pub profile: String,
 }
 
-/// `--shard i/n`: this process runs cells whose index is i modulo n
-/// (0-based, as Kubernetes' JOB_COMPLETION_INDEX).
+/// `--shard i/n`: this process runs the cells of the servers whose index
+/// is i modulo n (0-based, as Kubernetes' JOB_COMPLETION_INDEX).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Shard {
     pub index: usize,
@@ -49,24 +49,55 @@ pub fn parse_shard(s: &str) -> Result<Shard, String> {
     Ok(Shard { index, count })
 }
 
-/// How [`cells`] orders a matrix, as `audit.json` and the reports say.
-pub const ORDER: &str = "server-major, each server's profiles rotated by its index";
+/// How [`cells`] orders a matrix and deals it to shards, as `audit.json`
+/// and the reports say.
+pub const ORDER: &str = "server-major, the security column last, the other profiles rotated by the server's index; a server's cells in one shard";
+
+/// The order before [`ORDER`]: every profile rotated, cells dealt to the
+/// shards one by one. Merges of such audits deal them so.
+pub const ROTATED: &str = "server-major, each server's profiles rotated by its index";
 
 /// Every cell, server-major (a server's profiles run close together, so a
-/// failing server shows early), then the shard's share. Each server's
-/// profiles start one further along than the previous server's: a
-/// server's first run pays its cold caches, and no profile should always
-/// be the one that pays them (the `baseline` column used to, and its
-/// timings read as what recording costs).
+/// failing server shows early), then the shard's share: whole servers, so
+/// that a server's later cells learn from its first (`super::carry`).
+/// Each server's profiles start one further along than the previous
+/// server's: a server's first run pays its cold caches, and no profile
+/// should always be the one that pays them (the `baseline` column used
+/// to, and its timings read as what recording costs). The security
+/// column comes last: it attacks the calls the cells before it showed.
 pub fn cells(servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell> {
+    let others: Vec<&String> = profiles.iter().filter(|p| *p != SECURITY).collect();
+    let security = profiles.iter().find(|p| *p == SECURITY);
+    let n = others.len().max(1);
+    servers
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % shard.count == shard.index)
+        .flat_map(|(i, s)| {
+            let rotated: Vec<&String> = (0..others.len()).map(|j| others[(i + j) % n]).collect();
+            rotated.into_iter().chain(security).map(move |p| Cell {
+                server: s.clone(),
+                profile: p.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The cells shard `shard` ran in an audit whose `audit.json` says it
+/// ran in `order`: audits from before [`ORDER`] dealt cells one by one.
+pub fn dealt(order: &str, servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell> {
+    if order == ORDER {
+        return cells(servers, profiles, shard);
+    }
     let n = profiles.len().max(1);
+    let rotate = usize::from(order == ROTATED);
     servers
         .iter()
         .enumerate()
         .flat_map(|(i, s)| {
             (0..profiles.len()).map(move |j| Cell {
                 server: s.clone(),
-                profile: profiles[(i + j) % n].clone(),
+                profile: profiles[(i * rotate + j) % n].clone(),
             })
         })
         .enumerate()
@@ -84,7 +115,7 @@ mod tests {
     }
 
     #[test]
-    fn shards_split_the_matrix_without_overlap_or_gaps() {
+    fn shards_split_the_matrix_by_server_without_overlap_or_gaps() {
         let (s, p) = (names(&["a", "b", "c"]), names(&["x", "y"]));
         let all = cells(&s, &p, Shard::ALL);
         assert_eq!(all.len(), 6);
@@ -98,9 +129,14 @@ mod tests {
         // The next server starts with the next profile.
         assert_eq!(all[2].profile, "y");
         assert_eq!(all[4].profile, "x");
-        let mut joined: Vec<Cell> = (0..4)
-            .flat_map(|i| cells(&s, &p, Shard { index: i, count: 4 }))
+        let shards: Vec<Vec<Cell>> = (0..4)
+            .map(|i| cells(&s, &p, Shard { index: i, count: 4 }))
             .collect();
+        // A server's cells are all in one shard; the fourth has none.
+        for (i, shard) in shards.iter().enumerate() {
+            assert!(shard.iter().all(|c| c.server == ["a", "b", "c", "-"][i]));
+        }
+        let mut joined: Vec<Cell> = shards.concat();
         assert_eq!(joined.len(), 6);
         let key = |c: &Cell| (c.server.clone(), c.profile.clone());
         joined.sort_by_key(key);
@@ -110,11 +146,15 @@ mod tests {
     }
 
     #[test]
-    fn no_profile_is_always_a_servers_first_run() {
-        let (s, p) = (names(&["a", "b", "c", "d"]), names(&["baseline", "x", "y"]));
+    fn no_profile_is_always_a_servers_first_run_and_security_is_always_its_last() {
+        let (s, p) = (
+            names(&["a", "b", "c", "d"]),
+            names(&["baseline", SECURITY, "x", "y"]),
+        );
         let all = cells(&s, &p, Shard::ALL);
-        let firsts: Vec<&str> = all.chunks(3).map(|c| c[0].profile.as_str()).collect();
+        let firsts: Vec<&str> = all.chunks(4).map(|c| c[0].profile.as_str()).collect();
         assert_eq!(firsts, ["baseline", "x", "y", "baseline"]);
+        assert!(all.chunks(4).all(|c| c[3].profile == SECURITY));
         // Every cell still runs once.
         for srv in &s {
             let mut got: Vec<&str> = all
@@ -123,8 +163,25 @@ mod tests {
                 .map(|c| c.profile.as_str())
                 .collect();
             got.sort();
-            assert_eq!(got, ["baseline", "x", "y"]);
+            assert_eq!(got, ["baseline", "security", "x", "y"]);
         }
+    }
+
+    /// A merge of an audit from before deals its cells as that audit did.
+    #[test]
+    fn older_audits_are_dealt_cell_by_cell() {
+        let (s, p) = (names(&["a", "b"]), names(&["x", "y"]));
+        let shard = |index| Shard { index, count: 2 };
+        let keys = |v: Vec<Cell>| -> Vec<String> {
+            v.into_iter()
+                .map(|c| format!("{}/{}", c.server, c.profile))
+                .collect()
+        };
+        assert_eq!(keys(dealt(ROTATED, &s, &p, shard(0))), ["a/x", "b/y"]);
+        assert_eq!(keys(dealt(ROTATED, &s, &p, shard(1))), ["a/y", "b/x"]);
+        let unrotated = "server-major, profiles in the same order for every server";
+        assert_eq!(keys(dealt(unrotated, &s, &p, shard(1))), ["a/y", "b/y"]);
+        assert_eq!(keys(dealt(ORDER, &s, &p, shard(1))), ["b/y", "b/x"]);
     }
 
     #[test]

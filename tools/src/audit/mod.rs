@@ -9,6 +9,7 @@
 
 pub mod allow;
 pub mod calls;
+pub mod carry;
 pub mod compat;
 pub mod coverage;
 pub mod document;
@@ -29,6 +30,8 @@ pub mod text;
 pub mod verdict;
 
 use std::collections::{BTreeMap, VecDeque};
+
+use carry::Carried;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -459,7 +462,8 @@ fn write_calls_files(
 }
 
 /// Runs `todo` on `jobs` workers, appending each record to the journal
-/// as it comes, with progress and an ETA.
+/// as it comes, with progress and an ETA. A server's cells run in order
+/// on one worker, each given what the ones before it showed (carry.rs).
 fn run_cells(
     todo: VecDeque<Cell>,
     ctx: Arc<CellContext>,
@@ -467,18 +471,38 @@ fn run_cells(
     journal: &mut Journal,
 ) -> Result<(), AuditError> {
     let total = todo.len();
-    let queue = Arc::new(Mutex::new(todo));
+    let mut servers: VecDeque<(Carried, Vec<Cell>)> = VecDeque::new();
+    for c in todo {
+        match servers.back_mut() {
+            Some((_, cells)) if cells[0].server == c.server => cells.push(c),
+            _ => {
+                let before = journal
+                    .records
+                    .iter()
+                    .filter(|((s, _), _)| *s == c.server)
+                    .map(|(_, r)| r);
+                servers.push_back((Carried::from_records(before), vec![c]));
+            }
+        }
+    }
+    let workers_wanted = jobs.min(servers.len().max(1));
+    let queue = Arc::new(Mutex::new(servers));
     let (tx, rx) = mpsc::channel::<Record>();
     let started = Instant::now();
     let mut workers = Vec::new();
-    for _ in 0..jobs.min(total.max(1)) {
+    for _ in 0..workers_wanted {
         let (queue, tx, ctx) = (queue.clone(), tx.clone(), ctx.clone());
         workers.push(std::thread::spawn(move || loop {
-            let Some(cell) = queue.lock().ok().and_then(|mut q| q.pop_front()) else {
+            let Some((mut carried, cells)) = queue.lock().ok().and_then(|mut q| q.pop_front())
+            else {
                 return;
             };
-            if tx.send(ctx.run(&cell)).is_err() {
-                return;
+            for cell in cells {
+                let r = ctx.run(&cell, &carried);
+                carried.learn(&r);
+                if tx.send(r).is_err() {
+                    return;
+                }
             }
         }));
     }
@@ -555,7 +579,7 @@ fn as_released(
                 format!("as released: its layer did not build: {why}"),
                 0.0,
             ),
-            None => released::refile(cx.run(&released::cell(s, first)), s),
+            None => released::refile(cx.run(&released::cell(s, first), &Carried::default()), s),
         };
         let said = match (failed.get(s), &r.lifecycle) {
             (Some(why), _) => format!(
@@ -773,11 +797,12 @@ fn gaps(meta: &Meta, given: &[Given]) -> Result<Vec<String>, AuditError> {
             b: dir.clone(),
         });
     }
-    // Every cell once, dealt to the shards as `matrix::cells` deals them.
-    // A split is checked first: a hostile audit.json's count must not set
-    // how much is allocated and listed (a split into more shards than
-    // cells is allowed, as --shard allows it, up to 1024).
-    let all = matrix::cells(&meta.installed(), &meta.profiles, Shard::ALL);
+    // Every cell once, dealt to the shards as the audit's order dealt
+    // them. A split is checked first: a hostile audit.json's count must
+    // not set how much is allocated and listed (a split into more shards
+    // than cells is allowed, as --shard allows it, up to 1024).
+    let installed = meta.installed();
+    let all = matrix::cells(&installed, &meta.profiles, Shard::ALL);
     for (s, dir, _) in given {
         if s.count == 0 || s.index >= s.count || s.count > all.len().max(1024) {
             return Err(AuditError::NotASplit {
@@ -788,10 +813,14 @@ fn gaps(meta: &Meta, given: &[Given]) -> Result<Vec<String>, AuditError> {
             });
         }
     }
-    let mut dealt: Vec<Vec<&Cell>> = vec![Vec::new(); n];
-    for (i, c) in all.iter().enumerate() {
-        dealt[i % n].push(c);
-    }
+    let dealt = (0..n).map(|index| {
+        matrix::dealt(
+            &meta.order,
+            &installed,
+            &meta.profiles,
+            Shard { index, count: n },
+        )
+    });
     let mut gaps = Vec::new();
     for (index, want) in dealt.into_iter().enumerate() {
         let have: std::collections::HashSet<&(String, String)> = given
@@ -799,6 +828,9 @@ fn gaps(meta: &Meta, given: &[Given]) -> Result<Vec<String>, AuditError> {
             .filter(|(s, _, _)| s.index == index)
             .flat_map(|(_, _, cells)| cells)
             .collect();
+        if want.is_empty() {
+            continue;
+        }
         if !given.iter().any(|(s, _, _)| s.index == index) {
             gaps.push(format!(
                 "shard {index}/{n} is missing: its {} cells are not in this report; run `mcpvm audit --shard {index}/{n}` with the same inputs and merge again",
@@ -864,7 +896,7 @@ struct CellContext {
 
 impl CellContext {
     /// What one cell asks of its probe.
-    fn probe_request(&self, c: &Cell) -> ProbeRequest {
+    fn probe_request(&self, c: &Cell, carried: &Carried) -> ProbeRequest {
         let calls = self.calls.get(&c.server).cloned();
         // The security column attacks under `observe` (named here: a
         // profiles file needs a profile), and always boots: its canaries
@@ -882,6 +914,7 @@ impl CellContext {
                 .as_ref()
                 .filter(|(_, servers)| servers.contains(&c.server))
                 .map(|(path, _)| path.clone()),
+            lifecycle: carried.lifecycle(),
             init_timeout: self.init_timeout,
             step_timeout: self.step_timeout,
             // Python servers under emulation take seconds to exit; a
@@ -911,13 +944,13 @@ impl CellContext {
 
     /// The `mcpvm probe` of one cell, its request written to `request`
     /// (kept beside the cell's result: what the cell asked).
-    fn command(&self, c: &Cell, request: &Path) -> std::io::Result<Command> {
+    fn command(&self, c: &Cell, carried: &Carried, request: &Path) -> std::io::Result<Command> {
         // A cell run again (a resumed audit, a repeat) asks anew.
         match std::fs::remove_file(request) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        self.probe_request(c).write(request)?;
+        self.probe_request(c, carried).write(request)?;
         let mut cmd = Command::new(&self.exe);
         cmd.args(["--json", "probe", "--request"]).arg(request);
         Ok(cmd)
@@ -928,13 +961,13 @@ impl CellContext {
     /// run that never answered the handshake is not repeated: it has no
     /// first response to spread, and a cell that times out would cost
     /// `repeat` times its limit.
-    fn run(&self, c: &Cell) -> Record {
+    fn run(&self, c: &Cell, carried: &Carried) -> Record {
         let t0 = Instant::now();
-        let mut first = self.run_once(c, 1);
+        let mut first = self.run_once(c, 1, carried);
         if self.repeat > 1 && first.timings.handshake_ms.is_some() {
             let mut samples = vec![Sample::of(&first)];
             for round in 2..=self.repeat {
-                samples.push(Sample::of(&self.run_once(c, round)));
+                samples.push(Sample::of(&self.run_once(c, round, carried)));
             }
             first.samples = samples;
             first.timings.wall_ms = t0.elapsed().as_secs_f64() * 1000.0;
@@ -944,7 +977,7 @@ impl CellContext {
 
     /// Runs a cell once; the probe's full result and its log are kept
     /// under runs/<server>/ (`<profile>.json`, `<profile>.run2.json`, …).
-    fn run_once(&self, c: &Cell, round: usize) -> Record {
+    fn run_once(&self, c: &Cell, round: usize, carried: &Carried) -> Record {
         let t0 = Instant::now();
         let wall = || t0.elapsed().as_secs_f64() * 1000.0;
         let dir = self.out.join("runs").join(&c.server);
@@ -957,7 +990,7 @@ impl CellContext {
         let spawned = std::fs::create_dir_all(&dir)
             .and_then(|_| std::fs::File::create(&log))
             .and_then(|log| {
-                self.command(c, &request)?
+                self.command(c, carried, &request)?
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
                     .stderr(log)
@@ -1064,8 +1097,9 @@ mod tests {
         };
         let whole = vec![ran(0), ran(1), ran(2)];
         assert!(gaps(&meta, &whole).unwrap().is_empty());
-        // Four cells in three shards: 0 runs two, 1 and 2 one each.
-        let mut part = vec![ran(0), ran(1)];
+        // Two servers' four cells in three shards: 0 runs git's two, 1
+        // time's two, and 2 none, so it lacks nothing when it is not given.
+        let mut part = vec![ran(0)];
         part[0].2.pop();
         let g = gaps(&meta, &part).unwrap();
         assert_eq!(g.len(), 2, "{g:?}");
@@ -1074,10 +1108,10 @@ mod tests {
             "{g:?}"
         );
         assert!(
-            g[1].starts_with("shard 2/3 is missing: its 1 cells"),
+            g[1].starts_with("shard 1/3 is missing: its 2 cells"),
             "{g:?}"
         );
-        assert!(g[1].contains("mcpvm audit --shard 2/3"), "{g:?}");
+        assert!(g[1].contains("mcpvm audit --shard 1/3"), "{g:?}");
         // One audit cut short: said as the audit.
         let mut one = vec![(Shard::ALL, "a".into(), Vec::new())];
         one[0].2.push(("git".to_string(), "baseline".to_string()));
@@ -1282,7 +1316,7 @@ mod tests {
             server: "memory".into(),
             profile: "baseline".into(),
         };
-        let req = |ctx: &CellContext| ctx.probe_request(&cell);
+        let req = |ctx: &CellContext| ctx.probe_request(&cell, &Carried::default());
         assert!(!req(&ctx).warm);
         // --pinned: a server the pin file names is held to it; another is not.
         assert_eq!(req(&ctx).pinned, Some("pins.json".into()));
@@ -1290,7 +1324,10 @@ mod tests {
             server: "time".into(),
             profile: "baseline".into(),
         };
-        assert!(ctx.probe_request(&other).pinned.is_none());
+        assert!(ctx
+            .probe_request(&other, &Carried::default())
+            .pinned
+            .is_none());
         // --robustness: the hostile input goes to the first profile's
         // cells only.
         assert!(req(&ctx).robustness);
@@ -1306,17 +1343,25 @@ mod tests {
             profile: SECURITY.into(),
         };
         ctx.profiles_file = Some("tb.toml".into());
-        let attack = ctx.probe_request(&security);
+        let attack = ctx.probe_request(&security, &Carried::default());
         assert!(attack.security);
         assert_eq!(attack.vm.profile.as_deref(), Some("observe"));
         assert_eq!(attack.vm.profiles, Some("tb.toml".into()));
         assert!(!attack.warm && attack.snapshots.is_none());
+        // A server's earlier cell showed its lifecycle: the next speaks it
+        // at once, with no server/discover first.
+        assert_eq!(attack.lifecycle, probes::LifecycleChoice::Auto);
+        let carried = Carried {
+            lifecycle: Some((probes::LifecycleChoice::Initialize, "baseline".into())),
+        };
+        let told = ctx.probe_request(&security, &carried);
+        assert_eq!(told.lifecycle, probes::LifecycleChoice::Initialize);
         // The cell's probe is started on its request, written beside its
         // result and read back whole; a cell run again asks anew.
         let t = tempfile::tempdir().unwrap();
         let file = t.path().join("observe.request.json");
         for _ in 0..2 {
-            let cmd = ctx.command(&security, &file).unwrap();
+            let cmd = ctx.command(&security, &Carried::default(), &file).unwrap();
             let a: Vec<String> = cmd
                 .get_args()
                 .map(|a| a.to_string_lossy().into_owned())

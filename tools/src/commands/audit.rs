@@ -54,7 +54,8 @@ struct RunAudit {
     /// Output directory; an audit already there resumes.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Run only shard I of N (0-based): cells whose index is I mod N.
+    /// Run only shard I of N (0-based): the cells of the servers whose
+    /// index is I mod N.
     #[arg(long, value_parser = matrix::parse_shard)]
     shard: Option<matrix::Shard>,
     /// List the profiles (built-in and --profiles-file) and exit.

@@ -1,0 +1,87 @@
+//! What a server's earlier cells showed that its later cells need not
+//! find out again. A server's cells run in order on one worker
+//! (`matrix::cells` deals whole servers to shards), so each cell starts
+//! from what the ones before it learnt, from this run or from the
+//! journal of a resumed one.
+//!
+//! The lifecycle: a server that answered `initialize` in one cell is not
+//! asked `server/discover` first in the next. A server that stays silent
+//! on an unknown method makes the probe wait out the whole discover
+//! timeout and start it again (sqlite: 300 s a cell, docs/ecosystem.md);
+//! the lifecycle a server speaks does not depend on what a profile
+//! withholds, and a server that no longer answers it under a profile
+//! fails there as it would have after the discover.
+
+use probes::options::LifecycleChoice;
+
+use super::record::Record;
+
+/// What a server's recorded cells showed, for its next cell.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Carried {
+    /// The lifecycle it answered, and in which cell.
+    pub lifecycle: Option<(LifecycleChoice, String)>,
+}
+
+impl Carried {
+    /// From the server's cells already in the journal (a resumed audit).
+    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a Record>) -> Carried {
+        let mut c = Carried::default();
+        for r in records {
+            c.learn(r);
+        }
+        c
+    }
+
+    /// What a cell's record adds: the first handshake that was answered
+    /// decides.
+    pub fn learn(&mut self, r: &Record) {
+        if self.lifecycle.is_some() {
+            return;
+        }
+        let choice = match r.lifecycle.as_deref() {
+            Some("initialize") => LifecycleChoice::Initialize,
+            Some("stateless") => LifecycleChoice::Stateless,
+            _ => return,
+        };
+        self.lifecycle = Some((choice, r.profile.clone()));
+    }
+
+    /// The lifecycle the next cell's probe speaks: `auto` (discover,
+    /// then initialize) until a cell has shown which.
+    pub fn lifecycle(&self) -> LifecycleChoice {
+        self.lifecycle
+            .as_ref()
+            .map_or(LifecycleChoice::Auto, |(l, _)| *l)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::record::Outcome;
+
+    fn record(profile: &str, lifecycle: Option<&str>) -> Record {
+        let mut r = Record::failed("s", profile, Outcome::Broken, "x".into(), 1.0);
+        r.lifecycle = lifecycle.map(String::from);
+        r
+    }
+
+    #[test]
+    fn the_first_answered_handshake_is_what_later_cells_speak() {
+        let mut c = Carried::default();
+        assert_eq!(c.lifecycle(), LifecycleChoice::Auto);
+        // A cell that never got its handshake answered teaches nothing.
+        c.learn(&record("tiny-mem", None));
+        assert_eq!(c.lifecycle(), LifecycleChoice::Auto);
+        c.learn(&record("deny-net", Some("initialize")));
+        assert_eq!(c.lifecycle(), LifecycleChoice::Initialize);
+        c.learn(&record("no-tmp", Some("stateless")));
+        assert_eq!(
+            c.lifecycle,
+            Some((LifecycleChoice::Initialize, "deny-net".into()))
+        );
+        let resumed = Carried::from_records([&record("x", Some("stateless"))]);
+        assert_eq!(resumed.lifecycle(), LifecycleChoice::Stateless);
+    }
+}
