@@ -19,7 +19,9 @@
 #    ecosystem-table.py, with the build's sizes and times, build.json;
 #    for the corpus, its verdicts weighted by npm downloads too), the
 #    calls that reached their tools as reach.md and what the
-#    layers' install scripts did as install.md.
+#    layers' install scripts did as install.md. Each shard's cells' whole
+#    probe results come back as shard-I/runs.tgz (steps, times, the
+#    tools' definitions).
 # MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
 # MCPVM_ECOSYSTEM_DEADLINE=SECONDS stops the audit after that long (what
 #   it recorded comes back, its reports rendered over it);
@@ -125,6 +127,10 @@ end=\$(date +%s)
 # (MCPVM_ECOSYSTEM_RESUME).
 cp a/audit.json a/results.jsonl "\$MCPVM_OUT/"
 cp a/as-released.toml "\$MCPVM_OUT/" 2>/dev/null
+# Each cell's whole probe result (its steps and their times, the tools'
+# definitions as listed): where the time went, and what each tool says
+# of itself, compressed; none if it does not fit the results disk.
+tar -czf "\$MCPVM_OUT/runs.tgz" -C a runs 2>/dev/null || rm -f "\$MCPVM_OUT/runs.tgz"
 mv "\$MCPVM_OUT/audit.out" summary.json
 cells=\$(grep -c '"server"' a/results.jsonl)
 echo "ecosystem: shard \$(cat shard): \$cells cells recorded, the audit ran \$((end - start)) s (exit \$(cat "\$MCPVM_OUT/audit.rc"))"
