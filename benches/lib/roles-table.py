@@ -58,17 +58,37 @@ def short(roles):
     return "".join(SHORT[r] for r in ROLES if r in roles) or "–"
 
 
-def table(server, record, labels, totals):
+def table(server, record, labels, totals, summary):
     listed = [t for t in record.get("tools_listed") or [] if isinstance(t, str)]
     seen = roles_of(record)
     outcomes = collections.defaultdict(set)
     for c in record.get("calls") or []:
         if isinstance(c, dict) and isinstance(c.get("tool"), str):
             outcomes[c["tool"]].add(str(c.get("outcome", "?")))
-    tools = list(dict.fromkeys(listed + sorted(seen) + sorted(labels)))
+    labels = {t: v for t, v in labels.items() if not t.startswith("_") and isinstance(v, dict)}
+    # The tools the server listed here (and any a call showed): a tool the
+    # reader found in the code that the server did not list (a flag or a
+    # client capability hides it, or the server never started) is named,
+    # not counted.
+    tools = list(dict.fromkeys(listed + sorted(seen)))
+    unlisted = [t for t in sorted(labels) if t not in tools]
+    unlabelled = [t for t in tools if t not in labels]
+    row = {"outcome": record.get("outcome", "?"), "listed": len(tools), "labelled": len(tools) - len(unlabelled),
+           "unlisted": len(unlisted), "seen": collections.Counter(), "said": collections.Counter()}
+    summary[server] = row
+    head = f"**{md(server)}** ({len(tools)} tools listed; {md(str(record.get('outcome', '?')))})"
+    notes = []
+    if unlisted:
+        notes.append(f"described but not listed here, not counted: {md(', '.join(unlisted), 300)}")
+    if unlabelled:
+        notes.append(f"listed but not described by the reader: {md(', '.join(unlabelled), 300)}")
+    if not tools:
+        return head + (f": {notes[0]}" if notes else "") + "\n"
     lines = [
-        f"**{md(server)}** ({len(tools)} tools; {record.get('outcome', '?')})",
+        head,
         "",
+        *[f"- {n}" for n in notes],
+        *([""] if notes else []),
         "| tool | called | observed | how the first call showed it | annotations claim | description | differs |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -88,7 +108,10 @@ def table(server, record, labels, totals):
         if only_said:
             diff.append("described, not seen: " + short(only_said))
         for r in ROLES:
-            totals[(r, r in observed, r in described)] += 1
+            if tool in labels:
+                totals[(r, r in observed, r in described)] += 1
+            row["seen"][r] += r in observed
+            row["said"][r] += r in described
         ran = outcomes.get(tool, set())
         called = "no" if not ran else ("skipped" if ran == {"skipped"} else "yes")
         lines.append(
@@ -110,6 +133,7 @@ def main():
     if not isinstance(labels, dict):
         sys.exit("roles-table: the labels file is not an object of servers")
     totals = collections.Counter()
+    summary = {}
     out = ["Roles: U untrusted content, P reads private data, S public sink, D destructive.", ""]
     for server in sorted(labels):
         rec = records.get(server)
@@ -117,7 +141,17 @@ def main():
             out.append(f"**{md(server)}**: no `{md(a.profile)}` cell in the results.\n")
             continue
         server_labels = labels.get(server) if isinstance(labels.get(server), dict) else {}
-        out.append(table(server, rec, server_labels, totals))
+        out.append(table(server, rec, server_labels, totals, summary))
+    out.append("By server: tools listed in the cell (of them, described by the reader), and for each role how many tools were seen playing it / described as playing it.")
+    out.append("")
+    out.append("| server | outcome | tools | described | U seen/said | P seen/said | S seen/said | D seen/said |")
+    out.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    for server, row in summary.items():
+        roles = " | ".join(f"{row['seen'][r]}/{row['said'][r]}" for r in ROLES)
+        out.append(f"| {md(server)} | {md(str(row['outcome']))} | {row['listed']} | {row['labelled']} | {roles} |")
+    out.append("")
+    out.append("Over the tools both listed and described:")
+    out.append("")
     out.append("| role | seen and described | seen only | described only |")
     out.append("|---|---:|---:|---:|")
     for r in ROLES:
