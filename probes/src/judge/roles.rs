@@ -78,6 +78,7 @@ pub fn observe(
     background_lookups: bool,
 ) {
     let canaries = Canaries::from_events(events);
+    let made = Made::of(events);
     let effects: Vec<(&EventLine, &During)> = events
         .iter()
         .filter_map(|e| Some((e, e.event.during()?)))
@@ -103,6 +104,7 @@ pub fn observe(
             roots,
             values: argument_values(step),
             background_lookups,
+            made: &made,
         };
         for (role, seen) in cx.roles() {
             let entry = match roles.iter_mut().position(|r| r.tool == tool) {
@@ -131,6 +133,49 @@ struct Call<'a> {
     /// something where they appear.
     values: Vec<String>,
     background_lookups: bool,
+    made: &'a Made<'a>,
+}
+
+/// The paths the server's own processes made during the run, and when
+/// (`EventLine::at_ms`): a file it opened with O_CREAT, a directory it
+/// made, the new name of a rename or link. Deleting or renaming one of
+/// these outside its roots destroys nothing that was there before the
+/// server: a cache or telemetry exporter writes to a temporary name and
+/// renames it into place (azure's `/var/tmp/Microsoft/AzureMonitor/…
+/// .blob.tmp` on every call). In its roots every delete or rename counts:
+/// an O_CREAT open does not say the file was not there already.
+struct Made<'a>(Vec<(&'a str, f64)>);
+
+impl<'a> Made<'a> {
+    fn of(events: &'a [EventLine]) -> Made<'a> {
+        let mut made = Vec::new();
+        for e in events {
+            let Some(c) = e.event.effect() else { continue };
+            if c.denied.is_some() {
+                continue;
+            }
+            let path = match c.call.as_str() {
+                "open" | "openat" | "openat2" | "creat"
+                    if c.access.as_deref().is_some_and(|a| a.contains("create")) =>
+                {
+                    c.paths.first()
+                }
+                "mkdir" | "mkdirat" => c.paths.first(),
+                "rename" | "renameat" | "renameat2" | "link" | "linkat" => c.paths.get(1),
+                "symlink" | "symlinkat" => c.paths.first(),
+                _ => None,
+            };
+            if let Some(p) = path {
+                made.push((p.as_str(), e.at_ms));
+            }
+        }
+        Made(made)
+    }
+
+    /// Made by the server at or before `at_ms`.
+    fn before(&self, path: &str, at_ms: f64) -> bool {
+        self.0.iter().any(|(p, at)| *p == path && *at <= at_ms)
+    }
 }
 
 impl Call<'_> {
@@ -295,6 +340,13 @@ impl Call<'_> {
         writes && self.written(e).into_iter().any(|p| self.outside_roots(p))
     }
 
+    /// A path whose loss destroys nothing of the user's: under /tmp, or
+    /// made by the server itself earlier in the run outside its roots.
+    fn own(&self, path: &str, at_ms: f64) -> bool {
+        within(path, "/tmp")
+            || (!self.roots.iter().any(|r| within(path, r)) && self.made.before(path, at_ms))
+    }
+
     fn destroys(&self, e: &EventLine) -> bool {
         let Some(c) = e.event.effect() else {
             return false;
@@ -307,8 +359,10 @@ impl Call<'_> {
                 let argv = c.argv.join(" ").to_lowercase();
                 self.values.iter().any(|v| argv.contains(v.as_str()))
             }
+            // What it removes, or moves away from its name: a rename's
+            // new name is a write, judged as one (`writes_outside`).
             "unlink" | "unlinkat" | "rmdir" | "rename" | "renameat" | "renameat2" => {
-                paths(e).any(|p| !within(p, "/tmp"))
+                c.paths.first().is_some_and(|p| !self.own(p, e.at_ms))
             }
             _ => false,
         }
@@ -499,6 +553,98 @@ mod tests {
         let fetch = &r.iter().find(|t| t.tool == "fetch").unwrap().observed[&Role::PublicSink];
         assert_eq!(fetch.step, "tools/call:fetch");
         assert_eq!(fetch.evidence.len(), 1);
+    }
+
+    /// Azure's telemetry exporter writes each call's record to a
+    /// temporary name under /var/tmp and renames it into place: the
+    /// server's own file, no call's destruction. What the server did not
+    /// make (a file of the image), and anything in its roots, still is.
+    #[test]
+    fn a_file_the_server_made_itself_is_its_own_to_rename_or_delete() {
+        let at = |mut e: Value, ms: f64| {
+            e["at_ms"] = json!(ms);
+            e
+        };
+        let tmp = "/var/tmp/Monitor/1.blob.tmp";
+        let steps = [
+            step("tools/call:docs", 1, json!({"q": "storage"}), json!({})),
+            step("tools/call:tidy", 2, json!({"q": "x"}), json!({})),
+            step("tools/call:save", 3, json!({"name": "n"}), json!({})),
+        ];
+        let events = [
+            at(
+                effect(1, "docs", "mkdirat", json!({"paths": ["/var/tmp/Monitor"]})),
+                1.0,
+            ),
+            at(
+                effect(
+                    1,
+                    "docs",
+                    "openat",
+                    json!({"paths": [tmp], "access": "write+create"}),
+                ),
+                2.0,
+            ),
+            at(
+                effect(
+                    1,
+                    "docs",
+                    "rename",
+                    json!({"paths": [tmp, "/var/tmp/Monitor/1.blob"]}),
+                ),
+                3.0,
+            ),
+            at(
+                effect(
+                    1,
+                    "docs",
+                    "unlinkat",
+                    json!({"paths": ["/var/tmp/Monitor/1.blob"]}),
+                ),
+                4.0,
+            ),
+            // Not made by it: the image's own file.
+            at(
+                effect(2, "tidy", "unlinkat", json!({"paths": ["/etc/motd"]})),
+                5.0,
+            ),
+            // Made by it, but in its roots: an O_CREAT open may have
+            // opened the user's file that was there.
+            at(
+                effect(
+                    3,
+                    "save",
+                    "openat",
+                    json!({"paths": ["/workspace/n"], "access": "write+create"}),
+                ),
+                6.0,
+            ),
+            at(
+                effect(3, "save", "unlinkat", json!({"paths": ["/workspace/n"]})),
+                7.0,
+            ),
+        ];
+        let r = roles_of(&steps, &events, Vec::new());
+        assert_eq!(observed(&r, "docs"), []);
+        assert_eq!(observed(&r, "tidy"), [Role::Destructive]);
+        assert_eq!(observed(&r, "save"), [Role::Destructive]);
+        // Made later than it is removed is not made before.
+        let late = [
+            at(
+                effect(2, "tidy", "unlinkat", json!({"paths": ["/var/lib/x"]})),
+                1.0,
+            ),
+            at(
+                effect(
+                    2,
+                    "tidy",
+                    "openat",
+                    json!({"paths": ["/var/lib/x"], "access": "write+create"}),
+                ),
+                2.0,
+            ),
+        ];
+        assert!(observed(&roles_of(&steps, &late, Vec::new()), "tidy").contains(&Role::Destructive));
     }
 
     #[test]
