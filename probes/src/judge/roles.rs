@@ -139,11 +139,14 @@ struct Call<'a> {
 /// The paths the server's own processes made during the run, and when
 /// (`EventLine::at_ms`): a file it opened with O_CREAT, a directory it
 /// made, the new name of a rename or link. Deleting or renaming one of
-/// these outside its roots destroys nothing that was there before the
-/// server: a cache or telemetry exporter writes to a temporary name and
-/// renames it into place (azure's `/var/tmp/Microsoft/AzureMonitor/…
-/// .blob.tmp` on every call). In its roots every delete or rename counts:
-/// an O_CREAT open does not say the file was not there already.
+/// these destroys nothing that was there before the server: a cache or
+/// telemetry exporter writes to a temporary name and renames it into
+/// place (azure's `/var/tmp/Microsoft/AzureMonitor/….blob.tmp` on every
+/// call), git takes `index.lock` and renames it over the index. What it
+/// did not make (the user's files, the image's) still counts. An O_CREAT
+/// open of a file that was there already reads as made: a server that
+/// opens the user's file so and then deletes it is missed, a trade for
+/// not calling every atomic write a destruction.
 struct Made<'a>(Vec<(&'a str, f64)>);
 
 impl<'a> Made<'a> {
@@ -341,10 +344,9 @@ impl Call<'_> {
     }
 
     /// A path whose loss destroys nothing of the user's: under /tmp, or
-    /// made by the server itself earlier in the run outside its roots.
+    /// made by the server itself earlier in the run.
     fn own(&self, path: &str, at_ms: f64) -> bool {
-        within(path, "/tmp")
-            || (!self.roots.iter().any(|r| within(path, r)) && self.made.before(path, at_ms))
+        within(path, "/tmp") || self.made.before(path, at_ms)
     }
 
     fn destroys(&self, e: &EventLine) -> bool {
@@ -556,9 +558,10 @@ mod tests {
     }
 
     /// Azure's telemetry exporter writes each call's record to a
-    /// temporary name under /var/tmp and renames it into place: the
-    /// server's own file, no call's destruction. What the server did not
-    /// make (a file of the image), and anything in its roots, still is.
+    /// temporary name under /var/tmp and renames it into place, and git
+    /// renames its own index.lock over the index: the server's own files,
+    /// no call's destruction. What the server did not make (a file of the
+    /// image, the user's) still is.
     #[test]
     fn a_file_the_server_made_itself_is_its_own_to_rename_or_delete() {
         let at = |mut e: Value, ms: f64| {
@@ -566,81 +569,86 @@ mod tests {
             e
         };
         let tmp = "/var/tmp/Monitor/1.blob.tmp";
+        let lock = "/workspace/repo/.git/index.lock";
         let steps = [
             step("tools/call:docs", 1, json!({"q": "storage"}), json!({})),
             step("tools/call:tidy", 2, json!({"q": "x"}), json!({})),
-            step("tools/call:save", 3, json!({"name": "n"}), json!({})),
+            step(
+                "tools/call:status",
+                3,
+                json!({"repo": "/workspace/repo"}),
+                json!({}),
+            ),
+            step("tools/call:drop", 4, json!({"name": "n"}), json!({})),
         ];
+        let effect_at = |id, tool, call, fields, ms| at(effect(id, tool, call, fields), ms);
         let events = [
-            at(
-                effect(1, "docs", "mkdirat", json!({"paths": ["/var/tmp/Monitor"]})),
+            effect_at(
+                1,
+                "docs",
+                "mkdirat",
+                json!({"paths": ["/var/tmp/Monitor"]}),
                 1.0,
             ),
-            at(
-                effect(
-                    1,
-                    "docs",
-                    "openat",
-                    json!({"paths": [tmp], "access": "write+create"}),
-                ),
+            effect_at(
+                1,
+                "docs",
+                "openat",
+                json!({"paths": [tmp], "access": "write+create"}),
                 2.0,
             ),
-            at(
-                effect(
-                    1,
-                    "docs",
-                    "rename",
-                    json!({"paths": [tmp, "/var/tmp/Monitor/1.blob"]}),
-                ),
+            effect_at(
+                1,
+                "docs",
+                "rename",
+                json!({"paths": [tmp, "/var/tmp/Monitor/1.blob"]}),
                 3.0,
             ),
-            at(
-                effect(
-                    1,
-                    "docs",
-                    "unlinkat",
-                    json!({"paths": ["/var/tmp/Monitor/1.blob"]}),
-                ),
+            effect_at(
+                1,
+                "docs",
+                "unlinkat",
+                json!({"paths": ["/var/tmp/Monitor/1.blob"]}),
                 4.0,
             ),
             // Not made by it: the image's own file.
-            at(
-                effect(2, "tidy", "unlinkat", json!({"paths": ["/etc/motd"]})),
-                5.0,
-            ),
-            // Made by it, but in its roots: an O_CREAT open may have
-            // opened the user's file that was there.
-            at(
-                effect(
-                    3,
-                    "save",
-                    "openat",
-                    json!({"paths": ["/workspace/n"], "access": "write+create"}),
-                ),
+            effect_at(2, "tidy", "unlinkat", json!({"paths": ["/etc/motd"]}), 5.0),
+            effect_at(
+                3,
+                "status",
+                "openat",
+                json!({"paths": [lock], "access": "write+create"}),
                 6.0,
             ),
-            at(
-                effect(3, "save", "unlinkat", json!({"paths": ["/workspace/n"]})),
+            effect_at(
+                3,
+                "status",
+                "rename",
+                json!({"paths": [lock, "/workspace/repo/.git/index"]}),
                 7.0,
+            ),
+            // The user's file, which it did not make.
+            effect_at(
+                4,
+                "drop",
+                "unlinkat",
+                json!({"paths": ["/workspace/data.json"]}),
+                8.0,
             ),
         ];
         let r = roles_of(&steps, &events, Vec::new());
         assert_eq!(observed(&r, "docs"), []);
         assert_eq!(observed(&r, "tidy"), [Role::Destructive]);
-        assert_eq!(observed(&r, "save"), [Role::Destructive]);
+        assert_eq!(observed(&r, "status"), []);
+        assert_eq!(observed(&r, "drop"), [Role::Destructive]);
         // Made later than it is removed is not made before.
         let late = [
-            at(
-                effect(2, "tidy", "unlinkat", json!({"paths": ["/var/lib/x"]})),
-                1.0,
-            ),
-            at(
-                effect(
-                    2,
-                    "tidy",
-                    "openat",
-                    json!({"paths": ["/var/lib/x"], "access": "write+create"}),
-                ),
+            effect_at(2, "tidy", "unlinkat", json!({"paths": ["/var/lib/x"]}), 1.0),
+            effect_at(
+                2,
+                "tidy",
+                "openat",
+                json!({"paths": ["/var/lib/x"], "access": "write+create"}),
                 2.0,
             ),
         ];
