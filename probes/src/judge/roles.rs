@@ -15,7 +15,8 @@
 //!   VM (a lookup or connection naming a value it was given), or wrote
 //!   outside its roots;
 //! - `destructive`: it deleted or renamed a file, or ran a command the
-//!   call chose (a value of its arguments in the program's argv).
+//!   call chose (a value of its arguments in the program run, or in the
+//!   code handed to a shell or interpreter).
 //!
 //! A role its annotations claim (`destructiveHint`, `openWorldHint`) and
 //! no call showed is `declared`, apart from what was `observed`. Issue
@@ -354,12 +355,24 @@ impl Call<'_> {
             return false;
         };
         match c.call.as_str() {
-            // A command the call chose: its arguments in the program's
-            // argv. A helper the server starts on its own (a browser on
-            // its first page) is how it works, whichever call it is in.
+            // A command the call chose: a value of its arguments in the
+            // program run, or in the code handed to a shell or
+            // interpreter (`sh -c`, `python -c`, `node -e`). A value that
+            // is only an operand of a program the server chose (`git diff
+            // HEAD`, a file to convert) is how the tool works, as is a
+            // helper it starts on its own (a browser on its first page).
             "execve" | "execveat" => {
-                let argv = c.argv.join(" ").to_lowercase();
-                self.values.iter().any(|v| argv.contains(v.as_str()))
+                let chosen = |s: &str| {
+                    let s = s.to_lowercase();
+                    self.values.iter().any(|v| s.contains(v.as_str()))
+                };
+                let code = c.argv.windows(2).any(|w| {
+                    matches!(
+                        w[0].as_str(),
+                        "-c" | "-lc" | "-e" | "--eval" | "-p" | "--print"
+                    ) && chosen(&w[1])
+                });
+                c.argv.first().is_some_and(|p| chosen(p)) || code
             }
             // What it removes, or moves away from its name: a rename's
             // new name is a write, judged as one (`writes_outside`).
@@ -653,6 +666,54 @@ mod tests {
             ),
         ];
         assert!(observed(&roles_of(&steps, &late, Vec::new()), "tidy").contains(&Role::Destructive));
+    }
+
+    /// The git server runs `git diff --unified=3 HEAD` for
+    /// `git_diff(target="HEAD")`: the call chose an operand, not the
+    /// command. A shell handed the call's text, or a program the call
+    /// names, is a command it chose.
+    #[test]
+    fn a_command_is_the_call_s_when_it_chose_the_program_or_its_code() {
+        let steps = [
+            step("tools/call:diff", 1, json!({"target": "HEAD"}), json!({})),
+            step(
+                "tools/call:run",
+                2,
+                json!({"text": "hi; touch /x"}),
+                json!({}),
+            ),
+            step(
+                "tools/call:tool",
+                3,
+                json!({"name": "/usr/bin/shred"}),
+                json!({}),
+            ),
+            step(
+                "tools/call:eval",
+                4,
+                json!({"code": "process.exit(3)"}),
+                json!({}),
+            ),
+        ];
+        let exec = |id, tool, argv: Value| {
+            effect(
+                id,
+                tool,
+                "execve",
+                json!({"paths": [argv[0].clone()], "argv": argv}),
+            )
+        };
+        let events = [
+            exec(1, "diff", json!(["git", "diff", "--unified=3", "HEAD"])),
+            exec(2, "run", json!(["/bin/sh", "-c", "echo hi; touch /x"])),
+            exec(3, "tool", json!(["/usr/bin/shred", "-u", "/workspace/a"])),
+            exec(4, "eval", json!(["node", "-e", "process.exit(3)"])),
+        ];
+        let r = roles_of(&steps, &events, Vec::new());
+        assert_eq!(observed(&r, "diff"), []);
+        for t in ["run", "tool", "eval"] {
+            assert_eq!(observed(&r, t), [Role::Destructive], "{t}");
+        }
     }
 
     #[test]
