@@ -29,25 +29,13 @@ import sys
 import tarfile
 
 import mdcell
+from journal import records
 
 PHASES = ["start", "discover wait", "listings", "calls", "attacks", "robustness", "the rest"]
 LISTS = {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 # A probe result of a browser server with its screenshots is tens of MB;
 # past this a result is not read (its cell counts under "the rest").
 MAX_RESULT = 256 << 20
-
-
-def records(path):
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(r, dict) and isinstance(r.get("server"), str) and isinstance(r.get("profile"), str):
-                out[(r["server"], r["profile"])] = r
-    return out
 
 
 def results(sources):

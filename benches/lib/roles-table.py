@@ -18,6 +18,7 @@ import collections
 import json
 import sys
 
+import journal
 import mdcell
 
 ROLES = ["untrusted_content", "reads_private", "public_sink", "destructive"]
@@ -30,16 +31,7 @@ def md(text, clip=90):
 
 def cells(path, profile):
     """The records of `profile`, by server (the last one of each wins)."""
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(r, dict) and r.get("profile") == profile and isinstance(r.get("server"), str):
-                out[r["server"]] = r
-    return out
+    return {s: r for (s, p), r in journal.records(path).items() if p == profile}
 
 
 def roles_of(record):
@@ -135,13 +127,16 @@ def main():
     totals = collections.Counter()
     summary = {}
     out = ["Roles: U untrusted content, P reads private data, S public sink, D destructive.", ""]
+    absent = []
     for server in sorted(labels):
         rec = records.get(server)
         if rec is None:
-            out.append(f"**{md(server)}**: no `{md(a.profile)}` cell in the results.\n")
+            absent.append(server)
             continue
         server_labels = labels.get(server) if isinstance(labels.get(server), dict) else {}
         out.append(table(server, rec, server_labels, totals, summary))
+    if absent:
+        out.append(f"Described, with no `{md(a.profile)}` cell in these results ({len(absent)}): {md(', '.join(absent), 2000)}.\n")
     out.append("By server: tools listed in the cell (of them, described by the reader), and for each role how many tools were seen playing it / described as playing it.")
     out.append("")
     out.append("| server | outcome | tools | described | U seen/said | P seen/said | S seen/said | D seen/said |")
