@@ -148,11 +148,11 @@ struct Call<'a> {
 /// open of a file that was there already reads as made: a server that
 /// opens the user's file so and then deletes it is missed, a trade for
 /// not calling every atomic write a destruction.
-struct Made<'a>(Vec<(&'a str, f64)>);
+struct Made<'a>(std::collections::HashMap<&'a str, f64>);
 
 impl<'a> Made<'a> {
     fn of(events: &'a [EventLine]) -> Made<'a> {
-        let mut made = Vec::new();
+        let mut made = std::collections::HashMap::new();
         for e in events {
             let Some(c) = e.event.effect() else { continue };
             if c.denied.is_some() {
@@ -170,7 +170,8 @@ impl<'a> Made<'a> {
                 _ => None,
             };
             if let Some(p) = path {
-                made.push((p.as_str(), e.at_ms));
+                // The first time it was made is what counts.
+                made.entry(p.as_str()).or_insert(e.at_ms);
             }
         }
         Made(made)
@@ -178,7 +179,7 @@ impl<'a> Made<'a> {
 
     /// Made by the server at or before `at_ms`.
     fn before(&self, path: &str, at_ms: f64) -> bool {
-        self.0.iter().any(|(p, at)| *p == path && *at <= at_ms)
+        self.0.get(path).is_some_and(|at| *at <= at_ms)
     }
 }
 
