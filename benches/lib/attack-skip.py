@@ -19,6 +19,7 @@ import collections
 import json
 import sys
 
+import journal
 import mdcell
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -46,7 +47,7 @@ def main():
     p.add_argument("--base", default="deny-net")
     p.add_argument("runs", nargs="+")
     a = p.parse_args()
-    recs = cell_time.records(a.results)
+    recs = journal.records(a.results)
     res = cell_time.results(a.runs)
     rows = []
     for (server, profile), sec in sorted(recs.items()):

@@ -30,8 +30,6 @@ pub mod text;
 pub mod verdict;
 
 use std::collections::{BTreeMap, VecDeque};
-
-use carry::Carried;
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -42,6 +40,7 @@ use std::time::{Duration, Instant};
 use mcpvm_images::catalogue::Catalogue;
 
 use crate::request::ProbeRequest;
+use carry::Carried;
 use journal::Journal;
 use matrix::{Cell, Shard};
 pub use matrix::{DEFAULT_PROFILES, SECURITY};
