@@ -57,6 +57,12 @@ pub struct ProbeOptions {
     /// Also call tools annotated `destructiveHint: true`.
     pub allow_destructive: bool,
     pub robustness: bool,
+    /// Every start of the command begins from the same state: a microVM
+    /// whose workspace and disks are read-only keeps nothing of a run
+    /// (its root overlay and /tmp are the guest's memory). The
+    /// robustness probes' `reopen` would be the first start again, a
+    /// whole boot for no evidence: it is not run.
+    pub starts_fresh: bool,
     /// How long a robustness probe waits for an answer.
     pub answer_timeout: Duration,
     /// How long a server may take to exit after its stdin closes (a VM
@@ -112,6 +118,7 @@ impl Default for ProbeOptions {
             vary_given: false,
             allow_destructive: false,
             robustness: false,
+            starts_fresh: false,
             answer_timeout: Duration::from_secs(5),
             exit_grace: Duration::from_secs(10),
             vm_timings: None,

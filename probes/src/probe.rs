@@ -84,6 +84,7 @@ async fn probe(command: &[String], opts: &ProbeOptions) -> Result<ProbeResult, P
                 slow_timeout: opts.step_timeout,
                 start_timeout: opts.init_timeout,
                 exit_grace: opts.exit_grace,
+                starts_fresh: opts.starts_fresh,
             };
             result.robustness = Some(robustness::run(&mut wire, &cx).await);
         }

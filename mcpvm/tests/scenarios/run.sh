@@ -6,8 +6,11 @@ set -u
 
 # A real MCP client (rmcp, in mcpvm probe) against the fixture in a VM.
 # With --vm the probe starts `mcpvm run` itself and adds the VM's phases;
-# the robustness probes restart the VM after a crash and for "reopen".
-case_ probe_fixture mcpvm probe --json --vm --robustness --answer-timeout 3 \
+# the robustness probes restart the VM after a crash and for "reopen",
+# which a writable workspace makes worth running (what a run writes
+# there outlives its VM; otherwise every start is the first again).
+mkdir -p ws
+case_ probe_fixture mcpvm probe --json --vm --robustness --answer-timeout 3 --workspace ws,rw \
   --call 'add={"a":2,"b":40}' --call 'echo={"text":"through vsock"}' \
   --call 'write={"bytes":100000}' -- /bin/mcp-fixture
 

@@ -73,7 +73,12 @@ pub struct Context<'a> {
     /// For the handshake after a restart (includes a microVM's boot).
     pub start_timeout: Duration,
     pub exit_grace: Duration,
+    /// `ProbeOptions::starts_fresh`: `reopen` is not run.
+    pub starts_fresh: bool,
 }
+
+/// Why `reopen` is not run where every start is the first again.
+pub const FRESH: &str = "not run: every start of this server begins from the same state (a microVM whose workspace and disks are read-only keeps nothing of a run), so a second start would only repeat the first";
 
 enum Answer {
     Reply(Value),
@@ -207,6 +212,8 @@ pub async fn run(wire: &mut Wire, cx: &Context<'_>) -> Vec<RobustnessResult> {
                 Class::NotRun,
                 json!("the server could not be started again"),
             )
+        } else if *probe == "reopen" && cx.starts_fresh {
+            (Class::NotRun, json!(FRESH))
         } else {
             one(wire, cx, n, probe).await
         };

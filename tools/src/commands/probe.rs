@@ -491,6 +491,13 @@ fn probe_options(
 /// and the run directory that holds its timings and events: `opts`
 /// learns the environment, the secrets to redact, and where a server
 /// that speaks HTTP is reached.
+/// Whether every `mcpvm run` of these options starts from the same
+/// state: nothing a run writes outlives its VM unless the workspace or a
+/// disk is writable (`ProbeOptions::starts_fresh`).
+fn starts_fresh(vm: &VmRequest) -> bool {
+    !vm.workspace.as_ref().is_some_and(|w| w.writable) && vm.disks.iter().all(|d| d.config.read_only)
+}
+
 fn vm_command(
     mut vm_options: VmRequest,
     command: Vec<String>,
@@ -501,6 +508,7 @@ fn vm_command(
     // `mcpvm run` would refuse these too, but once per spawn and
     // inside the probe's report: say it once, here.
     let checked = vm_options.check(!command.is_empty())?;
+    opts.starts_fresh = starts_fresh(&vm_options);
     // `mcpvm run` gets the names on its command line and the values
     // in its environment; its credentials and --secret's are
     // redacted from the result.
@@ -617,6 +625,22 @@ pub(crate) mod tests {
     pub(crate) struct Cli {
         #[command(flatten)]
         pub(crate) probe: ProbeArgs,
+    }
+
+    /// Nothing outlives a microVM unless its workspace or a disk is
+    /// writable: only then is a second start (`reopen`) worth a boot.
+    #[test]
+    fn a_run_starts_fresh_unless_something_it_writes_outlives_it() {
+        let mut vm = VmRequest::default();
+        assert!(starts_fresh(&vm));
+        vm.workspace = Some(mcpvm::workspace::parse_workspace("/tmp/w").unwrap());
+        vm.disks = vec![mcpvm::run::disk_arg::parse_disk("/tmp/d.img").unwrap()];
+        assert!(starts_fresh(&vm));
+        vm.workspace = Some(mcpvm::workspace::parse_workspace("/tmp/w,rw").unwrap());
+        assert!(!starts_fresh(&vm));
+        vm.workspace = None;
+        vm.disks.push(mcpvm::run::disk_arg::parse_disk("/tmp/e.img,rw").unwrap());
+        assert!(!starts_fresh(&vm));
     }
 
     #[test]
