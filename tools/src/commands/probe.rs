@@ -495,7 +495,8 @@ fn probe_options(
 /// state: nothing a run writes outlives its VM unless the workspace or a
 /// disk is writable (`ProbeOptions::starts_fresh`).
 fn starts_fresh(vm: &VmRequest) -> bool {
-    !vm.workspace.as_ref().is_some_and(|w| w.writable) && vm.disks.iter().all(|d| d.config.read_only)
+    !vm.workspace.as_ref().is_some_and(|w| w.writable)
+        && vm.disks.iter().all(|d| d.config.read_only)
 }
 
 fn vm_command(
@@ -639,7 +640,8 @@ pub(crate) mod tests {
         vm.workspace = Some(mcpvm::workspace::parse_workspace("/tmp/w,rw").unwrap());
         assert!(!starts_fresh(&vm));
         vm.workspace = None;
-        vm.disks.push(mcpvm::run::disk_arg::parse_disk("/tmp/e.img,rw").unwrap());
+        vm.disks
+            .push(mcpvm::run::disk_arg::parse_disk("/tmp/e.img,rw").unwrap());
         assert!(!starts_fresh(&vm));
     }
 
