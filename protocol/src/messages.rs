@@ -299,8 +299,9 @@ pub struct Effect {
     /// The errno the policy answered instead of running the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied: Option<String>,
-    /// An open for reading of a path that did not exist when the call
-    /// was made, seen from the caller's root: it read nothing.
+    /// The call's path did not exist when the call was made, seen from
+    /// the caller's root: an open for reading read nothing, a removal or
+    /// a rename (which fails with ENOENT) changed nothing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub missing: bool,
     pub during: During,

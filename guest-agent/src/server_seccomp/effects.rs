@@ -202,9 +202,12 @@ fn read(pid: u32, call: &str, a: [u64; 6]) -> Option<Effect> {
             false => resolve(p),
         })
         .filter(|r| Some(r) != e.paths.first());
-    e.missing = e.call.starts_with("open")
-        && e.access.as_deref().is_some_and(|a| !a.contains("create"))
-        && e.paths.first().is_some_and(|p| missing(pid, p));
+    // Whether the path the call reads, removes or moves away was there:
+    // git unlinks MERGE_HEAD on every checkout, there or not.
+    let reads =
+        e.call.starts_with("open") && e.access.as_deref().is_some_and(|a| !a.contains("create"));
+    e.missing =
+        (reads || REMOVES.contains(&call)) && e.paths.first().is_some_and(|p| missing(pid, p));
     Some(e)
 }
 
@@ -215,6 +218,16 @@ fn missing(pid: u32, path: &str) -> bool {
     let seen = format!("/proc/{pid}/root{path}");
     matches!(std::fs::symlink_metadata(&seen), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
+
+/// Calls that take their first path away (a rename moves it).
+const REMOVES: &[&str] = &[
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "rename",
+    "renameat",
+    "renameat2",
+];
 
 /// Calls that act on a path's last name and never follow a symlink there.
 const ON_THE_NAME: &[&str] = &[

@@ -155,7 +155,8 @@ impl<'a> Made<'a> {
         let mut made = std::collections::HashMap::new();
         for e in events {
             let Some(c) = e.event.effect() else { continue };
-            if c.denied.is_some() {
+            // Denied, or a rename of a path that was not there: nothing made.
+            if c.denied.is_some() || c.missing {
                 continue;
             }
             let path = match c.call.as_str() {
@@ -335,13 +336,15 @@ impl Call<'_> {
         let Some(c) = e.event.effect() else {
             return false;
         };
-        let writes = match c.call.as_str() {
-            "open" | "openat" | "openat2" => c.access.as_deref().is_some_and(|a| {
-                !a.starts_with("read") || a.contains("create") || a == "read-write"
-            }),
-            "execve" | "execveat" | "connect" | "sendto" | "bind" | "listen" => false,
-            _ => true,
-        };
+        // A call on a path that was not there (not made by it) fails.
+        let writes = !c.missing
+            && match c.call.as_str() {
+                "open" | "openat" | "openat2" => c.access.as_deref().is_some_and(|a| {
+                    !a.starts_with("read") || a.contains("create") || a == "read-write"
+                }),
+                "execve" | "execveat" | "connect" | "sendto" | "bind" | "listen" => false,
+                _ => true,
+            };
         writes && self.written(e).into_iter().any(|p| self.outside_roots(p))
     }
 
@@ -376,9 +379,11 @@ impl Call<'_> {
                 c.argv.first().is_some_and(|p| chosen(p)) || code
             }
             // What it removes, or moves away from its name: a rename's
-            // new name is a write, judged as one (`writes_outside`).
+            // new name is a write, judged as one (`writes_outside`). A
+            // path that was not there is not removed (git unlinks
+            // MERGE_HEAD and SQUASH_MSG on every checkout).
             "unlink" | "unlinkat" | "rmdir" | "rename" | "renameat" | "renameat2" => {
-                c.paths.first().is_some_and(|p| !self.own(p, e.at_ms))
+                !c.missing && c.paths.first().is_some_and(|p| !self.own(p, e.at_ms))
             }
             _ => false,
         }
@@ -569,6 +574,51 @@ mod tests {
         let fetch = &r.iter().find(|t| t.tool == "fetch").unwrap().observed[&Role::PublicSink];
         assert_eq!(fetch.step, "tools/call:fetch");
         assert_eq!(fetch.evidence.len(), 1);
+    }
+
+    /// git unlinks MERGE_HEAD, SQUASH_MSG and AUTO_MERGE on every
+    /// checkout, whether a merge left them or not: a removal of a path
+    /// that was not there (the agent's `missing`) removed nothing.
+    #[test]
+    fn removing_a_path_that_was_not_there_destroys_nothing() {
+        let steps = [
+            step("tools/call:checkout", 1, json!({"branch": "b"}), json!({})),
+            step(
+                "tools/call:rm",
+                2,
+                json!({"path": "/workspace/x"}),
+                json!({}),
+            ),
+        ];
+        let events = [
+            effect(
+                1,
+                "checkout",
+                "unlink",
+                json!({"paths": ["/workspace/repo/.git/MERGE_HEAD"], "missing": true}),
+            ),
+            effect(
+                1,
+                "checkout",
+                "rename",
+                json!({"paths": ["/workspace/repo/.git/gone", "/workspace/repo/.git/x"], "missing": true}),
+            ),
+            effect(2, "rm", "unlinkat", json!({"paths": ["/workspace/x"]})),
+        ];
+        let r = roles_of(&steps, &events, Vec::new());
+        assert_eq!(observed(&r, "checkout"), []);
+        assert_eq!(observed(&r, "rm"), [Role::Destructive]);
+        // Outside the roots, the same: no write, so no sink either.
+        let outside = [effect(
+            1,
+            "checkout",
+            "unlink",
+            json!({"paths": ["/home/mcp/.gitconfig.lock"], "missing": true}),
+        )];
+        assert_eq!(
+            observed(&roles_of(&steps, &outside, Vec::new()), "checkout"),
+            []
+        );
     }
 
     /// Azure's telemetry exporter writes each call's record to a
