@@ -21,7 +21,8 @@
 #    calls that reached their tools as reach.md and what the
 #    layers' install scripts did as install.md. Each shard's cells' whole
 #    probe results come back as shard-I/runs.tgz (steps, times, the
-#    tools' definitions).
+#    tools' definitions; a shard run again for its runs as released
+#    keeps its first run's as shard-I/runs-first.tgz).
 # MCPVM_CORPUS_IMAGES=DIR names the store (default ~/.cache/mcpvm/corpus-images).
 # MCPVM_ECOSYSTEM_DEADLINE=SECONDS stops the audit after that long (what
 #   it recorded comes back, its reports rendered over it);
@@ -197,6 +198,9 @@ for (( i = 0; i < shards; i++ )); do
   echo "ecosystem: shard $i: building as released here what the testbed host could not ($j/as-released.toml)" >&2
   "$t/bin/mcpvm" --json image build --catalogue "$j/as-released.toml" --catalogue-only --images "$store" \
     > "$j/build-as-released.json" || echo "ecosystem: shard $i: a layer as released did not build; its row says why" >&2
+  # The shard's run again brings back its own runs.tgz: the first run's
+  # probe results are kept beside it.
+  [ -f "$j/runs.tgz" ] && mv "$j/runs.tgz" "$j/runs-first.tgz"
   again+=("$i")
 done
 if [ ${#again[@]} -gt 0 ]; then
