@@ -36,6 +36,13 @@
 # MCPVM_ECOSYSTEM_PROBES="FLAGS" replaces the audit's hostile steps
 #   (default "--robustness --security"); "" is the calls alone: the
 #   coverage pass (how many calls reach their tools, docs/benchmarks.md).
+# MCPVM_ECOSYSTEM_PROFILES=P,Q,... audits under these profiles instead of
+#   `deny-net` alone: the withholding sweep (docs/withholding.md, "What
+#   the popular servers need"), e.g. baseline,no-tmp,tiny-mem,deny-exec
+#   with MCPVM_ECOSYSTEM_PROBES="--robustness --check-proposals". Every
+#   one of them denies the network too (the audit's profiles file sets
+#   `deny_net` in its defaults), so nothing leaves the machine and each
+#   is judged against `baseline`; what each took is rendered as needs.md.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 servers=${1:-}
@@ -106,10 +113,19 @@ shards=${MCPVM_ECOSYSTEM_SHARDS:-$(nproc)}
 case "$shards" in ''|*[!0-9]*|0) echo "ecosystem: MCPVM_ECOSYSTEM_SHARDS takes a whole number of shards, got '$shards'" >&2; exit 1 ;; esac
 probes=${MCPVM_ECOSYSTEM_PROBES---robustness --security}
 case " $probes " in *[!a-z\ -]*) echo "ecosystem: MCPVM_ECOSYSTEM_PROBES takes audit flags only, got '$probes'" >&2; exit 1 ;; esac
+profiles=${MCPVM_ECOSYSTEM_PROFILES:-deny-net}
+case "$profiles" in ''|*[!a-z0-9,+-]*) echo "ecosystem: MCPVM_ECOSYSTEM_PROFILES takes profile names joined by commas (e.g. baseline,no-tmp), got '$profiles'" >&2; exit 1 ;; esac
+# Any other profiles than `deny-net` deny the network by the audit's
+# profiles file: no cell's traffic leaves this machine.
+deny_all=
+[ "$profiles" = deny-net ] || deny_all=1
 cat > "$scenario" <<SCEN
 # The nested testbed host has one CPU: guests get one vCPU there.
+# Every profile of a sweep denies the network ([defaults] deny_net).
 extra=
-if [ "\$MCPVM_TESTBED" = nested ]; then printf '[defaults]\\nvcpus = 1\\n' > tb.toml; extra="--profiles-file tb.toml"; fi
+printf '[defaults]\\n' > tb.toml
+if [ "\$MCPVM_TESTBED" = nested ]; then printf 'vcpus = 1\\n' >> tb.toml; extra="--profiles-file tb.toml"; fi
+if [ -n "$deny_all" ]; then printf 'deny_net = true\\n' >> tb.toml; extra="--profiles-file tb.toml"; fi
 # As a case (testbed/case.sh): the audit's progress lines (servers done,
 # the current one, the ETA) reach the serial log, and testbed/run's
 # output, as they come.
@@ -120,7 +136,7 @@ rerun=
 start=\$(date +%s)
 CASE_LIMIT=$limit CASE_TEE=1 case_ audit \
   mcpvm --json audit --catalogue popular.toml --catalogue-only --images images --servers "\$(cat servers)" \
-  --profiles deny-net $probes \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
+  --profiles $profiles $probes \$extra --jobs 1 --init-timeout 300 --step-timeout 120 \
   --run-timeout 900 --shard "\$(cat shard)" --out a \$rerun
 end=\$(date +%s)
 # The journal, also when the audit was cut short: the host merges the
@@ -228,4 +244,12 @@ python3 "$top/benches/lib/ecosystem-table.py" --compat "$out/compat.json" --resu
 python3 "$top/benches/lib/reach-table.py" --results "$out/results.jsonl" --catalogue "$catalogue" > "$out/reach.md"
 # What the layers' install scripts did (docs/security-audit.md).
 python3 "$top/benches/lib/install-table.py" --index "$store/index.json" > "$out/install.md"
+# The sweep: what each profile took from each server (effects.json,
+# against its baseline cell), and the proposals' check.
+if [ -f "$out/effects.json" ]; then
+  proposals=()
+  [ -f "$out/proposals.json" ] && proposals=(--proposals "$out/proposals.json")
+  python3 "$top/benches/lib/needs-table.py" --effects "$out/effects.json" --audit "$out/audit.json" "${proposals[@]}" > "$out/needs.md"
+  echo "ecosystem: what the servers need, by profile, in $out/needs.md" >&2
+fi
 echo "ecosystem: verdicts in $out/compat.json, report in $out/report.html, tables in $out/table.md, $out/reach.md and $out/install.md" >&2

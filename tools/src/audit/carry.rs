@@ -11,9 +11,15 @@
 //! the lifecycle a server speaks does not depend on what a profile
 //! withholds, and a server that no longer answers it under a profile
 //! fails there as it would have after the discover.
+//!
+//! The system calls a logging cell saw: the allow-list the proposed
+//! column (`audit --check-proposals`) holds the server to.
+
+use std::collections::BTreeMap;
 
 use probes::options::LifecycleChoice;
 
+use super::matrix::PROPOSED;
 use super::record::Record;
 
 /// What a server's recorded cells showed, for its next cell.
@@ -21,6 +27,9 @@ use super::record::Record;
 pub struct Carried {
     /// The lifecycle it answered, and in which cell.
     pub lifecycle: Option<(LifecycleChoice, String)>,
+    /// By profile, the system calls a cell that logged them saw (as the
+    /// proposal names them: `report::allow_list`).
+    pub syscalls: BTreeMap<String, Vec<String>>,
 }
 
 impl Carried {
@@ -36,6 +45,11 @@ impl Carried {
     /// What a cell's record adds: the first handshake that was answered
     /// decides.
     pub fn learn(&mut self, r: &Record) {
+        if r.profile != PROPOSED {
+            if let Some(calls) = super::report::allow_list(r) {
+                self.syscalls.insert(r.profile.clone(), calls);
+            }
+        }
         if self.lifecycle.is_some() {
             return;
         }
@@ -83,5 +97,28 @@ mod tests {
         );
         let resumed = Carried::from_records([&record("x", Some("stateless"))]);
         assert_eq!(resumed.lifecycle(), LifecycleChoice::Stateless);
+    }
+
+    #[test]
+    fn a_logging_cell_leaves_its_calls_for_the_proposed_one() {
+        use mcpvm_protocol::messages::SyscallCount;
+        let calls = |names: &[&str]| {
+            names
+                .iter()
+                .map(|n| SyscallCount {
+                    syscall: n.to_string(),
+                    errno: None,
+                    count: 1,
+                })
+                .collect()
+        };
+        let mut logged = record("baseline", Some("initialize"));
+        // A name that is no system call never reaches an allow-list.
+        logged.syscalls_used = Some(calls(&["read", "openat", "made_up"]));
+        let mut proposed = record(PROPOSED, Some("initialize"));
+        proposed.syscalls_used = Some(calls(&["read"]));
+        let c = Carried::from_records([&proposed, &logged, &record("no-tmp", None)]);
+        assert_eq!(c.syscalls.len(), 1);
+        assert_eq!(c.syscalls["baseline"], ["read", "openat"]);
     }
 }

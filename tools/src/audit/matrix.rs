@@ -19,6 +19,15 @@ pub const DEFAULT_PROFILES: &[&str] = &[
 /// profile (`mcpvm probe --security`), judged by what the server did.
 pub const SECURITY: &str = "security";
 
+/// The column of `--check-proposals`: each server held to the allow-list
+/// its logging cell proposed (`profiles/<server>-minimal.toml`), over that
+/// cell's profile. It follows the profiles (it needs the logging cell)
+/// and comes before the security column.
+pub const PROPOSED: &str = "proposed";
+
+/// The columns that keep their place at a server's end, in this order.
+const LAST: [&str; 2] = [PROPOSED, SECURITY];
+
 /// One run: a server under a profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cell {
@@ -64,10 +73,17 @@ pub const ROTATED: &str = "server-major, each server's profiles rotated by its i
 /// server's: a server's first run pays its cold caches, and no profile
 /// should always be the one that pays them (the `baseline` column used
 /// to, and its timings read as what recording costs). The security
-/// column comes last: it attacks the calls the cells before it showed.
+/// column comes last: it attacks the calls the cells before it showed;
+/// the proposed column just before it, after the cell that proposed.
 pub fn cells(servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell> {
-    let others: Vec<&String> = profiles.iter().filter(|p| *p != SECURITY).collect();
-    let security = profiles.iter().find(|p| *p == SECURITY);
+    let others: Vec<&String> = profiles
+        .iter()
+        .filter(|p| !LAST.contains(&p.as_str()))
+        .collect();
+    let last: Vec<&String> = LAST
+        .iter()
+        .filter_map(|l| profiles.iter().find(|p| p == l))
+        .collect();
     let n = others.len().max(1);
     servers
         .iter()
@@ -75,10 +91,13 @@ pub fn cells(servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell>
         .filter(|(i, _)| i % shard.count == shard.index)
         .flat_map(|(i, s)| {
             let rotated: Vec<&String> = (0..others.len()).map(|j| others[(i + j) % n]).collect();
-            rotated.into_iter().chain(security).map(move |p| Cell {
-                server: s.clone(),
-                profile: p.clone(),
-            })
+            rotated
+                .into_iter()
+                .chain(last.iter().copied())
+                .map(move |p| Cell {
+                    server: s.clone(),
+                    profile: p.clone(),
+                })
         })
         .collect()
 }
@@ -165,6 +184,22 @@ mod tests {
             got.sort();
             assert_eq!(got, ["baseline", "security", "x", "y"]);
         }
+    }
+
+    #[test]
+    fn the_proposed_column_follows_every_profile_and_precedes_security() {
+        let (s, p) = (
+            names(&["a", "b", "c"]),
+            names(&[SECURITY, "baseline", PROPOSED, "x"]),
+        );
+        let all = cells(&s, &p, Shard::ALL);
+        let firsts: Vec<&str> = all.chunks(4).map(|c| c[0].profile.as_str()).collect();
+        assert_eq!(firsts, ["baseline", "x", "baseline"]);
+        assert!(all
+            .chunks(4)
+            .all(|c| c[2].profile == PROPOSED && c[3].profile == SECURITY));
+        let without = cells(&s, &names(&["baseline", PROPOSED, "x"]), Shard::ALL);
+        assert!(without.chunks(3).all(|c| c[2].profile == PROPOSED));
     }
 
     /// A merge of an audit from before deals its cells as that audit did.

@@ -13,6 +13,7 @@ pub mod carry;
 pub mod compat;
 pub mod coverage;
 pub mod document;
+pub mod effects;
 pub mod flows;
 pub mod journal;
 pub mod matrix;
@@ -20,6 +21,7 @@ pub mod meta;
 pub mod network;
 pub mod output;
 pub mod pages;
+pub mod proposals;
 pub mod record;
 pub mod released;
 pub mod render;
@@ -43,7 +45,7 @@ use crate::request::ProbeRequest;
 use carry::Carried;
 use journal::Journal;
 use matrix::{Cell, Shard};
-pub use matrix::{DEFAULT_PROFILES, SECURITY};
+pub use matrix::{DEFAULT_PROFILES, PROPOSED, SECURITY};
 use mcpvm::commands::run::VmRequest;
 use mcpvm::withholding::Profiles;
 use meta::{Meta, ServerMeta};
@@ -74,6 +76,8 @@ pub struct AuditOptions {
     /// Send the probe's hostile input in the first profile's cells (what
     /// a `not_fit` verdict is judged on).
     pub robustness: bool,
+    /// Add the `proposed` column (`matrix::PROPOSED`).
+    pub check_proposals: bool,
     /// Resume a journal whose servers changed, running theirs again.
     pub rerun_changed: bool,
     /// A pin file, and the servers it names: their cells are held to it.
@@ -174,7 +178,20 @@ fn columns(o: &AuditOptions) -> Result<Columns, AuditError> {
         if p == SECURITY {
             return Err(AuditError::SecurityIsAColumn);
         }
+        if p == PROPOSED {
+            return Err(AuditError::ProposedIsAColumn);
+        }
         definitions.insert(p.clone(), serde_json::to_value(profiles.resolve(p)?)?);
+    }
+    if o.check_proposals {
+        let over = proposer(&o.profiles, &profiles)?;
+        let mut proposed = definitions[&over].clone();
+        proposed["description"] = format!(
+            "each server held to the allow-list its {over} cell proposed (profiles/<server>-minimal.toml), over {over}: a tool that worked there and fails here is a gap in the proposal"
+        )
+        .into();
+        definitions.insert(PROPOSED.to_string(), proposed);
+        columns.push(PROPOSED.to_string());
     }
     if o.security {
         let mut observe = serde_json::to_value(profiles.resolve("observe")?)?;
@@ -183,6 +200,18 @@ fn columns(o: &AuditOptions) -> Result<Columns, AuditError> {
         columns.push(SECURITY.to_string());
     }
     Ok((columns, definitions))
+}
+
+/// The first of `profiles` that logs every system call: its cells
+/// propose each server's allow-list.
+fn proposer(names: &[String], profiles: &Profiles) -> Result<String, AuditError> {
+    for p in names {
+        let logs = profiles.resolve(p)?.policy.seccomp.is_some_and(|s| s.log);
+        if logs {
+            return Ok(p.clone());
+        }
+    }
+    Err(AuditError::NothingProposes(names.join(", ")))
 }
 
 /// What the audit records of each server named: its layer, lock and
@@ -338,6 +367,13 @@ pub fn run(o: AuditOptions, json: bool) -> Result<u8, AuditError> {
             None => Some(seed::write(&o.out).map_err(out_err(&o.out))?),
         },
         pinned: o.pinned.clone(),
+        proposed_over: match o.check_proposals {
+            true => Some(proposer(
+                &o.profiles,
+                &Profiles::from_option(o.profiles_file.as_deref())?,
+            )?),
+            false => None,
+        },
     };
     let ctx = Arc::new(ctx);
     run_cells(todo, ctx.clone(), jobs, &mut journal)?;
@@ -666,6 +702,13 @@ pub fn write_reports(
         mcpvm::host::files::write_whole_with(&path, |w| security::write_sarif(w, meta, records))
             .map_err(out_err(&path))?;
     }
+    if meta.profiles.iter().any(|p| p == PROPOSED) {
+        write_json(&out.join("proposals.json"), &proposals::all(meta, records))?;
+    }
+    let effects = effects::all(meta, records);
+    if !effects.is_empty() {
+        write_json(&out.join("effects.json"), &effects)?;
+    }
     let dir = out.join("profiles");
     for s in meta.servers.keys() {
         if let Some(text) = report::proposal(meta, records, s) {
@@ -891,6 +934,9 @@ struct CellContext {
     workspace: Option<PathBuf>,
     /// `--pinned`: the pin file and the servers it names.
     pinned: Option<(PathBuf, std::collections::BTreeSet<String>)>,
+    /// `--check-proposals`: the profile whose cells propose, which the
+    /// proposed cells run over.
+    proposed_over: Option<String>,
 }
 
 impl CellContext {
@@ -923,14 +969,20 @@ impl CellContext {
             snapshots: self.warm.clone().filter(|_| !security),
             vm: VmRequest {
                 server: Some(c.server.clone()),
-                profile: Some(match security {
-                    true => "observe".to_string(),
-                    false => c.profile.clone(),
+                profile: Some(match (security, &self.proposed_over) {
+                    (true, _) => "observe".to_string(),
+                    (false, Some(over)) if c.profile == PROPOSED => {
+                        format!("{over}+{}-minimal", c.server)
+                    }
+                    _ => c.profile.clone(),
                 }),
                 timeout: Some(self.run_timeout),
                 catalogue: self.catalogue.clone(),
                 images: self.images.clone(),
-                profiles: self.profiles_file.clone(),
+                profiles: match c.profile == PROPOSED {
+                    true => Some(self.proposal_path(&c.server)),
+                    false => self.profiles_file.clone(),
+                },
                 workspace: self
                     .workspace
                     .as_ref()
@@ -939,6 +991,59 @@ impl CellContext {
             },
             ..ProbeRequest::default()
         }
+    }
+
+    /// Where a server's proposed cell finds its profiles: the audit's
+    /// own (`--profiles-file`) with the proposal added.
+    fn proposal_path(&self, server: &str) -> PathBuf {
+        self.out
+            .join("runs")
+            .join(server)
+            .join("proposed.profiles.toml")
+    }
+
+    /// Writes the profiles a proposed cell runs under: the audit's own
+    /// profiles file, and `<server>-minimal` allowing only the calls the
+    /// proposing cell saw (as profiles/<server>-minimal.toml will), read
+    /// back as `mcpvm run` will read it. Err: why the cell cannot run.
+    fn write_proposal(&self, server: &str, carried: &Carried) -> Result<(), String> {
+        let over = self.proposed_over.as_deref().unwrap_or_default();
+        let Some(calls) = carried.syscalls.get(over) else {
+            return Err(format!(
+                "no allow-list to check: the {over} cell recorded no system calls"
+            ));
+        };
+        let mut doc = match &self.profiles_file {
+            Some(p) => std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?
+                .parse::<toml::Table>()
+                .map_err(|e| format!("{} is not TOML: {}", p.display(), e.message()))?,
+            None => toml::Table::new(),
+        };
+        let Some(profiles) = doc
+            .entry("profile")
+            .or_insert_with(|| toml::Table::new().into())
+            .as_table_mut()
+        else {
+            return Err("the profiles file's `profile` is not a table".into());
+        };
+        let mut minimal = toml::Table::new();
+        minimal.insert(
+            "description".into(),
+            format!(
+                "Only the {} system calls {server} made in its {over} run",
+                calls.len()
+            )
+            .into(),
+        );
+        minimal.insert("allow".into(), calls.clone().into());
+        profiles.insert(format!("{server}-minimal"), minimal.into());
+        let path = self.proposal_path(server);
+        write_atomic(&path, &doc.to_string()).map_err(|e| e.to_string())?;
+        Profiles::load(&path)
+            .and_then(|p| p.resolve(&format!("{over}+{server}-minimal")))
+            .map(|_| ())
+            .map_err(|e| format!("the proposal is not a profile mcpvm can run: {e}"))
     }
 
     /// The `mcpvm probe` of one cell, its request written to `request`
@@ -986,6 +1091,14 @@ impl CellContext {
         };
         let log = dir.join(format!("{stem}.log"));
         let request = dir.join(format!("{stem}.request.json"));
+        if c.profile == PROPOSED {
+            let written = std::fs::create_dir_all(&dir)
+                .map_err(|e| e.to_string())
+                .and_then(|_| self.write_proposal(&c.server, carried));
+            if let Err(why) = written {
+                return Record::failed(&c.server, &c.profile, Outcome::Error, why, wall());
+            }
+        }
         let spawned = std::fs::create_dir_all(&dir)
             .and_then(|_| std::fs::File::create(&log))
             .and_then(|log| {
@@ -1294,6 +1407,82 @@ mod tests {
     }
 
     #[test]
+    fn a_proposed_cell_runs_under_the_allow_list_its_logging_cell_saw() {
+        let t = tempfile::tempdir().unwrap();
+        let own = t.path().join("tb.toml");
+        std::fs::write(&own, "[defaults]\nvcpus = 1\ndeny_net = true\n").unwrap();
+        let ctx = CellContext {
+            exe: "mcpvm".into(),
+            out: t.path().join("out"),
+            catalogue: Default::default(),
+            images: None,
+            profiles_file: Some(own),
+            calls: BTreeMap::new(),
+            run_timeout: 600,
+            init_timeout: 300,
+            step_timeout: 120,
+            warm: None,
+            repeat: 1,
+            robustness: Some("baseline".into()),
+            workspace: None,
+            pinned: None,
+            proposed_over: Some("baseline".into()),
+        };
+        let cell = Cell {
+            server: "memory".into(),
+            profile: PROPOSED.into(),
+        };
+        // Nothing logged (the server never started): nothing to check,
+        // and the cell says so instead of running unconfined.
+        let none = ctx.run_once(&cell, 1, &Carried::default());
+        assert_eq!(none.outcome, Outcome::Error);
+        assert!(none.evidence.errors[0].contains("no allow-list to check: the baseline cell"));
+        let mut carried = Carried::default();
+        carried.syscalls.insert(
+            "baseline".into(),
+            vec!["read".into(), "write".into(), "exit_group".into()],
+        );
+        // Read back as `mcpvm run` would: a list it would refuse is the
+        // cell's error, before a VM starts.
+        assert!(ctx
+            .write_proposal("memory", &carried)
+            .unwrap_err()
+            .contains("without execve the server cannot start"));
+        carried
+            .syscalls
+            .get_mut("baseline")
+            .unwrap()
+            .push("execve".into());
+        ctx.write_proposal("memory", &carried).unwrap();
+        let req = ctx.probe_request(&cell, &carried);
+        assert_eq!(req.vm.profile.as_deref(), Some("baseline+memory-minimal"));
+        let file = req.vm.profiles.unwrap();
+        assert_eq!(
+            file,
+            t.path().join("out/runs/memory/proposed.profiles.toml")
+        );
+        // The audit's own profiles file holds for the proposed cell too.
+        let p = Profiles::load(&file)
+            .unwrap()
+            .resolve("baseline+memory-minimal")
+            .unwrap();
+        assert_eq!((p.vcpus, p.network.deny), (1, true));
+        let seccomp = p.policy.seccomp.unwrap();
+        assert!(seccomp.log);
+        let allowed = seccomp.allow.unwrap().syscalls;
+        assert_eq!(allowed.len(), 4);
+        assert!(allowed.contains(&"write".to_string()));
+        // Its other cells keep the audit's own file.
+        let baseline = Cell {
+            server: "memory".into(),
+            profile: "baseline".into(),
+        };
+        let req = ctx.probe_request(&baseline, &carried);
+        assert_eq!(req.vm.profiles, Some(t.path().join("tb.toml")));
+        assert_eq!(req.vm.profile.as_deref(), Some("baseline"));
+    }
+
+    #[test]
     fn warm_and_security_cells_get_their_own_probe_arguments() {
         let mut ctx = CellContext {
             exe: "mcpvm".into(),
@@ -1310,6 +1499,7 @@ mod tests {
             robustness: Some("baseline".into()),
             workspace: None,
             pinned: Some(("pins.json".into(), ["memory".to_string()].into())),
+            proposed_over: None,
         };
         let cell = Cell {
             server: "memory".into(),
@@ -1352,6 +1542,7 @@ mod tests {
         assert_eq!(attack.lifecycle, probes::LifecycleChoice::Auto);
         let carried = Carried {
             lifecycle: Some((probes::LifecycleChoice::Initialize, "baseline".into())),
+            ..Carried::default()
         };
         let told = ctx.probe_request(&security, &carried);
         assert_eq!(told.lifecycle, probes::LifecycleChoice::Initialize);

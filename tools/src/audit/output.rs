@@ -44,6 +44,13 @@ pub enum AuditError {
         super::matrix::SECURITY
     )]
     SecurityIsAColumn,
+    #[error(
+        "'{}' is the column of --check-proposals, not a profile: give --check-proposals instead",
+        super::matrix::PROPOSED
+    )]
+    ProposedIsAColumn,
+    #[error("--check-proposals checks the allow-list a cell that logs system calls proposes, and none of --profiles ({0}) logs them: add one that does (baseline)")]
+    NothingProposes(String),
     #[error(transparent)]
     Catalogue(#[from] mcpvm_images::catalogue::CatalogueError),
     #[error(transparent)]

@@ -16,7 +16,7 @@ use super::render;
 use super::verdict::{self, ProfileEffect, Spread, BASELINE};
 use super::{compat, network, security};
 
-type Records = BTreeMap<(String, String), Record>;
+pub(crate) type Records = BTreeMap<(String, String), Record>;
 
 fn cell<'a>(records: &'a Records, s: &str, p: &str) -> Option<&'a Record> {
     records.get(&(s.to_string(), p.to_string()))
@@ -171,6 +171,12 @@ fn evidence_line(r: &Record) -> String {
         parts.push(format!("exit code {code}"));
     }
     parts.join("; ")
+}
+
+/// The allow-list a logging cell proposes: the calls it used, as
+/// [`proposal`] writes them.
+pub fn allow_list(r: &Record) -> Option<Vec<String>> {
+    used(r).map(|u| u.into_iter().map(String::from).collect())
 }
 
 /// The system calls a run used, as far as they are x86_64 system call
@@ -479,6 +485,7 @@ pub fn document(meta: &Meta, records: &Records) -> Document {
     blocks.push(Block::Heading(2, "What each profile did".into()));
     blocks.extend(findings(meta, records));
     blocks.extend(matrix(meta, records));
+    blocks.extend(super::proposals::section(meta, records));
     if meta.profiles.iter().any(|p| p == SECURITY) {
         blocks.extend(security::section(meta, records));
     }
@@ -540,12 +547,16 @@ pub fn html(meta: &Meta, records: &Records) -> String {
 /// From a server's logging run: a profile that allows only the calls it
 /// made. None when no run of the server logged its calls.
 pub fn proposal(meta: &Meta, records: &Records, server: &str) -> Option<String> {
-    let (profile, r) = meta.profiles.iter().find_map(|p| {
-        cell(records, server, p)
-            .filter(|r| r.syscalls_used.is_some())
-            .map(|r| (p, r))
-    })?;
-    let calls = used(r)?;
+    let (profile, r) = super::proposals::proposer(meta, records, server)?;
+    let mut calls = used(r)?;
+    // What a check of the proposal was denied where it cost a tool.
+    let widened = super::proposals::widen(meta, records, server);
+    let added: Vec<&str> = widened
+        .iter()
+        .map(String::as_str)
+        .filter(|c| syscall_table::number(c).is_some() && !calls.contains(c))
+        .collect();
+    calls.extend(&added);
     let sm = meta.servers.get(server)?;
     #[derive(serde::Serialize)]
     struct Proposed<'a> {
@@ -557,8 +568,12 @@ pub fn proposal(meta: &Meta, records: &Records, server: &str) -> Option<String> 
         format!("{server}-minimal"),
         Proposed {
             description: format!(
-                "Only the {} system calls {server} made in its {profile} run",
-                calls.len()
+                "Only the {} system calls {server} made in its {profile} run{}",
+                calls.len(),
+                match added.len() {
+                    0 => String::new(),
+                    n => format!(" and its check ({n} added)"),
+                }
             ),
             allow: &calls,
         },
@@ -570,11 +585,20 @@ pub fn proposal(meta: &Meta, records: &Records, server: &str) -> Option<String> 
     // a shard names is one escaped line here.
     let note = |s: &str| mcpvm::logger::printable(s).into_owned();
     let (profile, server) = (note(profile), note(server));
+    let checked = match added.is_empty() {
+        true => String::new(),
+        false => format!(
+            "# Its check (`audit --check-proposals`) was denied, where a tool then\n\
+             # failed, {}: added here, unchecked.\n",
+            note(&added.join(", "))
+        ),
+    };
     Some(format!(
         "# Proposed by `mcpvm audit` from the {profile} run of {server} ({} {}):\n\
          # the {} system calls it made there. A call it makes only on paths that\n\
          # run did not take will fail with EPERM (and be reported): audit again\n\
          # with this profile to check it.\n\
+         {checked}\
          # Use: mcpvm run --server {server} --profiles THIS_FILE --profile {server}-minimal\n\n{body}",
         note(&sm.package),
         note(&sm.version),
@@ -1173,6 +1197,46 @@ pub(super) mod tests {
         let allow = r.policy.seccomp.unwrap().allow.unwrap();
         assert_eq!(allow.syscalls, ["read", "execve"]);
         assert!(proposal(&meta(), &BTreeMap::new(), "git").is_none());
+    }
+
+    #[test]
+    fn a_check_that_lost_a_tool_to_a_denied_call_widens_the_proposal() {
+        use crate::audit::matrix::PROPOSED;
+        let mut m = meta();
+        m.profiles.push(PROPOSED.into());
+        let mut rs = records();
+        let base = rs
+            .get_mut(&("git".to_string(), "baseline".to_string()))
+            .unwrap();
+        base.tools_ok = vec!["git_status".into()];
+        let mut checked = base.clone();
+        checked.profile = PROPOSED.into();
+        checked.evidence.denied = vec![SyscallCount {
+            syscall: "pipe2".into(),
+            errno: Some("EPERM".into()),
+            count: 1,
+        }];
+        rs.insert(("git".into(), PROPOSED.into()), checked.clone());
+        let text = proposal(&m, &rs, "git").unwrap();
+        assert!(!text.contains("pipe2") && !text.contains("added"), "{text}");
+        // Denied where a tool that worked then failed: added, and said.
+        checked.tools_ok.clear();
+        rs.insert(("git".into(), PROPOSED.into()), checked);
+        let text = proposal(&m, &rs, "git").unwrap();
+        assert!(
+            text.contains("was denied, where a tool then\n# failed, pipe2: added here, unchecked"),
+            "{text}"
+        );
+        let p = mcpvm::withholding::Profiles::parse(&text, "proposal").unwrap();
+        let allow = p
+            .resolve("git-minimal")
+            .unwrap()
+            .policy
+            .seccomp
+            .unwrap()
+            .allow
+            .unwrap();
+        assert_eq!(allow.syscalls, ["read", "execve", "pipe2"]);
     }
 
     #[test]

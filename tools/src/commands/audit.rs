@@ -90,6 +90,14 @@ struct RunAudit {
     /// verdict is judged on (compat.json).
     #[arg(long)]
     robustness: bool,
+    /// Add a `proposed` column: each server run again held to the
+    /// allow-list profile its logging cell proposes (profiles/<server>-
+    /// minimal.toml, over that cell's profile); a tool that worked there
+    /// and fails here is a gap in the proposal, named in the reports with
+    /// the calls it was denied. Needs a profile that logs system calls
+    /// (`baseline`).
+    #[arg(long)]
+    check_proposals: bool,
     /// Resume a journal (`--out`) whose servers' layers, packages or
     /// versions changed since it was written (a store built again on
     /// another machine): the changed servers' cells are run again, every
@@ -216,6 +224,7 @@ pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
             repeat: a.repeat as usize,
             security,
             robustness: a.robustness,
+            check_proposals: a.check_proposals,
             rerun_changed: a.rerun_changed,
             pinned: match a.pinned {
                 Some(path) => {

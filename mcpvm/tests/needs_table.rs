@@ -1,0 +1,73 @@
+//! The withholding sweep's table (benches/lib/needs-table.py, docs/
+//! withholding.md): from an audit's effects.json and proposals.json, one
+//! row a profile counting who kept every tool, lost some or broke, with
+//! what a server named kept as data.
+
+mod common;
+
+use serde_json::json;
+
+#[test]
+fn each_profile_counts_the_servers_that_kept_lost_or_broke_and_names_stay_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let effects = json!([
+        // kept every tool
+        {"server": "memory", "profile": "no-tmp", "outcome": "ok", "effect": "same",
+         "lost": [], "kept": 9, "denied": []},
+        // lost one, with a hostile tool name
+        {"server": "git", "profile": "no-tmp", "outcome": "degraded", "effect": "new_failures",
+         "lost": ["commit|<b>x</b>"], "kept": 11, "denied": []},
+        // broken outright
+        {"server": "fetch", "profile": "no-tmp", "outcome": "crash", "effect": "newly_broken",
+         "lost": ["fetch"], "kept": 0, "denied": []},
+        // nothing worked at baseline: not judged
+        {"server": "slack", "profile": "no-tmp", "outcome": "degraded", "effect": "same",
+         "lost": [], "kept": 0, "denied": []},
+        {"server": "memory", "profile": "deny-exec", "outcome": "ok", "effect": "same",
+         "lost": [], "kept": 9, "denied": ["execve EPERM ×1"]},
+    ]);
+    let audit = json!({"profile_definitions": {
+        "no-tmp": {"description": "/tmp is empty and read-only"},
+        "deny-exec": {"description": "Processes the server spawns cannot execve"},
+    }});
+    let proposals = json!([
+        {"server": "memory", "proposer": "baseline", "verdict": "holds", "tools": 9, "denied": []},
+        {"server": "git", "proposer": "baseline", "verdict": "breaks", "lost": ["git_log"], "denied": ["pipe2"]},
+        {"server": "slack", "proposer": "", "verdict": "not_checked", "why": "no allow-list"},
+    ]);
+    let write = |name: &str, v: &serde_json::Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    };
+    let (e, a, p) = (
+        write("effects.json", &effects),
+        write("audit.json", &audit),
+        write("proposals.json", &proposals),
+    );
+    let t = common::bench_script(
+        "benches/lib/needs-table.py",
+        &[
+            "--effects".as_ref(),
+            e.as_os_str(),
+            "--audit".as_ref(),
+            a.as_os_str(),
+            "--proposals".as_ref(),
+            p.as_os_str(),
+        ],
+    );
+    let row = t.lines().find(|l| l.starts_with("| no-tmp |")).unwrap();
+    assert!(
+        row.contains("| 3 | 1 | 1 | 1 |"),
+        "3 judged: 1 kept, 1 lost, 1 broke: {row}"
+    );
+    assert!(row.contains("fetch (crash)"), "{row}");
+    assert!(row.contains("git: commit\\|\\<b\\>x\\</b\\>"), "{row}");
+    assert!(t
+        .lines()
+        .any(|l| l.starts_with("| deny-exec |") && l.contains("| 1 | 1 | 0 | 0 |")));
+    assert!(
+        t.contains("checked: 3; hold 1, break a tool 1, vary without a denial 0, not checked 1")
+    );
+    assert!(t.contains("- git: lost git\\_log; denied pipe2"), "{t}");
+}
