@@ -14,8 +14,9 @@ use serde::Serialize;
 use super::matrix::SECURITY;
 use super::meta::Meta;
 use super::record::Record;
-use super::report::Records;
 use super::verdict::{self, ProfileEffect, BASELINE};
+
+type Records = std::collections::BTreeMap<(String, String), Record>;
 
 /// One server under one profile, against its baseline.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -17,7 +17,8 @@ use super::document::{Block, Item, Line};
 use super::matrix::{PROPOSED, SECURITY};
 use super::meta::Meta;
 use super::record::{Outcome, Record};
-use super::report::Records;
+
+type Records = std::collections::BTreeMap<(String, String), Record>;
 
 /// What a server's proposed cell showed.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -16,7 +16,7 @@ use super::render;
 use super::verdict::{self, ProfileEffect, Spread, BASELINE};
 use super::{compat, network, security};
 
-pub(crate) type Records = BTreeMap<(String, String), Record>;
+type Records = BTreeMap<(String, String), Record>;
 
 fn cell<'a>(records: &'a Records, s: &str, p: &str) -> Option<&'a Record> {
     records.get(&(s.to_string(), p.to_string()))
