@@ -5,7 +5,8 @@
 //! - `servers`: every offline server answering a real MCP client, the
 //!   filesystem server on a host workspace, and clear errors;
 //! - `audit`: `mcpvm audit` over three servers × four profiles, stopped and
-//!   resumed, the allow-list profile it proposes, and the security column.
+//!   resumed, each allow-list profile it proposes checked by running it, and
+//!   the security column.
 
 mod common;
 
@@ -678,13 +679,13 @@ mod audit {
         assert!(
             resume
                 .stderr
-                .contains("12 runs, 1 already recorded, 11 to go"),
+                .contains("15 runs, 1 already recorded, 14 to go"),
             "{}",
             resume.stderr
         );
         let lines = results().file("results.jsonl").lines().count();
-        assert_eq!(lines, 12);
-        assert_eq!(records().len(), 12, "one line per cell");
+        assert_eq!(lines, 15);
+        assert_eq!(records().len(), 15, "one line per cell");
         let again = record(
             first["server"].as_str().unwrap(),
             first["profile"].as_str().unwrap(),
@@ -699,7 +700,7 @@ mod audit {
             md.contains("| server | baseline | no-tmp | deny-exec | ro-root |"),
             "{md}"
         );
-        assert!(md.contains("12 of 12 runs recorded"), "{md}");
+        assert!(md.contains("15 of 15 runs recorded"), "{md}");
         assert!(md.contains("denied execve"), "{md}");
         // Judged against the baseline: deny-exec newly broke git, with the
         // denied call that explains it; what each profile did comes first.
@@ -765,20 +766,51 @@ mod audit {
         assert!(!md.contains("slowed"), "{md}");
     }
 
+    /// `--check-proposals`: each server run again under the allow-list
+    /// its baseline cell proposed, judged against that cell.
     #[test]
-    fn the_proposed_allow_list_runs_the_server_it_came_from() {
-        let c = results().case("proposal");
-        assert_eq!(c.rc, 0, "{c:?}");
-        let r = c.json();
-        let calls: Vec<&Value> = r["steps"]
-            .as_array()
-            .unwrap()
+    fn each_proposed_allow_list_is_checked_by_running_the_server_under_it() {
+        let checks: Vec<Value> = serde_json::from_str(results().file("proposals.json")).unwrap();
+        let of = |s: &str| {
+            checks
+                .iter()
+                .find(|c| c["server"] == s)
+                .unwrap_or_else(|| panic!("no check of {s}: {checks:?}"))
+                .clone()
+        };
+        for s in ["memory", "git", "sequential-thinking"] {
+            let c = of(s);
+            assert_eq!(c["proposer"], "baseline", "{c}");
+            assert_ne!(c["verdict"], "not_checked", "{c}");
+            let r = record(s, "proposed");
+            // Run under the list, logging: what it denied is evidence.
+            assert!(r["syscalls_used"].as_array().is_some(), "{r}");
+            // A gap is named with the calls it denied, and the proposal
+            // written takes them in.
+            if c["verdict"] == "breaks" {
+                let proposal = results().file(&format!("proposal_{s}-minimal.toml"));
+                for d in c["denied"].as_array().unwrap() {
+                    assert!(proposal.contains(&format!("{d}")), "{d} in {proposal}");
+                }
+            }
+        }
+        // server-memory's calls all worked under its own list.
+        let memory = of("memory");
+        assert_eq!(memory["verdict"], "holds", "{memory}");
+        assert!(memory["tools"].as_u64().unwrap() > 0, "{memory}");
+        let md = results().file("report.md");
+        assert!(md.contains("## Proposed allow-lists, checked"), "{md}");
+        assert!(md.contains("- **memory**: holds: the "), "{md}");
+        // Every other cell against its baseline, as data.
+        let effects: Vec<Value> = serde_json::from_str(results().file("effects.json")).unwrap();
+        let git_exec = effects
             .iter()
-            .filter(|s| s["step"].as_str().unwrap().starts_with("tools/call:"))
-            .collect();
+            .find(|e| e["server"] == "git" && e["profile"] == "deny-exec")
+            .unwrap();
+        assert_eq!(git_exec["effect"], "newly_broken", "{git_exec}");
         assert!(
-            !calls.is_empty() && calls.iter().all(|s| s["outcome"] == "ok"),
-            "{r}"
+            git_exec["denied"].to_string().contains("execve EPERM"),
+            "{git_exec}"
         );
     }
 }

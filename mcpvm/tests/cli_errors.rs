@@ -359,6 +359,34 @@ fn bad_audit_options_are_refused_before_any_vm() {
     );
     assert_error(
         &[
+            "audit",
+            "--out",
+            out_s,
+            "--servers",
+            "memory",
+            "--profiles",
+            "proposed",
+        ],
+        1,
+        "'proposed' is the column of --check-proposals, not a profile",
+    );
+    // A proposal comes from a cell that logged every system call.
+    assert_error(
+        &[
+            "audit",
+            "--out",
+            out_s,
+            "--servers",
+            "memory",
+            "--profiles",
+            "no-tmp,deny-exec",
+            "--check-proposals",
+        ],
+        1,
+        "none of --profiles (no-tmp, deny-exec) logs them: add one that does (baseline)",
+    );
+    assert_error(
+        &[
             "probe",
             "--security",
             "--root",

@@ -1,6 +1,6 @@
 # mcpvm audit on real KVM (testbed/run): three catalogued servers × four
-# profiles, interrupted after its first cell and resumed; then a server
-# run under the allow-list profile the audit proposed for it.
+# profiles and the check of each server's proposed allow-list (a cell
+# under it), interrupted after its first cell and resumed.
 # Then the security column on sound servers beside a vulnerable one.
 # Payload: bin/mcpvm, kernel/vmlinux, initramfs-test.cpio, images/,
 # catalogue.toml, cve.toml.
@@ -9,7 +9,7 @@ set -u
 # The testbed host has one CPU: two vCPUs there only make the guests
 # wait on each other (docs/testbed.md), so the defaults give one.
 printf '[defaults]\nvcpus = 1\n' > testbed-profiles.toml
-A="mcpvm audit --images images --profiles-file testbed-profiles.toml --servers memory,git,sequential-thinking --profiles baseline,no-tmp,deny-exec,ro-root --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out a"
+A="mcpvm audit --images images --profiles-file testbed-profiles.toml --servers memory,git,sequential-thinking --profiles baseline,no-tmp,deny-exec,ro-root --check-proposals --jobs 1 --init-timeout 400 --step-timeout 200 --run-timeout 600 --out a"
 
 progress "audit: first run, stopped after its first cell"
 $A > "$MCPVM_OUT/first.out" 2> "$MCPVM_OUT/first.err" &
@@ -31,13 +31,8 @@ done
 head -n 1 a/results.jsonl > "$MCPVM_OUT/first_record.json"
 
 CASE_LIMIT=1800 CASE_TEE=1 case_ resume $A
-for f in results.jsonl report.md report.html audit.json; do cp "a/$f" "$MCPVM_OUT/$f"; done
+for f in results.jsonl report.md report.html audit.json proposals.json effects.json; do cp "a/$f" "$MCPVM_OUT/$f"; done
 for f in a/profiles/*.toml; do cp "$f" "$MCPVM_OUT/proposal_$(basename "$f")"; done
-
-# The proposed allow-list is a working profile for the server it came from.
-case_ proposal mcpvm probe --json --images images --server memory \
-  --profiles a/profiles/memory-minimal.toml --profile memory-minimal --vcpus 1 \
-  --calls a/calls/memory.json --only-given --init-timeout 400 --step-timeout 200
 
 # Cells run more than once: every run's first response is kept beside the
 # first run's record and evidence.
