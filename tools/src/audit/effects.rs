@@ -48,14 +48,18 @@ fn name(e: &ProfileEffect) -> &'static str {
     }
 }
 
-fn effect(base: &Record, r: &Record) -> CellEffect {
-    let e = verdict::judge(Some(base), r);
-    let lost: Vec<String> = base
-        .tools_ok
+/// The tools that worked in `base` and not in `r`.
+pub fn lost(base: &Record, r: &Record) -> Vec<String> {
+    base.tools_ok
         .iter()
         .filter(|t| !r.tools_ok.contains(t))
         .cloned()
-        .collect();
+        .collect()
+}
+
+fn effect(base: &Record, r: &Record) -> CellEffect {
+    let e = verdict::judge(Some(base), r);
+    let lost = lost(base, r);
     CellEffect {
         server: r.server.clone(),
         profile: r.profile.clone(),

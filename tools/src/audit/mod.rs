@@ -1406,17 +1406,15 @@ mod tests {
         assert_eq!(human(600.0), "10 min");
     }
 
-    #[test]
-    fn a_proposed_cell_runs_under_the_allow_list_its_logging_cell_saw() {
-        let t = tempfile::tempdir().unwrap();
-        let own = t.path().join("tb.toml");
-        std::fs::write(&own, "[defaults]\nvcpus = 1\ndeny_net = true\n").unwrap();
-        let ctx = CellContext {
+    /// A cell's context as the tests start from: robustness in the
+    /// baseline, nothing else given.
+    fn context() -> CellContext {
+        CellContext {
             exe: "mcpvm".into(),
-            out: t.path().join("out"),
+            out: "out".into(),
             catalogue: Default::default(),
             images: None,
-            profiles_file: Some(own),
+            profiles_file: None,
             calls: BTreeMap::new(),
             run_timeout: 600,
             init_timeout: 300,
@@ -1426,7 +1424,20 @@ mod tests {
             robustness: Some("baseline".into()),
             workspace: None,
             pinned: None,
+            proposed_over: None,
+        }
+    }
+
+    #[test]
+    fn a_proposed_cell_runs_under_the_allow_list_its_logging_cell_saw() {
+        let t = tempfile::tempdir().unwrap();
+        let own = t.path().join("tb.toml");
+        std::fs::write(&own, "[defaults]\nvcpus = 1\ndeny_net = true\n").unwrap();
+        let ctx = CellContext {
+            out: t.path().join("out"),
+            profiles_file: Some(own),
             proposed_over: Some("baseline".into()),
+            ..context()
         };
         let cell = Cell {
             server: "memory".into(),
@@ -1485,21 +1496,8 @@ mod tests {
     #[test]
     fn warm_and_security_cells_get_their_own_probe_arguments() {
         let mut ctx = CellContext {
-            exe: "mcpvm".into(),
-            out: "out".into(),
-            catalogue: Default::default(),
-            images: None,
-            profiles_file: None,
-            calls: BTreeMap::new(),
-            run_timeout: 600,
-            init_timeout: 300,
-            step_timeout: 120,
-            warm: None,
-            repeat: 1,
-            robustness: Some("baseline".into()),
-            workspace: None,
             pinned: Some(("pins.json".into(), ["memory".to_string()].into())),
-            proposed_over: None,
+            ..context()
         };
         let cell = Cell {
             server: "memory".into(),

@@ -86,12 +86,7 @@ pub fn judge(base: &Record, proposed: &Record) -> Check {
                 .unwrap_or_else(|| "the cell did not run".into()),
         };
     }
-    let lost: Vec<String> = base
-        .tools_ok
-        .iter()
-        .filter(|t| !proposed.tools_ok.contains(t))
-        .cloned()
-        .collect();
+    let lost = super::effects::lost(base, proposed);
     let broke = (severe(proposed.outcome) && proposed.outcome != base.outcome)
         .then(|| proposed.outcome.name());
     let denied: Vec<String> = proposed
