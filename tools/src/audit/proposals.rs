@@ -67,13 +67,6 @@ pub fn proposer<'a>(
         })
 }
 
-fn severe(o: Outcome) -> bool {
-    matches!(
-        o,
-        Outcome::Broken | Outcome::Timeout | Outcome::Crash | Outcome::Oom
-    )
-}
-
 /// Judges a proposed cell against the cell that proposed its list.
 pub fn judge(base: &Record, proposed: &Record) -> Check {
     if proposed.outcome == Outcome::Error && proposed.lifecycle.is_none() {
@@ -87,7 +80,11 @@ pub fn judge(base: &Record, proposed: &Record) -> Check {
         };
     }
     let lost = super::effects::lost(base, proposed);
-    let broke = (severe(proposed.outcome) && proposed.outcome != base.outcome)
+    // An error of the probe's own after the handshake is no break the
+    // list caused: a cell judges it severe, a check does not.
+    let broke = (super::verdict::severe(proposed.outcome)
+        && proposed.outcome != Outcome::Error
+        && proposed.outcome != base.outcome)
         .then(|| proposed.outcome.name());
     let denied: Vec<String> = proposed
         .evidence

@@ -129,7 +129,9 @@ fn binomial(n: usize, k: usize) -> f64 {
     (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
 }
 
-fn severe(o: Outcome) -> bool {
+/// An outcome that is itself a break: against the baseline's, the cell
+/// is newly broken.
+pub(super) fn severe(o: Outcome) -> bool {
     matches!(
         o,
         Outcome::Broken | Outcome::Timeout | Outcome::Crash | Outcome::Oom | Outcome::Error
