@@ -669,6 +669,10 @@ impl LayerCx<'_> {
             version: e.version.clone(),
             bytes,
             lock,
+            released_on: self
+                .locks
+                .get(name, e)
+                .and_then(|dir| crate::lock::released_on(&dir, e.runtime)),
             command,
             toolchain: (!toolchain.is_empty()).then_some(toolchain),
             install: install_record,

@@ -67,6 +67,33 @@ pub fn digest(dir: &Path, runtime: Runtime) -> Option<String> {
     Some(hex(&h.finalize())[..16].to_string())
 }
 
+/// The day a tree locked as released was frozen at (YYYY-MM-DD): the
+/// registry's publication of its version, which the python lock's first
+/// line and the npm lock's `package.json` (`"mcpvm": {"asReleased"}`)
+/// record (`pip::resolve_as_released`, `npm::record_release_date`).
+/// None for a tree resolved on the day it was built, or a lock that
+/// does not say a date in that form.
+pub fn released_on(dir: &Path, runtime: Runtime) -> Option<String> {
+    let said = match runtime {
+        Runtime::Python => {
+            let text = std::fs::read_to_string(dir.join("requirements.lock")).ok()?;
+            let first = text.lines().next()?;
+            first.strip_prefix("# as released: ")?.to_string()
+        }
+        Runtime::Cargo => return None,
+        _ => {
+            let text = std::fs::read_to_string(dir.join("package.json")).ok()?;
+            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+            v["mcpvm"]["asReleased"].as_str()?.to_string()
+        }
+    };
+    let day = said.get(..10)?;
+    let b = day.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    (digits(0..4) && b[4] == b'-' && digits(5..7) && b[7] == b'-' && digits(8..10))
+        .then(|| day.to_string())
+}
+
 /// The store's locks.
 pub struct Locks(PathBuf);
 
@@ -169,6 +196,41 @@ mod tests {
         // A lock with a file gone is no lock.
         std::fs::remove_file(dir.join("package-lock.json")).unwrap();
         assert!(locks.get("memory", &e).is_none());
+    }
+
+    #[test]
+    fn a_tree_locked_as_released_says_its_day_and_no_other_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(
+            d.join("requirements.lock"),
+            "# as released: 2025-10-09T22:14:45Z (PyPI's upload of a==1); resolved with uv --exclude-newer\na==1 --hash=sha256:aa\n",
+        )
+        .unwrap();
+        assert_eq!(
+            released_on(d, Runtime::Python).as_deref(),
+            Some("2025-10-09")
+        );
+        std::fs::write(d.join("requirements.lock"), "a==1 --hash=sha256:aa\n").unwrap();
+        assert_eq!(released_on(d, Runtime::Python), None);
+        // A comment that does not start with a day is no day.
+        std::fs::write(d.join("requirements.lock"), "# as released: soon\n").unwrap();
+        assert_eq!(released_on(d, Runtime::Python), None);
+        std::fs::write(
+            d.join("package.json"),
+            r#"{"name":"x","mcpvm":{"asReleased":"2025-03-01T10:00:00.000Z","why":"w"}}"#,
+        )
+        .unwrap();
+        assert_eq!(released_on(d, Runtime::Node).as_deref(), Some("2025-03-01"));
+        std::fs::write(d.join("package.json"), r#"{"name":"x"}"#).unwrap();
+        assert_eq!(released_on(d, Runtime::Node), None);
+        std::fs::write(
+            d.join("package.json"),
+            r#"{"mcpvm":{"asReleased":"2025-0x-01"}}"#,
+        )
+        .unwrap();
+        assert_eq!(released_on(d, Runtime::Node), None);
+        assert_eq!(released_on(&d.join("gone"), Runtime::Python), None);
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct LayerRecord {
     /// The digest of the dependency tree's lock (crate::lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<String>,
+    /// The day its tree was frozen at, for a layer built as released
+    /// (`lock::released_on`): what it can speak is no newer than that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_on: Option<String>,
     /// The executable it runs (for `--package`, which names none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -274,6 +278,7 @@ mod tests {
             version: "1".into(),
             bytes: 3,
             lock: None,
+            released_on: None,
             command: None,
             toolchain: None,
             install: None,
@@ -366,6 +371,7 @@ mod tests {
                 version: "1.0.0".into(),
                 bytes: 1,
                 lock: None,
+                released_on: None,
                 command: Some("c".into()),
                 toolchain: Some(built_with.into()),
                 install: None,
@@ -399,6 +405,7 @@ mod tests {
                 version: "1".into(),
                 bytes: 1,
                 lock: Some("0123456789abcdef".into()),
+                released_on: None,
                 command: None,
                 toolchain: None,
                 install: None,

@@ -210,6 +210,7 @@ mod tests {
             version: "1.0.0".into(),
             bytes: 1,
             lock: None,
+            released_on: None,
             command: None,
             toolchain: None,
             install: Some(record.clone()),

@@ -22,6 +22,10 @@ use probes::options::LifecycleChoice;
 use super::matrix::PROPOSED;
 use super::record::Record;
 
+/// The protocol version that brought the stateless lifecycle
+/// (`server/discover`), named after the day it was published.
+const STATELESS_SINCE: &str = "2026-07-28";
+
 /// What a server's recorded cells showed, for its next cell.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Carried {
@@ -61,6 +65,25 @@ impl Carried {
         self.lifecycle = Some((choice, r.profile.clone()));
     }
 
+    /// What a server's run as released starts from: a tree frozen before
+    /// the protocol that brought `server/discover` was published cannot
+    /// speak it, so its probe says `initialize` at once. An old SDK that
+    /// stays silent on a method it does not know would otherwise make it
+    /// wait out the whole discover timeout (300 s under an audit: eight
+    /// of the registry sample's runs as released paid it).
+    pub fn released_on(day: Option<&str>) -> Carried {
+        let lifecycle = day.filter(|d| *d < STATELESS_SINCE).map(|d| {
+            (
+                LifecycleChoice::Initialize,
+                format!("as released on {d}, before {STATELESS_SINCE}"),
+            )
+        });
+        Carried {
+            lifecycle,
+            ..Carried::default()
+        }
+    }
+
     /// The lifecycle the next cell's probe speaks: `auto` (discover,
     /// then initialize) until a cell has shown which.
     pub fn lifecycle(&self) -> LifecycleChoice {
@@ -97,6 +120,26 @@ mod tests {
         );
         let resumed = Carried::from_records([&record("x", Some("stateless"))]);
         assert_eq!(resumed.lifecycle(), LifecycleChoice::Stateless);
+    }
+
+    #[test]
+    fn a_tree_frozen_before_the_stateless_protocol_is_asked_to_initialize() {
+        let old = Carried::released_on(Some("2025-10-09"));
+        assert_eq!(old.lifecycle(), LifecycleChoice::Initialize);
+        assert!(old.lifecycle.unwrap().1.contains("2025-10-09"));
+        // On the day or after, or with no day known, it may speak either.
+        assert_eq!(
+            Carried::released_on(Some("2026-07-28")).lifecycle(),
+            LifecycleChoice::Auto
+        );
+        assert_eq!(
+            Carried::released_on(Some("2026-11-30")).lifecycle(),
+            LifecycleChoice::Auto
+        );
+        assert_eq!(
+            Carried::released_on(None).lifecycle(),
+            LifecycleChoice::Auto
+        );
     }
 
     #[test]

@@ -596,6 +596,12 @@ fn as_released(
         &released::catalogue_text(catalogue, &servers).map_err(AuditError::Released)?,
     )?;
     let failed = released::build(&ctx.exe, &file, &servers, &o.images);
+    // The store's index says the day each tree was frozen at.
+    let store = o
+        .images
+        .clone()
+        .unwrap_or_else(mcpvm_images::store::default_dir);
+    let index = mcpvm_images::store::Index::load(&store).unwrap_or_default();
     let cx = CellContext {
         catalogue: mcpvm::server::CatalogueArg {
             path: Some(file),
@@ -614,7 +620,16 @@ fn as_released(
                 format!("as released: its layer did not build: {why}"),
                 0.0,
             ),
-            None => released::refile(cx.run(&released::cell(s, first), &Carried::default()), s),
+            None => {
+                let day = index
+                    .servers
+                    .get(&released::derived(s))
+                    .and_then(|l| l.released_on.as_deref());
+                released::refile(
+                    cx.run(&released::cell(s, first), &Carried::released_on(day)),
+                    s,
+                )
+            }
         };
         let said = match (failed.get(s), &r.lifecycle) {
             (Some(why), _) => format!(
