@@ -36,6 +36,9 @@
 # MCPVM_ECOSYSTEM_PROBES="FLAGS" replaces the audit's hostile steps
 #   (default "--robustness --security"); "" is the calls alone: the
 #   coverage pass (how many calls reach their tools, docs/benchmarks.md).
+# MCPVM_ECOSYSTEM_BUILD=DIR audits with another build of mcpvm (its
+#   target/mcpvm: bin/, kernel/, initramfs-test.cpio) under this bench:
+#   benches/side-by-side.sh, an older commit's against this one's.
 # MCPVM_ECOSYSTEM_PROFILES=P,Q,... audits under these profiles instead of
 #   `deny-net` alone: the withholding sweep (docs/withholding.md, "What
 #   the popular servers need"), e.g. baseline,no-tmp,tiny-mem,deny-exec
@@ -65,7 +68,8 @@ check_server_names ecosystem "${names[@]}"
 limit=${MCPVM_ECOSYSTEM_DEADLINE:-14000}
 case "$limit" in ''|*[!0-9]*) echo "ecosystem: MCPVM_ECOSYSTEM_DEADLINE takes seconds, got $(printf '%q' "$limit")" >&2; exit 1 ;; esac
 "$top/scripts/build" >&2
-t=$top/target/mcpvm
+t=${MCPVM_ECOSYSTEM_BUILD:-$top/target/mcpvm}
+[ -x "$t/bin/mcpvm" ] || { echo "ecosystem: no mcpvm build in $t (MCPVM_ECOSYSTEM_BUILD names one: its bin/, kernel/ and initramfs-test.cpio)" >&2; exit 1; }
 store=${MCPVM_CORPUS_IMAGES:-${MCPVM_CACHE:-$HOME/.cache/mcpvm}/corpus-images}
 build=(--catalogue "$catalogue" --catalogue-only --images "$store")
 [ -n "${1:-}" ] && build+=(--servers "$servers")

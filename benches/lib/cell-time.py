@@ -3,6 +3,7 @@
 result (docs/benchmarks.md, "The cost of a server").
 
     cell-time.py --results results.jsonl RUNS_DIR_OR_TGZ...
+    cell-time.py --results BEFORE.jsonl RUNS... --against AFTER.jsonl --against-runs RUNS...
 
 RUNS: an audit's `runs/` directory, or the `runs.tgz` the ecosystem bench
 brings back from each shard. A cell's wall time (its record's, from the
@@ -111,28 +112,29 @@ def phases(record, result):
     return got
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--results", required=True)
-    p.add_argument("runs", nargs="+")
-    a = p.parse_args()
-    recs = records(a.results)
-    res = results(a.runs)
+def tally(recs, res, keys):
+    """Phase totals, by profile and by server, over the cells `keys`."""
     total = collections.Counter()
     by_profile = collections.defaultdict(collections.Counter)
     by_server = collections.Counter()
     missing = 0
-    for key, r in sorted(recs.items()):
+    for key in keys:
+        r = recs[key]
         if key not in res:
             missing += 1
         got = phases(r, res.get(key))
         total.update(got)
         by_profile[key[1]].update(got)
         by_server[key[0]] += sum(got.values())
-    servers = len({s for s, _ in recs})
+    return total, by_profile, by_server, missing
+
+
+def table(recs, res, keys):
+    total, by_profile, by_server, missing = tally(recs, res, keys)
+    servers = len({s for s, _ in keys})
     whole = sum(total.values()) or 1.0
     out = [
-        f"{len(recs)} cells of {servers} servers; {missing} without a probe result (counted under the rest).",
+        f"{len(keys)} cells of {servers} servers; {missing} without a probe result (counted under the rest).",
         "",
         "| phase | seconds | share | a server |",
         "|---|---:|---:|---:|",
@@ -142,12 +144,61 @@ def main():
     out.append(f"| all | {whole / 1000:.0f} | | {whole / 1000 / max(servers, 1):.1f} s |")
     out += ["", "| profile | cells | " + " | ".join(PHASES) + " |", "|---|---:|" + "---:|" * len(PHASES)]
     for prof, c in sorted(by_profile.items()):
-        n = sum(1 for s, q in recs if q == prof)
+        n = sum(1 for s, q in keys if q == prof)
         out.append(f"| {mdcell.md(prof, 30)} | {n} | " + " | ".join(f"{c[ph] / 1000:.0f}" for ph in PHASES) + " |")
     out += ["", "| slowest servers | seconds | share |", "|---|---:|---:|"]
     for s, t in by_server.most_common(8):
         out.append(f"| {mdcell.md(s, 40)} | {t / 1000:.0f} | {100 * t / whole:.0f} % |")
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--results", required=True)
+    p.add_argument("runs", nargs="*")
+    # Side by side (benches/side-by-side.sh): the same servers audited by
+    # another build in the same run, compared over the servers whose every
+    # cell both sides recorded.
+    p.add_argument("--against", help="the other side's results.jsonl")
+    p.add_argument("--against-runs", nargs="*", default=[])
+    a = p.parse_args()
+    recs = records(a.results)
+    res = results(a.runs)
+    if not a.against:
+        print("\n".join(table(recs, res, sorted(recs))))
+        return 0
+    other = records(a.against)
+    other_res = results(a.against_runs)
+
+    def cells_by_server(rs):
+        by = collections.defaultdict(set)
+        for s, q in rs:
+            by[s].add(q)
+        return by
+
+    mine, theirs = cells_by_server(recs), cells_by_server(other)
+    # A server both finished: every cell one side has, the other has too.
+    common = sorted(s for s in mine if s in theirs and mine[s] == theirs[s])
+    left = [k for k in sorted(recs) if k[0] in common]
+    right = [k for k in sorted(other) if k[0] in common]
+    before, _, _, _ = tally(recs, res, left)
+    after, _, _, _ = tally(other, other_res, right)
+    n = max(len(common), 1)
+    out = [
+        f"{len(common)} servers both sides recorded whole ({len(left)} cells); "
+        f"{len(set(mine) - set(common))} before and {len(set(theirs) - set(common))} after left out.",
+        "",
+        "| phase | before, a server | after, a server | after / before |",
+        "|---|---:|---:|---:|",
+    ]
+    for ph in PHASES + ["all"]:
+        b = sum(before.values()) if ph == "all" else before[ph]
+        f = sum(after.values()) if ph == "all" else after[ph]
+        ratio = f"{f / b:.2f}" if b else "—"
+        out.append(f"| {ph} | {b / 1000 / n:.1f} s | {f / 1000 / n:.1f} s | {ratio} |")
+    out += ["", "Before:", ""] + table(recs, res, left) + ["", "After:", ""] + table(other, other_res, right)
     print("\n".join(out))
+    return 0
 
 
 if __name__ == "__main__":
