@@ -50,6 +50,10 @@ pub struct ProbeOptions {
     pub call_order: Vec<String>,
     /// Call only the tools in `calls`.
     pub only_given: bool,
+    /// Call none but these tools (the others are listed, not called): an
+    /// audit's cell after its baseline needs call only the tools that
+    /// worked there, for only those can it take away.
+    pub only_tools: Option<std::collections::BTreeSet<String>>,
     /// Also make the varied second call (`arguments::vary`) of a call in
     /// `calls`: an audit's calls are there to show the server working;
     /// a user's `--call` is made exactly once.
@@ -115,6 +119,7 @@ impl Default for ProbeOptions {
             calls: BTreeMap::new(),
             call_order: Vec::new(),
             only_given: false,
+            only_tools: None,
             vary_given: false,
             allow_destructive: false,
             robustness: false,

@@ -30,6 +30,8 @@ pub struct ProbeRequest {
     /// Tools never to call.
     pub dangerous: Vec<String>,
     pub only_given: bool,
+    /// Call none but these tools.
+    pub only_tools: Option<Vec<String>>,
     pub vary_given: bool,
     pub allow_destructive: bool,
     pub robustness: bool,
@@ -64,6 +66,7 @@ impl Default for ProbeRequest {
             calls: None,
             dangerous: Vec::new(),
             only_given: false,
+            only_tools: None,
             vary_given: false,
             allow_destructive: false,
             robustness: false,
@@ -119,6 +122,7 @@ mod tests {
             calls: Some("calls.json".into()),
             dangerous: vec!["delete_all".into()],
             only_given: true,
+            only_tools: Some(vec!["add".into()]),
             vary_given: true,
             allow_destructive: true,
             robustness: true,

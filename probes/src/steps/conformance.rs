@@ -782,8 +782,12 @@ struct PlannedCall {
 /// declare themselves destructive are not called.
 fn plan_calls(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<PlannedCall> {
     let mut plan = Vec::new();
+    let allowed = |name: &str| opts.only_tools.as_ref().is_none_or(|o| o.contains(name));
     for tool in tools {
         let name = tool.name.to_string();
+        if !allowed(&name) {
+            continue;
+        }
         let args = match opts.calls.get(&name) {
             Some(ToolArgs::Dangerous) => Planned::Skip("marked dangerous by the user".into()),
             Some(ToolArgs::Given(a)) => Planned::Call(a.clone()),
@@ -813,7 +817,7 @@ fn plan_calls(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<PlannedCa
     // the user asked, and the server's answer is the finding.
     for (name, args) in &opts.calls {
         if let ToolArgs::Given(a) = args {
-            if !tools.iter().any(|t| t.name == name.as_str()) {
+            if allowed(name) && !tools.iter().any(|t| t.name == name.as_str()) {
                 plan.push(PlannedCall {
                     name: name.clone(),
                     args: Planned::Call(a.clone()),
@@ -822,4 +826,40 @@ fn plan_calls(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<PlannedCa
         }
     }
     plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str) -> rmcp::model::Tool {
+        serde_json::from_value(json!({"name": name, "inputSchema": {"type": "object"}})).unwrap()
+    }
+
+    fn planned(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<String> {
+        plan_calls(tools, opts)
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+    }
+
+    #[test]
+    fn only_the_tools_named_are_called_given_or_not() {
+        let tools = [tool("list_items"), tool("get_item"), tool("fetch")];
+        let mut opts = ProbeOptions::default();
+        let mut given = serde_json::Map::new();
+        given.insert("id".into(), json!(1));
+        opts.calls
+            .insert("fetch".into(), ToolArgs::Given(given.clone()));
+        // A tool the user named that the server does not list is called.
+        opts.calls.insert("hidden".into(), ToolArgs::Given(given));
+        let mut all = planned(&tools, &opts);
+        all.sort();
+        assert_eq!(all, ["fetch", "get_item", "hidden", "list_items"]);
+        opts.only_tools = Some(["get_item".to_string()].into());
+        assert_eq!(planned(&tools, &opts), ["get_item"]);
+        // None worked: nothing is called, the listing still is.
+        opts.only_tools = Some(Default::default());
+        assert!(planned(&tools, &opts).is_empty());
+    }
 }

@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use probes::options::LifecycleChoice;
 
 use super::matrix::PROPOSED;
-use super::record::Record;
+use super::record::{Outcome, Record};
+use super::verdict::BASELINE;
 
 /// The protocol version that brought the stateless lifecycle
 /// (`server/discover`), named after the day it was published.
@@ -34,6 +35,12 @@ pub struct Carried {
     /// By profile, the system calls a cell that logged them saw (as the
     /// proposal names them: `report::allow_list`).
     pub syscalls: BTreeMap<String, Vec<String>>,
+    /// The tools that worked in its baseline cell. The cells judged
+    /// against it call only these (`matrix::cells` runs it first): a
+    /// profile can take away only what worked without it, and a tool
+    /// that failed there (most often on the network every audit cell
+    /// denies) would wait out its timeout again in every cell.
+    pub worked: Option<Vec<String>>,
 }
 
 impl Carried {
@@ -49,6 +56,10 @@ impl Carried {
     /// What a cell's record adds: the first handshake that was answered
     /// decides.
     pub fn learn(&mut self, r: &Record) {
+        // A baseline the probe could not run showed nothing either way.
+        if r.profile == BASELINE && r.outcome != Outcome::Error {
+            self.worked = Some(r.tools_ok.clone());
+        }
         if r.profile != PROPOSED {
             if let Some(calls) = super::report::allow_list(r) {
                 self.syscalls.insert(r.profile.clone(), calls);
@@ -120,6 +131,33 @@ mod tests {
         );
         let resumed = Carried::from_records([&record("x", Some("stateless"))]);
         assert_eq!(resumed.lifecycle(), LifecycleChoice::Stateless);
+    }
+
+    #[test]
+    fn the_tools_that_worked_at_baseline_are_what_later_cells_call() {
+        let mut c = Carried::default();
+        c.learn(&record("no-tmp", Some("initialize")));
+        assert_eq!(c.worked, None, "only the baseline decides");
+        let mut base = record("baseline", Some("initialize"));
+        base.outcome = Outcome::Degraded;
+        base.tools_ok = vec!["read_graph".into()];
+        base.tools_failed = vec!["fetch".into()];
+        c.learn(&base);
+        assert_eq!(c.worked, Some(vec!["read_graph".to_string()]));
+        // A baseline the probe itself could not run teaches nothing.
+        let mut lost = Carried::default();
+        lost.learn(&Record::failed(
+            "s",
+            "baseline",
+            Outcome::Error,
+            "x".into(),
+            1.0,
+        ));
+        assert_eq!(lost.worked, None);
+        // One that ran and got nothing to work: nothing to call.
+        let mut none = Carried::default();
+        none.learn(&record("baseline", None));
+        assert_eq!(none.worked, Some(vec![]));
     }
 
     #[test]

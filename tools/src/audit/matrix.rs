@@ -1,6 +1,8 @@
 //! The audit matrix: servers × profiles in a fixed order, and the share
 //! of it one shard runs.
 
+use super::verdict::BASELINE;
+
 /// The profiles an audit runs when none are named.
 pub const DEFAULT_PROFILES: &[&str] = &[
     "baseline",
@@ -60,7 +62,11 @@ pub fn parse_shard(s: &str) -> Result<Shard, String> {
 
 /// How [`cells`] orders a matrix and deals it to shards, as `audit.json`
 /// and the reports say.
-pub const ORDER: &str = "server-major, the security column last, the other profiles rotated by the server's index; a server's cells in one shard";
+pub const ORDER: &str = "server-major, baseline first, the other profiles rotated by the server's index, the security column last; a server's cells in one shard";
+
+/// The order before [`ORDER`] put `baseline` first: the same cells in
+/// each shard (whole servers), so a merge deals them alike.
+const ALL_ROTATED: &str = "server-major, the security column last, the other profiles rotated by the server's index; a server's cells in one shard";
 
 /// The order before [`ORDER`]: every profile rotated, cells dealt to the
 /// shards one by one. Merges of such audits deal them so.
@@ -69,16 +75,19 @@ pub const ROTATED: &str = "server-major, each server's profiles rotated by its i
 /// Every cell, server-major (a server's profiles run close together, so a
 /// failing server shows early), then the shard's share: whole servers, so
 /// that a server's later cells learn from its first (`super::carry`).
-/// Each server's profiles start one further along than the previous
-/// server's: a server's first run pays its cold caches, and no profile
-/// should always be the one that pays them (the `baseline` column used
-/// to, and its timings read as what recording costs). The security
-/// column comes last: it attacks the calls the cells before it showed;
-/// the proposed column just before it, after the cell that proposed.
+/// `baseline` comes first: every other cell is judged against it, and
+/// needs call only the tools that worked there (`super::carry`). The
+/// other profiles start one further along for each server: a server's
+/// first run after the baseline still pays what is left of its cold
+/// caches, and no profile should always be the one that pays them. The
+/// security column comes last: it attacks the calls the cells before it
+/// showed; the proposed column just before it, after the cell that
+/// proposed.
 pub fn cells(servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell> {
+    let first: Option<&String> = profiles.iter().find(|p| *p == BASELINE);
     let others: Vec<&String> = profiles
         .iter()
-        .filter(|p| !LAST.contains(&p.as_str()))
+        .filter(|p| !LAST.contains(&p.as_str()) && *p != BASELINE)
         .collect();
     let last: Vec<&String> = LAST
         .iter()
@@ -91,8 +100,9 @@ pub fn cells(servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell>
         .filter(|(i, _)| i % shard.count == shard.index)
         .flat_map(|(i, s)| {
             let rotated: Vec<&String> = (0..others.len()).map(|j| others[(i + j) % n]).collect();
-            rotated
+            first
                 .into_iter()
+                .chain(rotated)
                 .chain(last.iter().copied())
                 .map(move |p| Cell {
                     server: s.clone(),
@@ -105,7 +115,7 @@ pub fn cells(servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell>
 /// The cells shard `shard` ran in an audit whose `audit.json` says it
 /// ran in `order`: audits from before [`ORDER`] dealt cells one by one.
 pub fn dealt(order: &str, servers: &[String], profiles: &[String], shard: Shard) -> Vec<Cell> {
-    if order == ORDER {
+    if order == ORDER || order == ALL_ROTATED {
         return cells(servers, profiles, shard);
     }
     let n = profiles.len().max(1);
@@ -165,15 +175,20 @@ mod tests {
     }
 
     #[test]
-    fn no_profile_is_always_a_servers_first_run_and_security_is_always_its_last() {
+    fn baseline_is_a_servers_first_run_the_others_rotate_and_security_is_its_last() {
         let (s, p) = (
             names(&["a", "b", "c", "d"]),
-            names(&["baseline", SECURITY, "x", "y"]),
+            names(&[SECURITY, "x", "baseline", "y"]),
         );
         let all = cells(&s, &p, Shard::ALL);
-        let firsts: Vec<&str> = all.chunks(4).map(|c| c[0].profile.as_str()).collect();
-        assert_eq!(firsts, ["baseline", "x", "y", "baseline"]);
+        assert!(all.chunks(4).all(|c| c[0].profile == "baseline"));
+        let seconds: Vec<&str> = all.chunks(4).map(|c| c[1].profile.as_str()).collect();
+        assert_eq!(seconds, ["x", "y", "x", "y"]);
         assert!(all.chunks(4).all(|c| c[3].profile == SECURITY));
+        // Without a baseline, no profile is always the first.
+        let none = cells(&s, &names(&["x", "y", "z"]), Shard::ALL);
+        let firsts: Vec<&str> = none.chunks(3).map(|c| c[0].profile.as_str()).collect();
+        assert_eq!(firsts, ["x", "y", "z", "x"]);
         // Every cell still runs once.
         for srv in &s {
             let mut got: Vec<&str> = all
@@ -194,7 +209,7 @@ mod tests {
         );
         let all = cells(&s, &p, Shard::ALL);
         let firsts: Vec<&str> = all.chunks(4).map(|c| c[0].profile.as_str()).collect();
-        assert_eq!(firsts, ["baseline", "x", "baseline"]);
+        assert_eq!(firsts, ["baseline", "baseline", "baseline"]);
         assert!(all
             .chunks(4)
             .all(|c| c[2].profile == PROPOSED && c[3].profile == SECURITY));
@@ -217,6 +232,8 @@ mod tests {
         let unrotated = "server-major, profiles in the same order for every server";
         assert_eq!(keys(dealt(unrotated, &s, &p, shard(1))), ["a/y", "b/y"]);
         assert_eq!(keys(dealt(ORDER, &s, &p, shard(1))), ["b/y", "b/x"]);
+        // The order before baseline came first dealt the same servers.
+        assert_eq!(keys(dealt(ALL_ROTATED, &s, &p, shard(1))), ["b/y", "b/x"]);
     }
 
     #[test]

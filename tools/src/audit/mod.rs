@@ -52,6 +52,7 @@ use meta::{Meta, ServerMeta};
 pub use output::AuditError;
 use output::{out_err, write_atomic, write_json};
 use record::{Outcome, Record, Sample};
+use verdict::BASELINE;
 
 pub struct AuditOptions {
     pub catalogue: mcpvm::server::CatalogueArg,
@@ -975,6 +976,12 @@ impl CellContext {
                 .filter(|(_, servers)| servers.contains(&c.server))
                 .map(|(path, _)| path.clone()),
             lifecycle: carried.lifecycle(),
+            // Judged against the baseline: only what worked there can be
+            // taken away. The security column attacks every tool.
+            only_tools: carried
+                .worked
+                .clone()
+                .filter(|_| c.profile != BASELINE && !security),
             init_timeout: self.init_timeout,
             step_timeout: self.step_timeout,
             // Python servers under emulation take seconds to exit; a
@@ -1506,6 +1513,28 @@ mod tests {
         let req = ctx.probe_request(&baseline, &carried);
         assert_eq!(req.vm.profiles, Some(t.path().join("tb.toml")));
         assert_eq!(req.vm.profile.as_deref(), Some("baseline"));
+    }
+
+    #[test]
+    fn cells_after_the_baseline_call_only_what_worked_there() {
+        let ctx = context();
+        let carried = Carried {
+            worked: Some(vec!["read_graph".into()]),
+            ..Carried::default()
+        };
+        let cell = |profile: &str| Cell {
+            server: "memory".into(),
+            profile: profile.into(),
+        };
+        let only = |p: &str| ctx.probe_request(&cell(p), &carried).only_tools;
+        assert_eq!(only("no-tmp"), Some(vec!["read_graph".to_string()]));
+        assert_eq!(only(PROPOSED), Some(vec!["read_graph".to_string()]));
+        // The baseline itself, and the attacks, call every tool.
+        assert_eq!(only("baseline"), None);
+        assert_eq!(only(SECURITY), None);
+        // Before any baseline (an audit without one), every tool.
+        let req = ctx.probe_request(&cell("no-tmp"), &Carried::default());
+        assert_eq!(req.only_tools, None);
     }
 
     #[test]

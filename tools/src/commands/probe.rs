@@ -48,6 +48,10 @@ pub struct ProbeArgs {
     /// arguments generated from its input schema when none are given).
     #[arg(long)]
     pub only_given: bool,
+    /// Call none but these tools (comma-separated; the others are listed,
+    /// not called), with the arguments --call/--calls give or generated.
+    #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
+    pub only_tools: Option<Vec<String>>,
     /// Also call each tool given by --call/--calls a second time with one
     /// value changed, as generated calls are, to show whether its answer
     /// depends on its input (made once by default: a second call of a
@@ -161,6 +165,7 @@ impl From<ProbeArgs> for ProbeRequest {
             calls: a.calls,
             dangerous: a.dangerous,
             only_given: a.only_given,
+            only_tools: a.only_tools,
             vary_given: a.vary_given,
             allow_destructive: a.allow_destructive,
             robustness: a.robustness,
@@ -467,6 +472,10 @@ fn probe_options(
         calls,
         call_order,
         only_given: args.only_given,
+        only_tools: args
+            .only_tools
+            .as_ref()
+            .map(|t| t.iter().cloned().collect()),
         vary_given: args.vary_given,
         allow_destructive: args.allow_destructive,
         robustness: args.robustness,
@@ -657,6 +666,7 @@ pub(crate) mod tests {
             "--call=add={\"a\":2}",
             "--dangerous=delete_all",
             "--only-given",
+            "--only-tools=add,sub",
             "--security",
             "--fail-on=medium",
             "--lifecycle=stateless",
@@ -675,6 +685,7 @@ pub(crate) mod tests {
                 call: vec![("add".into(), ToolArgs::Given(given))],
                 dangerous: vec!["delete_all".into()],
                 only_given: true,
+                only_tools: Some(vec!["add".into(), "sub".into()]),
                 security: true,
                 fail_on: Some(probes::judge::gate::Severity::Medium),
                 lifecycle: LifecycleChoice::Stateless,
