@@ -11,8 +11,9 @@ withholds) and, with --check-proposals, its proposals.json.
 One row a profile: the servers judged (those with a tool shown working at
 baseline: a server none of whose tools worked there cannot show what a
 profile takes), how many kept every such tool, how many lost some, how
-many the profile broke outright, and who lost what. Then the proposed
-allow-lists' check. Names and words from the journal are data: clipped
+many the profile broke outright, and who lost what. A cell that did not
+run (effect `unjudged`) kept and lost nothing and is not counted. Then
+the proposed allow-lists' check. Names and words from the journal are data: clipped
 and escaped for Markdown, never markup.
 """
 import argparse
@@ -68,15 +69,22 @@ def main():
         for c in checks:
             count[c.get("verdict")] = count.get(c.get("verdict"), 0) + 1
         print()
-        print(f"Proposed allow-lists checked: {len(checks)}; hold {count.get('holds', 0)}, "
+        # A list that holds where no tool worked at baseline held the
+        # start and the listing only: said apart.
+        empty = sum(1 for c in checks if c.get("verdict") == "holds" and not int(c.get("tools") or 0))
+        print(f"Proposed allow-lists checked: {len(checks)}; hold {count.get('holds', 0)} "
+              f"({empty} of them for a server with no tool working at baseline: its start and listing held), "
               f"break a tool {count.get('breaks', 0)}, vary without a denial {count.get('varies', 0)}, "
               f"not checked {count.get('not_checked', 0)}.")
-        broken = [c for c in checks if c.get("verdict") == "breaks"]
-        if broken:
+        named = [c for c in checks if c.get("verdict") in ("breaks", "not_checked")]
+        if named:
             print()
-            for c in broken:
-                print(f"- {md(c.get('server', ''), 60)}: lost {md(', '.join(map(str, c.get('lost') or [])), 200) or 'the server'}; "
-                      f"denied {md(', '.join(map(str, c.get('denied') or [])), 200)}")
+            for c in named:
+                if c.get("verdict") == "breaks":
+                    print(f"- {md(c.get('server', ''), 60)}: lost {md(', '.join(map(str, c.get('lost') or [])), 200) or 'the server'}; "
+                          f"denied {md(', '.join(map(str, c.get('denied') or [])), 200)}")
+                else:
+                    print(f"- {md(c.get('server', ''), 60)}: not checked: {md(str(c.get('why', '')), 200)}")
 
 
 if __name__ == "__main__":

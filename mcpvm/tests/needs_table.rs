@@ -25,6 +25,9 @@ fn each_profile_counts_the_servers_that_kept_lost_or_broke_and_names_stay_data()
          "lost": [], "kept": 0, "denied": []},
         {"server": "memory", "profile": "deny-exec", "outcome": "ok", "effect": "same",
          "lost": [], "kept": 9, "denied": ["execve EPERM ×1"]},
+        // a cell that did not run: not judged either
+        {"server": "git", "profile": "deny-exec", "outcome": "error", "effect": "unjudged",
+         "lost": [], "kept": 0, "denied": []},
     ]);
     let audit = json!({"profile_definitions": {
         "no-tmp": {"description": "/tmp is empty and read-only"},
@@ -34,6 +37,7 @@ fn each_profile_counts_the_servers_that_kept_lost_or_broke_and_names_stay_data()
         {"server": "memory", "proposer": "baseline", "verdict": "holds", "tools": 9, "denied": []},
         {"server": "git", "proposer": "baseline", "verdict": "breaks", "lost": ["git_log"], "denied": ["pipe2"]},
         {"server": "slack", "proposer": "", "verdict": "not_checked", "why": "no allow-list"},
+        {"server": "fetch", "proposer": "baseline", "verdict": "holds", "tools": 0, "denied": []},
     ]);
     let write = |name: &str, v: &serde_json::Value| {
         let p = dir.path().join(name);
@@ -66,8 +70,9 @@ fn each_profile_counts_the_servers_that_kept_lost_or_broke_and_names_stay_data()
     assert!(t
         .lines()
         .any(|l| l.starts_with("| deny-exec |") && l.contains("| 1 | 1 | 0 | 0 |")));
-    assert!(
-        t.contains("checked: 3; hold 1, break a tool 1, vary without a denial 0, not checked 1")
-    );
+    assert!(t.contains(
+        "checked: 4; hold 2 (1 of them for a server with no tool working at baseline: its start and listing held), break a tool 1, vary without a denial 0, not checked 1"
+    ), "{t}");
     assert!(t.contains("- git: lost git\\_log; denied pipe2"), "{t}");
+    assert!(t.contains("- slack: not checked: no allow-list"), "{t}");
 }

@@ -24,9 +24,11 @@ pub struct CellEffect {
     pub server: String,
     pub profile: String,
     pub outcome: &'static str,
-    /// `same`, `new_failures`, `newly_broken` or `slower_start`.
+    /// `same`, `new_failures`, `newly_broken`, `slower_start`, or
+    /// `unjudged` (this cell or the baseline did not run).
     pub effect: &'static str,
-    /// Tools that worked at baseline and not here.
+    /// Tools that worked at baseline and not here (none for a cell that
+    /// did not run: `unjudged`).
     pub lost: Vec<String>,
     /// Of the tools that worked at baseline, how many worked here.
     pub kept: usize,
@@ -59,13 +61,21 @@ pub fn lost(base: &Record, r: &Record) -> Vec<String> {
 
 fn effect(base: &Record, r: &Record) -> CellEffect {
     let e = verdict::judge(Some(base), r);
-    let lost = lost(base, r);
+    // A cell that did not run lost nothing: it showed nothing.
+    let lost = match e {
+        ProfileEffect::Unjudged => Vec::new(),
+        _ => lost(base, r),
+    };
     CellEffect {
         server: r.server.clone(),
         profile: r.profile.clone(),
         outcome: r.outcome.name(),
         effect: name(&e),
-        kept: base.tools_ok.len() - lost.len(),
+        kept: base
+            .tools_ok
+            .iter()
+            .filter(|t| r.tools_ok.contains(t))
+            .count(),
         lost,
         denied: r
             .evidence
@@ -152,6 +162,12 @@ mod tests {
         assert_eq!(e.lost, ["b"]);
         assert_eq!(e.denied, ["execve EPERM ×3"]);
         assert_eq!(e.new_errors, ["tools/call:b: tool_error: EPERM"]);
+        // A cell the audit could not run lost nothing and kept nothing:
+        // it showed nothing (the proposed column with no list to check).
+        let unrun = Record::failed(&s, "deny-exec", Outcome::Error, "no list".into(), 0.0);
+        records.insert((s.clone(), "deny-exec".into()), unrun);
+        let e = &super::all(&meta, &records)[0];
+        assert_eq!((e.effect, e.kept, e.lost.len()), ("unjudged", 0, 0));
         // No baseline cell: nothing to judge against.
         records.remove(&(s.clone(), BASELINE.into()));
         assert!(super::all(&meta, &records).is_empty());

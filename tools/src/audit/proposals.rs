@@ -80,11 +80,7 @@ pub fn judge(base: &Record, proposed: &Record) -> Check {
         };
     }
     let lost = super::effects::lost(base, proposed);
-    // An error of the probe's own after the handshake is no break the
-    // list caused: a cell judges it severe, a check does not.
-    let broke = (super::verdict::severe(proposed.outcome)
-        && proposed.outcome != Outcome::Error
-        && proposed.outcome != base.outcome)
+    let broke = (super::verdict::severe(proposed.outcome) && proposed.outcome != base.outcome)
         .then(|| proposed.outcome.name());
     let denied: Vec<String> = proposed
         .evidence

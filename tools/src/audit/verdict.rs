@@ -5,7 +5,9 @@
 //! profile.
 //!
 //! Rules, in order: the baseline cell is its own outcome; without a
-//! baseline cell a cell is unjudged (its raw outcome stands); a cell that
+//! baseline cell, or where either cell did not run (outcome `error`: the
+//! probe or the audit could not run it, which shows nothing the server
+//! did), a cell is unjudged (its raw outcome stands); a cell that
 //! ends broken, timed out, crashed or OOM-killed where the baseline did
 //! not end the same way was newly broken; a cell with an error the
 //! baseline did not have (a step that failed, or the same step failing
@@ -23,7 +25,7 @@ pub const BASELINE: &str = "baseline";
 pub enum ProfileEffect {
     /// The baseline cell itself.
     Baseline,
-    /// No baseline cell to compare with.
+    /// No baseline cell to compare with, or one of the two did not run.
     Unjudged,
     /// Nothing failed that did not fail in the baseline.
     Same,
@@ -134,7 +136,7 @@ fn binomial(n: usize, k: usize) -> f64 {
 pub(super) fn severe(o: Outcome) -> bool {
     matches!(
         o,
-        Outcome::Broken | Outcome::Timeout | Outcome::Crash | Outcome::Oom | Outcome::Error
+        Outcome::Broken | Outcome::Timeout | Outcome::Crash | Outcome::Oom
     )
 }
 
@@ -146,6 +148,9 @@ pub fn judge(baseline: Option<&Record>, cell: &Record) -> ProfileEffect {
     let Some(base) = baseline else {
         return ProfileEffect::Unjudged;
     };
+    if cell.outcome == Outcome::Error || base.outcome == Outcome::Error {
+        return ProfileEffect::Unjudged;
+    }
     if severe(cell.outcome) && cell.outcome != base.outcome {
         return ProfileEffect::NewlyBroken;
     }
@@ -354,6 +359,13 @@ mod tests {
         let cell = rec("deny-exec", Outcome::Broken, &["initialize: closed: "]);
         assert_eq!(judge(Some(&base), &cell), ProfileEffect::NewlyBroken);
         assert_eq!(judge(None, &cell), ProfileEffect::Unjudged);
+        // A cell the audit could not run (the check of a proposal with
+        // no list to check) broke nothing; nor is a cell judged against a
+        // baseline that did not run.
+        let unrun = Record::failed("s", "proposed", Outcome::Error, "no allow-list".into(), 0.0);
+        assert_eq!(judge(Some(&base), &unrun), ProfileEffect::Unjudged);
+        let lost = Record::failed("s", BASELINE, Outcome::Error, "x".into(), 0.0);
+        assert_eq!(judge(Some(&lost), &cell), ProfileEffect::Unjudged);
         // A server broken in the baseline too: the profile broke nothing.
         let base = rec(BASELINE, Outcome::Broken, &["initialize: closed: "]);
         assert_eq!(judge(Some(&base), &cell), ProfileEffect::Same);
