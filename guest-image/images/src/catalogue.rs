@@ -780,13 +780,11 @@ impl Entry {
         argv
     }
 
-    /// The guest environment, with credentials filled from `lookup`;
-    /// Err names the first credential that is missing.
-    pub fn environment(
-        &self,
-        name: &str,
-        lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Vec<(String, String)>, String> {
+    /// What the installation itself needs to run, as a venv or a node
+    /// prefix would hold it without a variable: the layer's packages on
+    /// PYTHONPATH, its own node first on PATH. Not the environment a user
+    /// gives a server: a profile that clears that keeps this.
+    pub fn install_environment(&self, name: &str) -> Vec<(String, String)> {
         let mut env = Vec::new();
         if self.runtime == Runtime::Python {
             env.push(("PYTHONPATH".to_string(), Self::dir(name)));
@@ -802,6 +800,17 @@ impl Entry {
                 ),
             ));
         }
+        env
+    }
+
+    /// The guest environment, with credentials filled from `lookup`;
+    /// Err names the first credential that is missing.
+    pub fn environment(
+        &self,
+        name: &str,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut env = self.install_environment(name);
         env.push(("HOME".to_string(), "/tmp".to_string()));
         for (k, v) in &self.env {
             let mut value = v.clone();

@@ -146,7 +146,14 @@ fn command_and_env(
     };
     if let Some(p) = &checked.profile {
         if p.clear_env {
-            env.clear();
+            // A python layer finds its packages by PYTHONPATH where a venv
+            // needs no variable: clearing that would break every python
+            // server for how mcpvm installs it, not for what it needs.
+            env = checked
+                .server
+                .as_ref()
+                .map(|s| s.install_env.clone())
+                .unwrap_or_default();
         }
         env.extend(p.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
@@ -269,6 +276,7 @@ mod tests {
                 layer: "memory.erofs".into(),
                 argv: vec!["node".into(), "server.js".into()],
                 env: vec![("FROM".into(), "catalogue".into())],
+                install_env: Vec::new(),
                 secrets: Vec::new(),
                 setup: Some("git init".into()),
                 root: false,
@@ -388,5 +396,26 @@ mod tests {
         assert_eq!(p.mem_mib, 1024);
         // The profile clears the environment; the user's still comes.
         assert_eq!(p.spec.env, [("USER_SET".to_string(), "1".to_string())]);
+        // What a server's installation needs to run stays: a python
+        // layer's PYTHONPATH, not its HOME or its catalogue's variables.
+        let install = ("PYTHONPATH".to_string(), "/opt/mcp/git".to_string());
+        let checked = Checked {
+            server: Some(ServerPlan {
+                argv: vec!["/opt/mcp/git/bin/mcp-server-git".into()],
+                env: vec![
+                    install.clone(),
+                    ("HOME".into(), "/tmp".into()),
+                    ("GIT_TOKEN".into(), "x".into()),
+                ],
+                install_env: vec![install.clone()],
+                ..ServerPlan::default()
+            }),
+            ..checked
+        };
+        let p = plan(&opts, &checked, &[]);
+        assert_eq!(
+            p.spec.env,
+            [install, ("USER_SET".to_string(), "1".to_string())]
+        );
     }
 }

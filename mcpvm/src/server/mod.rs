@@ -15,6 +15,10 @@ pub struct ServerPlan {
     pub layer: PathBuf,
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// The part of `env` its installation needs to run at all
+    /// (`Entry::install_environment`): kept by a profile that clears the
+    /// environment, which withholds what a user gives, not the install.
+    pub install_env: Vec<(String, String)>,
     /// Its catalogued credentials with their values (from mcpvm's
     /// environment): never printed, recorded or reported.
     pub secrets: Vec<(String, String)>,
@@ -161,6 +165,7 @@ pub fn plan_entry(name: &str, entry: &Entry, dir: &Path) -> Result<ServerPlan, S
         layer,
         argv: entry.argv_built(name, built),
         env,
+        install_env: entry.install_environment(name),
         secrets,
         setup: entry.setup.clone(),
         root: entry.root,
