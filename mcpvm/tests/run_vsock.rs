@@ -158,6 +158,36 @@ fn server_crash_mid_request_ends_with_its_status() {
     );
 }
 
+/// A kernel panic ends the run with 125, and what the kernel said is
+/// on stderr though no --console was asked for.
+#[test]
+fn a_kernel_panic_is_said_with_the_consoles_last_lines() {
+    let c = case("panic_console");
+    assert_eq!(c.rc, 125, "{c:?}");
+    assert!(
+        c.stderr.contains("mcpvm: guest kernel panicked"),
+        "{}",
+        c.stderr
+    );
+    let console: Vec<&str> = c
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("mcpvm: console: "))
+        .collect();
+    assert!(
+        !console.is_empty() && console.len() <= 40,
+        "at most 40 lines: {}",
+        c.stderr
+    );
+    assert!(
+        console
+            .iter()
+            .any(|l| l.contains("Kernel panic - not syncing")),
+        "the panic's own line: {}",
+        c.stderr
+    );
+}
+
 #[test]
 fn host_disconnect_mid_stream_does_not_hang() {
     let c = case("host_disconnect");

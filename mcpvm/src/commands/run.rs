@@ -58,6 +58,7 @@ pub fn serve(mut args: RunRequest, start: Instant, json: bool) -> Result<u8, Run
         Some(path) => Box::new(create(path)?),
         None => Box::new(io::sink()),
     };
+    let (console, console_tail) = crate::run::console::Keeping::new(console);
     // Appended to: a server the probe restarts (robustness) runs again
     // with the same argv, and its first life's events must stay.
     let events_file = args.events.as_deref().map(append).transpose()?;
@@ -111,7 +112,7 @@ pub fn serve(mut args: RunRequest, start: Instant, json: bool) -> Result<u8, Run
     // 6. The VM.
     let first = how.first_line();
     let channels_uds = channels.vsock().uds_path;
-    let vm = VmHandle::build(how.config(&args, channels.vsock(), console, start))?;
+    let vm = VmHandle::build(how.config(&args, channels.vsock(), Box::new(console), start))?;
 
     // 7. The relays, then the VM runs until it ends.
     let answer = template::Answer::default();
@@ -141,7 +142,7 @@ pub fn serve(mut args: RunRequest, start: Instant, json: bool) -> Result<u8, Run
     if let (Some(path), Some(file)) = (&args.timings, timings_file) {
         write_timings(path, file, &outcome, &relays, start)?;
     }
-    Ok(report(&outcome.reason, json))
+    Ok(report(&outcome.reason, &console_tail, json))
 }
 
 /// Hands the egress proxy the socket the guest's egress connections
@@ -178,8 +179,9 @@ fn say_workspace(t: crate::workspace::Transfer) {
 }
 
 /// Says how the VM ended (when it was not the server's own exit) and
-/// returns the exit status.
-fn report(reason: &vmm::ExitReason, json: bool) -> u8 {
+/// returns the exit status; a kernel panic with the console's last
+/// lines, its only account of why.
+fn report(reason: &vmm::ExitReason, console: &crate::run::console::Tail, json: bool) -> u8 {
     log::debug!("{reason} (exit code {})", reason.exit_code());
     if json {
         eprintln!(
@@ -189,6 +191,13 @@ fn report(reason: &vmm::ExitReason, json: bool) -> u8 {
     }
     if !matches!(reason, vmm::ExitReason::PowerOff(_)) {
         eprintln!("mcpvm: {reason}");
+    }
+    if *reason == vmm::ExitReason::Panic {
+        let lines = console.lines();
+        eprintln!("mcpvm: the console's last {} lines:", lines.len());
+        for line in lines {
+            eprintln!("mcpvm: console: {line}");
+        }
     }
     reason.exit_code().clamp(0, 255) as u8
 }

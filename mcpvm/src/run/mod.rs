@@ -8,6 +8,8 @@
 //! - [`plan`]: options resolved into the VM and the agent's run spec;
 //! - [`channels`]: the Unix sockets the guest's vsock connections arrive
 //!   on, accepted in one place, each handed to the relay that owns it;
+//! - [`console`]: the guest console's last lines, said when its kernel
+//!   panics;
 //! - [`pump`]: a relay's byte copy, spliced where the client's end is a
 //!   pipe;
 //! - [`events`]: the agent's events on CONTROL (log, `--events`, timings,
@@ -22,6 +24,7 @@
 //! the guest agent (`guest-agent/src/links.rs`) → the server's stdin pipe.
 
 pub mod channels;
+pub mod console;
 pub mod disk_arg;
 pub mod events;
 pub mod inbound;

@@ -127,3 +127,8 @@ case_ oom mcpvm probe --json --step-timeout 120 --only-given --call 'alloc={"mib
 
 # Phase times of one run.
 case_ timings sh -c 'echo hi | mcpvm run --timings "$MCPVM_OUT/timings.json" -- /bin/cat'
+
+# A guest kernel that panics is said with the console's last lines, the
+# only account of why (here an initrd with nothing in it: no init).
+head -c 4096 /dev/zero > empty.cpio
+case_ panic_console mcpvm run --timeout 120 --initrd empty.cpio -- /bin/true
