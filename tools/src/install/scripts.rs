@@ -267,6 +267,76 @@ fn failure(status: std::process::ExitStatus, said: &[String], timeout_s: u64) ->
     )
 }
 
+impl MicroVm {
+    /// One run of the scenario in `w` through testbed/run, its results
+    /// in `out`: how it ended and the last lines of its stderr.
+    #[allow(clippy::too_many_arguments)]
+    fn boot(
+        &self,
+        job: &ScriptJob<'_>,
+        w: &Path,
+        vm: &Artifacts,
+        stage_tar: &Path,
+        out: &Path,
+        guest_mib: u64,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(std::process::ExitStatus, Vec<String>), String> {
+        let file = |src: &Path, name: &str| format!("{}:{name}", src.display());
+        let layers: Vec<String> = job
+            .layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| file(l, &format!("layer-{i}.erofs")))
+            .collect();
+        let mut cmd = Command::new("bash");
+        // A build that is killed takes its install microVM with it:
+        // testbed/run gets SIGTERM and stops its QEMU (seen orphaned).
+        // SAFETY: the hook makes only async-signal-safe calls.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(probes::transport::wire::die_with_parent(std::process::id()));
+        }
+        let mut child = cmd
+            .arg(w.join("testbed/run"))
+            .args(["--timeout", &(self.timeout_s + 120).to_string()])
+            .arg("--out")
+            .arg(out)
+            .args(["--file", &file(&vm.mcpvm, "bin/mcpvm")])
+            .args(["--file", &file(&vm.kernel, "vmlinux")])
+            .args(["--file", &file(&vm.initrd, "initrd.cpio")])
+            .args(["--file", &file(job.runtime, "runtime.erofs")])
+            .args(layers.iter().flat_map(|l| ["--file", l.as_str()]))
+            .args(["--file", &file(stage_tar, "stage.tar")])
+            .args(["--file", &file(&w.join("scripts.sh"), "scripts.sh")])
+            .args(["--file", &file(&w.join("record.toml"), "record.toml")])
+            .args(["--", "sh", "scripts.sh"])
+            .env(
+                "MCPVM_TESTBED_MEM",
+                (guest_mib + 1536).max(4096).to_string(),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start testbed/run: {e}"))?;
+        let said = relay(&mut child, job.server, progress);
+        let status = child.wait().map_err(|e| format!("testbed/run: {e}"))?;
+        Ok((status, said))
+    }
+}
+
+/// Whether a failed run's stderr shows a kernel panic: the microVM's,
+/// as `mcpvm run` reports it, or the testbed host's own.
+fn panicked(said: &[String]) -> bool {
+    said.iter()
+        .any(|l| l.contains(&vmm_panic_line()) || l.contains("Kernel panic - not syncing"))
+}
+
+/// How `mcpvm run` says its guest's kernel panicked.
+fn vmm_panic_line() -> String {
+    format!("mcpvm: {}", vmm::ExitReason::Panic)
+}
+
 impl ScriptSandbox for MicroVm {
     fn run(
         &self,
@@ -299,50 +369,27 @@ impl ScriptSandbox for MicroVm {
         .map_err(|e| format!("cannot write the scenario: {e}"))?;
         std::fs::write(w.join("record.toml"), super::record::PROFILE)
             .map_err(|e| format!("cannot write the recording profile: {e}"))?;
-        let file = |src: &Path, name: &str| format!("{}:{name}", src.display());
-        let out = w.join("out");
-        let layers: Vec<String> = job
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(i, l)| file(l, &format!("layer-{i}.erofs")))
-            .collect();
-        let mut cmd = Command::new("bash");
-        // A build that is killed takes its install microVM with it:
-        // testbed/run gets SIGTERM and stops its QEMU (seen orphaned).
-        // SAFETY: the hook makes only async-signal-safe calls.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(probes::transport::wire::die_with_parent(std::process::id()));
-        }
-        let mut child = cmd
-            .arg(w.join("testbed/run"))
-            .args(["--timeout", &(self.timeout_s + 120).to_string()])
-            .arg("--out")
-            .arg(&out)
-            .args(["--file", &file(&vm.mcpvm, "bin/mcpvm")])
-            .args(["--file", &file(&vm.kernel, "vmlinux")])
-            .args(["--file", &file(&vm.initrd, "initrd.cpio")])
-            .args(["--file", &file(job.runtime, "runtime.erofs")])
-            .args(layers.iter().flat_map(|l| ["--file", l.as_str()]))
-            .args(["--file", &file(&stage_tar, "stage.tar")])
-            .args(["--file", &file(&w.join("scripts.sh"), "scripts.sh")])
-            .args(["--file", &file(&w.join("record.toml"), "record.toml")])
-            .args(["--", "sh", "scripts.sh"])
-            .env(
-                "MCPVM_TESTBED_MEM",
-                (mem + payload + 1536).max(4096).to_string(),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start testbed/run: {e}"))?;
-        let said = relay(&mut child, job.server, progress);
-        let status = child.wait().map_err(|e| format!("testbed/run: {e}"))?;
-        if !status.success() {
-            return Err(failure(status, &said, self.timeout_s));
-        }
+        // A kernel that panicked (the install microVM's, or the nested
+        // testbed host's under emulation) is the machine failing, not the
+        // scripts: they run once more, and a second panic is the answer.
+        let mut tries = 0;
+        let out = loop {
+            tries += 1;
+            let out = w.join(format!("out-{tries}"));
+            let said = self.boot(job, w, &vm, &stage_tar, &out, mem + payload, progress)?;
+            let (status, said) = said;
+            if status.success() {
+                break out;
+            }
+            let why = failure(status, &said, self.timeout_s);
+            if tries > 1 || !panicked(&said) {
+                return Err(why);
+            }
+            progress(&format!(
+                "{}: the microVM's kernel panicked ({why}); running the scripts once more",
+                job.server
+            ));
+        };
         // What came back replaces the stage; the take-back in the VM's
         // host already refused links out, special files and modes.
         std::fs::remove_dir_all(job.stage)
@@ -389,6 +436,24 @@ mod tests {
             "{why}"
         );
         assert!(!why.contains("TCG doesn't support"), "{why}");
+    }
+
+    /// A kernel that panicked is run once more; a script that failed is
+    /// not (its failure is the answer).
+    #[test]
+    fn only_a_kernel_panic_is_run_again() {
+        let said = |lines: &[&str]| lines.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+        assert!(panicked(&said(&[
+            "mcpvm: guest kernel panicked (see the serial console)",
+            "mcpvm: console: ---[ end Kernel panic - not syncing: Attempted to kill init! ]---",
+        ])));
+        assert!(panicked(&said(&[
+            "testbed: [  172.649155] Kernel panic - not syncing: Fatal exception in interrupt"
+        ])));
+        assert!(!panicked(&said(&[
+            "npm error code 1",
+            "npm error command sh -c node install.mjs",
+        ])));
     }
 
     #[test]
