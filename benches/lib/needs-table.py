@@ -8,6 +8,13 @@ withholds) and, with --check-proposals, its proposals.json.
     needs-table.py --effects effects.json --audit audit.json \
         [--proposals proposals.json]
 
+A sweep that took several sittings (each its own audit) is given as
+several --effects/--audit pairs (and --proposals, one a sitting or
+none), oldest first: a server's cell in a later sitting replaces its
+earlier one, and an earlier sitting's cells of a profile whose
+definition has changed since are dropped, with a line saying how many
+(a row counts only what one definition took away).
+
 One row a profile: the servers judged (those with a tool shown working at
 baseline: a server none of whose tools worked there cannot show what a
 profile takes), how many kept every such tool, how many lost some, how
@@ -51,20 +58,52 @@ def rows(effects, definitions):
     return out
 
 
+def combine(sittings):
+    """The cells, definitions and proposal checks of several sittings
+    (effects, audit, proposals; oldest first) as one sweep, and a note for
+    each profile whose earlier cells were dropped for a changed definition."""
+    definitions = {}
+    for _, audit, _ in sittings:
+        defs = audit.get("profile_definitions", {}) if isinstance(audit, dict) else {}
+        definitions.update({k: v for k, v in defs.items() if isinstance(v, dict)})
+    cells, checks, dropped = {}, {}, {}
+    for effects, audit, proposals in sittings:
+        defs = audit.get("profile_definitions", {}) if isinstance(audit, dict) else {}
+        for e in effects if isinstance(effects, list) else []:
+            if not isinstance(e, dict):
+                continue
+            profile = str(e.get("profile", ""))
+            if defs.get(profile) != definitions.get(profile):
+                dropped[profile] = dropped.get(profile, 0) + 1
+                continue
+            cells[(str(e.get("server", "")), profile)] = e
+        for c in proposals if isinstance(proposals, list) else []:
+            if isinstance(c, dict):
+                checks[(str(c.get("server", "")), str(c.get("proposer", "")))] = c
+    notes = [f"{md(p, 60)}: {n} cells of an earlier sitting dropped, measured under an earlier definition"
+             for p, n in sorted(dropped.items())]
+    return list(cells.values()), definitions, list(checks.values()), notes
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--effects", required=True)
-    ap.add_argument("--audit", required=True)
-    ap.add_argument("--proposals")
+    ap.add_argument("--effects", required=True, action="append")
+    ap.add_argument("--audit", required=True, action="append")
+    ap.add_argument("--proposals", action="append")
     a = ap.parse_args()
-    effects = load(a.effects)
-    definitions = load(a.audit).get("profile_definitions", {})
+    if len(a.effects) != len(a.audit) or (a.proposals and len(a.proposals) != len(a.effects)):
+        ap.error("give one --audit (and one --proposals, or none) for each --effects, in the same order")
+    proposals = a.proposals or [None] * len(a.effects)
+    sittings = [(load(e), load(au), load(p) if p else None) for e, au, p in zip(a.effects, a.audit, proposals)]
+    effects, definitions, checks, notes = combine(sittings)
     print("| profile | withholds | servers judged | kept every tool | lost a tool | broken | who lost what |")
     print("|---|---|---:|---:|---:|---:|---|")
     for profile, what, judged, kept, lost, broke, who in rows(effects, definitions):
         print(f"| {md(profile, 60)} | {md(what, 120)} | {judged} | {kept} | {lost} | {broke} | {md('; '.join(who), 600) or '—'} |")
+    for note in notes:
+        print()
+        print(f"_{note}._")
     if a.proposals:
-        checks = [c for c in load(a.proposals) if isinstance(c, dict)]
         count = {}
         for c in checks:
             count[c.get("verdict")] = count.get(c.get("verdict"), 0) + 1

@@ -76,3 +76,80 @@ fn each_profile_counts_the_servers_that_kept_lost_or_broke_and_names_stay_data()
     assert!(t.contains("- git: lost git\\_log; denied pipe2"), "{t}");
     assert!(t.contains("- slack: not checked: no allow-list"), "{t}");
 }
+
+/// A sweep of two sittings: a server's later cell replaces its earlier
+/// one, and an earlier sitting's cells of a profile defined differently
+/// since are dropped and said to be.
+#[test]
+fn sittings_combine_and_a_profile_redefined_since_keeps_only_its_new_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, v: serde_json::Value| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    };
+    let cell = |server: &str, profile: &str, lost: &[&str]| {
+        json!({"server": server, "profile": profile, "outcome": "ok",
+               "effect": if lost.is_empty() { "same" } else { "new_failures" },
+               "lost": lost, "kept": 3, "denied": []})
+    };
+    let first = write(
+        "e1.json",
+        json!([
+            cell("atlassian", "no-env", &["jira_get"]),
+            cell("atlassian", "no-tmp", &[]),
+            cell("filesystem", "no-tmp", &["write_file"]),
+        ]),
+    );
+    let first_audit = write(
+        "a1.json",
+        json!({"profile_definitions": {
+            "no-env": {"description": "an empty environment"},
+            "no-tmp": {"description": "/tmp is empty and read-only"}}}),
+    );
+    let second = write(
+        "e2.json",
+        json!([
+            cell("filesystem", "no-tmp", &[]),
+            cell("memory", "no-env", &[]),
+        ]),
+    );
+    let second_audit = write(
+        "a2.json",
+        json!({"profile_definitions": {
+            "no-env": {"description": "an empty environment but what the installation needs"},
+            "no-tmp": {"description": "/tmp is empty and read-only"}}}),
+    );
+    let args = [
+        "--effects".as_ref(),
+        first.as_os_str(),
+        "--audit".as_ref(),
+        first_audit.as_os_str(),
+        "--effects".as_ref(),
+        second.as_os_str(),
+        "--audit".as_ref(),
+        second_audit.as_os_str(),
+    ];
+    let t = common::bench_script("benches/lib/needs-table.py", &args);
+    let row = |p: &str| {
+        t.lines()
+            .find(|l| l.starts_with(&format!("| {p} |")))
+            .unwrap_or_else(|| panic!("no {p} row: {t}"))
+            .to_string()
+    };
+    // filesystem's later no-tmp cell (kept) replaced its earlier loss.
+    assert!(row("no-tmp").contains("| 2 | 2 | 0 | 0 |"), "{t}");
+    // atlassian's no-env loss was measured under the old definition.
+    let no_env = row("no-env");
+    assert!(
+        no_env.contains("but what the installation needs | 1 | 1 | 0 | 0 |"),
+        "{t}"
+    );
+    assert!(!no_env.contains("atlassian"), "{t}");
+    assert!(
+        t.contains(
+            "no-env: 1 cells of an earlier sitting dropped, measured under an earlier definition"
+        ),
+        "{t}"
+    );
+}
