@@ -95,6 +95,40 @@ fn spawn_done(f: impl FnOnce() + Send + 'static) -> mpsc::Receiver<()> {
     rx
 }
 
+/// What the wait for the server's exit hears of.
+enum Seen {
+    StdinClosed,
+    /// The raw wait status.
+    Exited(i32),
+}
+
+/// How long after its stdin closes a server that has not exited has its
+/// calls so far sent: well inside the exit grace after which the host
+/// stops the VM (an audit's probe waits 10 s), long enough that a server
+/// that does exit sends only its final count.
+const TALLY_AFTER_STDIN_CLOSED: Duration = Duration::from_secs(4);
+
+/// Waits for the server's exit (its raw wait status); once its stdin has
+/// closed and `after` has passed without the exit, calls `so_far` once.
+fn wait_reporting(seen: &mpsc::Receiver<Seen>, after: Duration, so_far: impl FnOnce()) -> i32 {
+    let exited = |s| match s {
+        Seen::Exited(status) => Some(status),
+        Seen::StdinClosed => None,
+    };
+    // The wait thread always sends the exit; a lost channel is a status 0.
+    match seen.recv() {
+        Ok(Seen::Exited(status)) => return status,
+        Ok(Seen::StdinClosed) => {}
+        Err(_) => return 0,
+    }
+    match seen.recv_timeout(after) {
+        Ok(Seen::Exited(status)) => return status,
+        Ok(Seen::StdinClosed) | Err(mpsc::RecvTimeoutError::Timeout) => so_far(),
+        Err(mpsc::RecvTimeoutError::Disconnected) => return 0,
+    }
+    seen.iter().find_map(exited).unwrap_or(0)
+}
+
 /// Waits for any child until `pid` exits, reaping orphans on the way
 /// (we are PID 1). Returns the raw wait status.
 fn wait_for(pid: libc::pid_t) -> i32 {
@@ -317,10 +351,13 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let calls = started.calls.clone();
     // Host -> server stdin; EOF from the host closes the server's stdin.
-    // Not waited for: the host closes stdio after our EOF.
+    // Not waited for: the host closes stdio after our EOF. Its end is
+    // told to the wait below, with the server's exit.
+    let (seen_tx, seen) = mpsc::channel();
     let l = links.clone();
     let tap = calls.clone();
-    spawn_done(move || {
+    let closed = seen_tx.clone();
+    std::thread::spawn(move || {
         if let Some(stdin) = stdin {
             let mut lines = Lines::default();
             links::relay_in(&l, stdin, |chunk| {
@@ -329,6 +366,7 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
                 }
             });
         }
+        let _ = closed.send(Seen::StdinClosed);
     });
     let l = links.clone();
     let tap = calls.clone();
@@ -373,7 +411,23 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
         std::thread::spawn(move || links::serve_control(&l));
     }
 
-    let exit = Exit::from_wait_status(wait_for(started.child.id() as libc::pid_t));
+    let pid = started.child.id() as libc::pid_t;
+    std::thread::spawn(move || {
+        let _ = seen_tx.send(Seen::Exited(wait_for(pid)));
+    });
+    let supervisor = &mut started.supervisor;
+    let status = wait_reporting(&seen, TALLY_AFTER_STDIN_CLOSED, || {
+        if let Some(sup) = supervisor.as_mut() {
+            let t = sup.so_far();
+            links.send(&Event::Syscalls {
+                denied: t.denied,
+                used: t.used,
+                counted_by: t.counted_by,
+                while_running: true,
+            });
+        }
+    });
+    let exit = Exit::from_wait_status(status);
     if let Some(c) = &calls {
         c.exited();
     }
@@ -387,6 +441,7 @@ fn serve(session: Session, mut started: Started, snapshot: bool) -> io::Result<(
             denied: t.denied,
             used: t.used,
             counted_by: t.counted_by,
+            while_running: false,
         });
     }
     if let Some(done) = effects_done {
@@ -537,4 +592,55 @@ impl Session {
 fn drain(mut s: File) {
     let mut buf = [0u8; 4096];
     while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waited(seen: &[(u64, Seen)], after_ms: u64) -> (i32, bool) {
+        let (tx, rx) = mpsc::channel();
+        let plan: Vec<(u64, Seen)> = seen
+            .iter()
+            .map(|(ms, s)| {
+                let s = match s {
+                    Seen::StdinClosed => Seen::StdinClosed,
+                    Seen::Exited(n) => Seen::Exited(*n),
+                };
+                (*ms, s)
+            })
+            .collect();
+        std::thread::spawn(move || {
+            for (ms, s) in plan {
+                std::thread::sleep(Duration::from_millis(ms));
+                let _ = tx.send(s);
+            }
+        });
+        let mut reported = false;
+        let status = wait_reporting(&rx, Duration::from_millis(after_ms), || reported = true);
+        (status, reported)
+    }
+
+    /// A server that exits on its own, before or soon after its stdin
+    /// closes, has only its final count sent.
+    #[test]
+    fn a_server_that_exits_sends_only_its_final_count() {
+        assert_eq!(waited(&[(0, Seen::Exited(7))], 50), (7, false));
+        assert_eq!(
+            waited(&[(0, Seen::StdinClosed), (10, Seen::Exited(3))], 2000),
+            (3, false)
+        );
+    }
+
+    /// One that keeps running after its stdin closed has its calls so
+    /// far sent once, and its exit is still waited for.
+    #[test]
+    fn a_server_still_running_after_stdin_closed_has_its_calls_sent_once() {
+        assert_eq!(
+            waited(&[(0, Seen::StdinClosed), (300, Seen::Exited(9))], 50),
+            (9, true)
+        );
+        // Stdin that never closes: only the exit.
+        assert_eq!(waited(&[(100, Seen::Exited(1))], 10), (1, false));
+    }
 }

@@ -192,3 +192,23 @@ fn an_unknown_profile_is_one_clear_error_and_leaves_nothing() {
     assert_eq!(c.stderr.lines().count(), 1, "{c:?}");
     assert_eq!(results().file("leftovers.txt").trim(), "");
 }
+
+/// A server still running after its stdin closed has its calls so far
+/// sent, so a VM stopped from outside (its --timeout here) keeps them.
+#[test]
+fn a_server_that_keeps_running_has_its_calls_sent_while_it_runs() {
+    let c = results().case("keeps_running");
+    assert_eq!(c.rc, 124, "stopped by its --timeout: {c:?}");
+    assert!(c.stdout.contains("closed"), "{c:?}");
+    let ev = events("keeps_running");
+    let counts: Vec<&serde_json::Value> = ev.iter().filter(|e| e["event"] == "syscalls").collect();
+    assert_eq!(counts.len(), 1, "one count, while running: {ev:?}");
+    assert_eq!(counts[0]["while_running"], true, "{ev:?}");
+    let used = counts[0]["used"].as_array().unwrap();
+    assert!(
+        used.iter()
+            .any(|u| u["syscall"] == "read" && u["count"].as_u64() > Some(0)),
+        "cat's reads: {used:?}"
+    );
+    assert!(!ev.iter().any(|e| e["event"] == "exited"), "{ev:?}");
+}

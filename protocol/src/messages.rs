@@ -92,6 +92,12 @@ pub enum Event {
         /// How `used` was counted (older agents: by notification).
         #[serde(default)]
         counted_by: Counter,
+        /// Counted while the server still ran: it had not exited a few
+        /// seconds after its stdin closed, and a server that keeps
+        /// running is stopped with the VM, which would lose its counts.
+        /// The event sent when it exits, if it does, replaces this one.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        while_running: bool,
     },
     Exited {
         code: Option<i32>,
@@ -397,6 +403,7 @@ mod tests {
                 denied: vec![],
                 used: vec![],
                 counted_by: Counter::default(),
+                while_running: false,
             },
             Event::Exited {
                 code: Some(0),
@@ -556,10 +563,24 @@ mod tests {
             }],
             used: vec![],
             counted_by: Counter::KernelTrace,
+            while_running: false,
         };
         let text = serde_json::to_string(&e).unwrap();
         assert!(text.contains(r#""event":"syscalls""#), "{text}");
+        assert!(
+            !text.contains("while_running"),
+            "said only when true: {text}"
+        );
         assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), e);
+        let running = Event::Syscalls {
+            denied: vec![],
+            used: vec![],
+            counted_by: Counter::KernelTrace,
+            while_running: true,
+        };
+        let text = serde_json::to_string(&running).unwrap();
+        assert!(text.contains(r#""while_running":true"#), "{text}");
+        assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), running);
         // An agent that predates the field counted by notification.
         let old = r#"{"event":"syscalls","denied":[],"used":[]}"#;
         assert!(matches!(

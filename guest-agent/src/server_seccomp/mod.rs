@@ -266,24 +266,41 @@ pub struct Tally {
 impl Watch {
     /// Waits (bounded) for the supervisor, then reads the histogram and
     /// adds the denials (which never reach the tracepoint) to it.
-    pub fn finish(self, within: std::time::Duration) -> Tally {
+    pub fn finish(mut self, within: std::time::Duration) -> Tally {
         let (denied, used) = self.supervisor.finish(within);
-        let Some(trace) = self.trace else {
-            return Tally {
-                denied,
-                used,
-                counted_by: Counter::Notification,
-            };
-        };
-        let counts = trace.counts().unwrap_or_else(|e| {
-            eprintln!("mcpvm-agent: cannot read the system call histogram: {e}");
-            BTreeMap::new()
-        });
-        Tally {
-            used: merge(&counts, &denied),
+        tally(self.trace.as_mut(), denied, used)
+    }
+
+    /// The calls so far, the server still running ([`Watch::finish`]
+    /// reads them again, whole, when it exits).
+    pub fn so_far(&mut self) -> Tally {
+        let (denied, used) = self.supervisor.report();
+        tally(self.trace.as_mut(), denied, used)
+    }
+}
+
+/// The histogram's counts, when the kernel counts, with the denials
+/// added (they never reach the tracepoint); else the supervisor's own.
+fn tally(
+    trace: Option<&mut SyscallTrace>,
+    denied: Vec<SyscallCount>,
+    used: Vec<SyscallCount>,
+) -> Tally {
+    let Some(trace) = trace else {
+        return Tally {
             denied,
-            counted_by: Counter::KernelTrace,
-        }
+            used,
+            counted_by: Counter::Notification,
+        };
+    };
+    let counts = trace.counts().unwrap_or_else(|e| {
+        eprintln!("mcpvm-agent: cannot read the system call histogram: {e}");
+        BTreeMap::new()
+    });
+    Tally {
+        used: merge(&counts, &denied),
+        denied,
+        counted_by: Counter::KernelTrace,
     }
 }
 

@@ -81,8 +81,12 @@ impl SyscallTrace {
         }
     }
 
-    /// The counts so far, by call number.
-    pub fn counts(mut self) -> io::Result<BTreeMap<u32, u64>> {
+    /// The counts so far, by call number: the table read from its start
+    /// each time, so it can be read while the server runs and again
+    /// when it has exited.
+    pub fn counts(&mut self) -> io::Result<BTreeMap<u32, u64>> {
+        use std::io::{Seek, SeekFrom};
+        self.hist.seek(SeekFrom::Start(0))?;
         let mut text = String::new();
         self.hist.read_to_string(&mut text)?;
         Ok(parse_hist(&text))

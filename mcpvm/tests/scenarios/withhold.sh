@@ -18,5 +18,9 @@ case_ tiny_mem $R --profile tiny-mem+one-cpu -- /bin/sh -c 'grep MemTotal /proc/
 case_ low_fds $R --profile low-fds -- /bin/sh -c 'ulimit -n'
 case_ no_env $R --profile no-env --env ONLY=this -- /bin/env
 case_ deny_group $R --profile deny-fs-write $(ev deny_group) -- /bin/sh -c 'mkdir /tmp/d; echo rc=$?'
+# A server that does not exit when its stdin closes is stopped with its
+# VM (--timeout here, the probe's exit grace in an audit): its calls so
+# far are sent while it runs, a few seconds after the close.
+case_ keeps_running mcpvm run --timeout 30 --profile baseline $(ev keeps_running) -- /bin/sh -c 'cat > /dev/null; echo closed; exec sleep 600'
 case_ unknown $R --profile ro-rot -- /bin/true
 ls -A /tmp/mcpvm-0 > "$MCPVM_OUT/leftovers.txt" 2>&1

@@ -689,7 +689,6 @@ impl GuestEvents<'_> {
         })
     }
 
-    /// The denied and used system calls of the server's report.
     /// Each distinct network try, in the order first made.
     fn start_network(&self) -> Vec<String> {
         use mcpvm_protocol::messages::During;
@@ -718,13 +717,34 @@ impl GuestEvents<'_> {
         tries
     }
 
+    /// The denied and used system calls of the server's first life (a
+    /// server the probe restarts appends its later lives' events, each
+    /// life opened by the host's `jail` event): the last count it sent,
+    /// its final one when it exited, else the one counted while it still
+    /// ran after its stdin closed (a server that never exits is stopped
+    /// with its VM). Events without lives marked: the first count.
     fn syscalls(&self) -> (Vec<SyscallCount>, Vec<SyscallCount>) {
-        self.agent()
-            .find_map(|e| match e {
-                Event::Syscalls { denied, used, .. } => Some((denied.clone(), used.clone())),
-                _ => None,
-            })
-            .unwrap_or_default()
+        let is_life = |e: &EventLine| matches!(e.event, AnyEvent::Host(HostEvent::Jail { .. }));
+        let counts = |events: &'_ [EventLine]| {
+            events
+                .iter()
+                .filter_map(|e| match &e.event {
+                    AnyEvent::Agent(Event::Syscalls { denied, used, .. }) => {
+                        Some((denied.clone(), used.clone()))
+                    }
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        match self.0.iter().position(is_life) {
+            Some(start) => {
+                let rest = &self.0[start + 1..];
+                let end = rest.iter().position(is_life).unwrap_or(rest.len());
+                counts(&rest[..end]).pop()
+            }
+            None => counts(self.0).into_iter().next(),
+        }
+        .unwrap_or_default()
     }
 }
 
@@ -924,6 +944,46 @@ mod tests {
         assert_eq!(r.timings.boot_ms, Some(395.5), "from the events, first");
         assert_eq!(r.timings.handshake_ms, Some(812.5));
         assert_eq!(r.syscalls_used.unwrap()[0].syscall, "read");
+    }
+
+    /// A server that kept running after its stdin closed sent its calls
+    /// while running; one that then exited sent them again, whole. The
+    /// record takes its first life's last count, never a restart's.
+    #[test]
+    fn the_calls_are_the_first_lifes_last_count() {
+        let count = |n: u64, running: bool| {
+            json!({"event": "syscalls", "denied": [], "while_running": running,
+                   "used": [{"syscall": "read", "count": n}]})
+        };
+        let jail = json!({"event": "jail", "jailed": true});
+        let read = |events: serde_json::Value| {
+            let r = Record::from_probe(
+                "s",
+                "baseline",
+                &probe(ok_start(), &[], Some("initialize"), events),
+                1.0,
+            );
+            r.syscalls_used.unwrap()[0].count
+        };
+        // Killed with its VM: the count sent while it ran; the restart's
+        // own count is not the server's first life's.
+        assert_eq!(
+            read(json!([jail, count(5, true), jail, count(2, false)])),
+            5
+        );
+        // Exited after all: its final count replaces the one while running.
+        assert_eq!(
+            read(json!([
+                jail,
+                count(5, true),
+                count(6, false),
+                jail,
+                count(2, false)
+            ])),
+            6
+        );
+        // Events from before lives were marked: the first count.
+        assert_eq!(read(json!([count(3, false), count(2, false)])), 3);
     }
 
     #[test]
