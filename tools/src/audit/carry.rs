@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use probes::options::LifecycleChoice;
 
-use super::matrix::PROPOSED;
+use super::matrix::{PROPOSED, SECURITY};
 use super::record::{Outcome, Record};
 use super::verdict::BASELINE;
 
@@ -41,6 +41,13 @@ pub struct Carried {
     /// that failed there (most often on the network every audit cell
     /// denies) would wait out its timeout again in every cell.
     pub worked: Option<Vec<String>>,
+    /// Why the server did not start in its baseline cell (it broke or
+    /// crashed before answering a handshake), when it did not: the
+    /// cells judged against that baseline are not run. Nothing worked
+    /// there for a profile to take away, and each would show the same
+    /// failure again at the cost of a whole cell (pandacss and qdrant
+    /// took 45–640 s a cell in the sweep, every one `broken`).
+    pub unstarted: Option<String>,
 }
 
 impl Carried {
@@ -59,6 +66,16 @@ impl Carried {
         // A baseline the probe could not run showed nothing either way.
         if r.profile == BASELINE && r.outcome != Outcome::Error {
             self.worked = Some(r.tools_ok.clone());
+            // A timeout or an OOM may be the machine's (emulation, a
+            // slow start): only a failure the server gave counts.
+            let gave_up = matches!(r.outcome, Outcome::Broken | Outcome::Crash);
+            self.unstarted = (gave_up && r.lifecycle.is_none()).then(|| {
+                let step = r.failed_step.as_deref().unwrap_or("the start");
+                match r.evidence.errors.first() {
+                    Some(e) => format!("{} at {step}: {e}", r.outcome.name()),
+                    None => format!("{} at {step}", r.outcome.name()),
+                }
+            });
         }
         if r.profile != PROPOSED {
             if let Some(calls) = super::report::allow_list(r) {
@@ -93,6 +110,19 @@ impl Carried {
             lifecycle,
             ..Carried::default()
         }
+    }
+
+    /// Why a cell of `profile` is not run, when it is not: the server
+    /// did not start at baseline. Its baseline and security cells still
+    /// run (the attacks start it afresh, and what it does at start is
+    /// evidence there).
+    pub fn skips(&self, profile: &str) -> Option<String> {
+        let why = self.unstarted.as_ref()?;
+        (profile != BASELINE && profile != SECURITY).then(|| {
+            format!(
+                "not run: the server did not start in its baseline cell ({why}), so no tool worked there for {profile} to take away"
+            )
+        })
     }
 
     /// The lifecycle the next cell's probe speaks: `auto` (discover,
@@ -158,6 +188,43 @@ mod tests {
         let mut none = Carried::default();
         none.learn(&record("baseline", None));
         assert_eq!(none.worked, Some(vec![]));
+    }
+
+    #[test]
+    fn a_server_that_did_not_start_at_baseline_has_only_its_attacks_run_after() {
+        // Broken before any handshake: nothing later is run but the attacks.
+        let mut c = Carried::default();
+        let mut base = record("baseline", None);
+        base.failed_step = Some("server/discover".into());
+        c.learn(&base);
+        let why = c.skips("no-tmp").expect("skipped");
+        assert!(why.contains("broken at server/discover: x"), "{why}");
+        assert!(c.skips(PROPOSED).is_some());
+        assert_eq!(c.skips(SECURITY), None);
+        assert_eq!(c.skips(BASELINE), None);
+        // The same from a resumed journal.
+        assert!(Carried::from_records([&base]).skips("tiny-mem").is_some());
+        // A baseline that answered its handshake, or timed out or ran out
+        // of memory (perhaps the machine's doing), skips nothing.
+        for (outcome, lifecycle) in [
+            (Outcome::Broken, Some("initialize")),
+            (Outcome::Timeout, None),
+            (Outcome::Oom, None),
+            (Outcome::Error, None),
+        ] {
+            let mut r = record("baseline", lifecycle);
+            r.outcome = outcome;
+            assert_eq!(
+                Carried::from_records([&r]).skips("no-tmp"),
+                None,
+                "{outcome:?}"
+            );
+        }
+        // A later cell's failure is its own.
+        assert_eq!(
+            Carried::from_records([&record("no-tmp", None)]).skips("deny-exec"),
+            None
+        );
     }
 
     #[test]

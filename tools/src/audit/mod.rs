@@ -1113,6 +1113,9 @@ impl CellContext {
         };
         let log = dir.join(format!("{stem}.log"));
         let request = dir.join(format!("{stem}.request.json"));
+        if let Some(why) = carried.skips(&c.profile) {
+            return Record::failed(&c.server, &c.profile, Outcome::Error, why, wall());
+        }
         if c.profile == PROPOSED {
             let written = std::fs::create_dir_all(&dir)
                 .map_err(|e| e.to_string())
