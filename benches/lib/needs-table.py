@@ -79,7 +79,7 @@ def combine(sittings):
             cells[(str(e.get("server", "")), profile)] = e
         for c in proposals if isinstance(proposals, list) else []:
             if isinstance(c, dict):
-                checks[(str(c.get("server", "")), str(c.get("proposer", "")))] = c
+                checks[str(c.get("server", ""))] = c  # one check a server: a later sitting's replaces it
     notes = [f"{md(p, 60)}: {n} cells of an earlier sitting dropped, measured under an earlier definition"
              for p, n in sorted(dropped.items())]
     return list(cells.values()), definitions, list(checks.values()), notes
