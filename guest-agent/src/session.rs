@@ -96,6 +96,7 @@ fn spawn_done(f: impl FnOnce() + Send + 'static) -> mpsc::Receiver<()> {
 }
 
 /// What the wait for the server's exit hears of.
+#[derive(Clone, Copy)]
 enum Seen {
     StdinClosed,
     /// The raw wait status.
@@ -104,7 +105,7 @@ enum Seen {
 
 /// How long after its stdin closes a server that has not exited has its
 /// calls so far sent: well inside the exit grace after which the host
-/// stops the VM (an audit's probe waits 10 s), long enough that a server
+/// stops the VM (10 s for `mcpvm probe`, 20 s in an audit's cells), long enough that a server
 /// that does exit sends only its final count.
 const TALLY_AFTER_STDIN_CLOSED: Duration = Duration::from_secs(4);
 
@@ -600,16 +601,7 @@ mod tests {
 
     fn waited(seen: &[(u64, Seen)], after_ms: u64) -> (i32, bool) {
         let (tx, rx) = mpsc::channel();
-        let plan: Vec<(u64, Seen)> = seen
-            .iter()
-            .map(|(ms, s)| {
-                let s = match s {
-                    Seen::StdinClosed => Seen::StdinClosed,
-                    Seen::Exited(n) => Seen::Exited(*n),
-                };
-                (*ms, s)
-            })
-            .collect();
+        let plan = seen.to_vec();
         std::thread::spawn(move || {
             for (ms, s) in plan {
                 std::thread::sleep(Duration::from_millis(ms));
