@@ -731,6 +731,45 @@ fn refusals_are_read_and_every_picky_tool_is_reached() {
     let _ = std::fs::remove_dir_all(ws);
 }
 
+/// With `no_retries` (an audit's cell judged against its baseline) each
+/// generated call is made once: a refusal is kept as the answer, not
+/// read for other arguments, so a tool counts only if its first call
+/// worked.
+#[test]
+fn without_retries_a_refused_call_is_not_tried_again() {
+    let ws = tempdir();
+    std::fs::write(ws.join("notes.txt"), "notes\n").unwrap();
+    std::fs::write(ws.join("book.xlsx"), b"PK\x03\x04").unwrap();
+    let opts = probes::ProbeOptions {
+        workspace: Some(ws.display().to_string()),
+        step_timeout: Duration::from_secs(20),
+        no_retries: true,
+        ..probes::ProbeOptions::default()
+    };
+    let r = probes::probe_process(&[broken(), "picky".into()], &opts).unwrap();
+    let calls: Vec<_> = r
+        .steps
+        .iter()
+        .filter(|s| s.step.starts_with("tools/call:"))
+        .collect();
+    assert_eq!(calls.len(), 4, "each tool once");
+    assert!(calls.iter().all(|s| s.detail.get("attempts").is_none()));
+    let open = calls
+        .iter()
+        .find(|s| s.step == "tools/call:open_book")
+        .expect("open_book called");
+    assert_ne!(open.outcome, probes::report::result::Outcome::Ok);
+    assert_eq!(open.detail["reached"], false, "{}", open.detail);
+    assert!(open.detail["arguments"]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("notes.txt"));
+    let reach = r.reach.as_ref().expect("a reach figure");
+    assert_eq!(reach.retried, 0, "{reach:?}");
+    assert!(reach.reached < 4, "{reach:?}");
+    let _ = std::fs::remove_dir_all(ws);
+}
+
 /// `mcpvm pin` locks what a server lists; a later probe with `--pinned`
 /// reports each definition that changed under the same version as a rug
 /// pull, and a version older than the pin's as a re-deployment. The same

@@ -45,11 +45,16 @@ pub struct ProbeOptions {
     pub discover_timeout: Duration,
     pub lifecycle: LifecycleChoice,
     pub calls: BTreeMap<String, ToolArgs>,
-    /// The order the user gave `calls` in: they are made in it (a page
-    /// is opened before it is filled in), before any generated call.
+    /// The order the user named tools in (`only_tools`, then `calls`):
+    /// they are made in it (a page is opened before it is filled in),
+    /// given or generated, before any tool not named.
     pub call_order: Vec<String>,
     /// Call only the tools in `calls`.
     pub only_given: bool,
+    /// Make each generated call once, taking no refusal's advice
+    /// (`calls::feedback`): in a cell judged against its baseline, a tool
+    /// is kept only if the call that worked there still works.
+    pub no_retries: bool,
     /// Call none but these tools (the others are listed, not called): an
     /// audit's cell after its baseline needs call only the tools that
     /// worked there, for only those can it take away.
@@ -119,6 +124,7 @@ impl Default for ProbeOptions {
             calls: BTreeMap::new(),
             call_order: Vec::new(),
             only_given: false,
+            no_retries: false,
             only_tools: None,
             vary_given: false,
             allow_destructive: false,

@@ -30,8 +30,9 @@ pub struct ProbeRequest {
     /// Tools never to call.
     pub dangerous: Vec<String>,
     pub only_given: bool,
-    /// Call none but these tools.
+    /// Call none but these tools, in this order.
     pub only_tools: Option<Vec<String>>,
+    pub no_retries: bool,
     pub vary_given: bool,
     pub allow_destructive: bool,
     pub robustness: bool,
@@ -67,6 +68,7 @@ impl Default for ProbeRequest {
             dangerous: Vec::new(),
             only_given: false,
             only_tools: None,
+            no_retries: false,
             vary_given: false,
             allow_destructive: false,
             robustness: false,
@@ -123,6 +125,7 @@ mod tests {
             dangerous: vec!["delete_all".into()],
             only_given: true,
             only_tools: Some(vec!["add".into()]),
+            no_retries: true,
             vary_given: true,
             allow_destructive: true,
             robustness: true,

@@ -285,10 +285,7 @@ fn top_value(
                 | (None, _)
         );
         if fits {
-            return (
-                budget.copy(v),
-                format!("returned by the server earlier as '{name}'"),
-            );
+            return (budget.copy(v), format!("{FROM_ANSWER} as '{name}'"));
         }
     }
     if let Some(v) = schema["pattern"]
@@ -520,6 +517,19 @@ fn word_value(
         return Some(("mcpvm", "a name"));
     }
     None
+}
+
+/// How a generated value taken from an earlier answer is explained.
+const FROM_ANSWER: &str = "returned by the server earlier";
+
+/// Whether generated arguments (their `why`, as [`generate_with`] gives
+/// it) hold a value the server returned earlier (an id a listing gave):
+/// another run of the server may return another.
+pub fn uses_answers(why: &Value) -> bool {
+    why.as_object().is_some_and(|w| {
+        w.values()
+            .any(|v| v.as_str().is_some_and(|t| t.starts_with(FROM_ANSWER)))
+    })
 }
 
 /// Names and ids in a tool's answer (its text, when JSON), for later

@@ -578,8 +578,9 @@ struct Tries {
 
 /// Calls `name` with `args`; a generated call (`schema` given) that the
 /// server refuses is tried again as the refusal asks ([`feedback`]), up
-/// to [`feedback::RETRIES`] times, never with arguments already tried.
-/// Only generated arguments are changed: the user's are theirs.
+/// to [`feedback::RETRIES`] times, never with arguments already tried,
+/// unless `no_retries`. Only generated arguments are changed: the user's
+/// are theirs.
 #[allow(clippy::too_many_arguments)]
 async fn call_with_retries(
     client: &Client,
@@ -597,7 +598,7 @@ async fn call_with_retries(
     let first_reached = reached(&answer, schema_of, &args).is_ok();
     let mut attempts = Vec::new();
     let mut tried = vec![args.clone()];
-    while let Some(schema) = schema {
+    while let Some(schema) = schema.filter(|_| !opts.no_retries) {
         if !matches!(answer.outcome, Outcome::ToolError | Outcome::Error)
             || attempts.len() >= feedback::RETRIES
         {
@@ -803,10 +804,10 @@ fn plan_calls(tools: &[rmcp::model::Tool], opts: &ProbeOptions) -> Vec<PlannedCa
         };
         plan.push(PlannedCall { name, args });
     }
-    // The user's calls first, in their order; then listings: what they
-    // return (ids, names) feeds the generated calls after them.
-    let given_at = |name: &str| opts.call_order.iter().position(|n| n == name);
-    plan.sort_by_key(|c| match given_at(&c.name) {
+    // The tools the user named first, in their order; then listings:
+    // what they return (ids, names) feeds the generated calls after them.
+    let named_at = |name: &str| opts.call_order.iter().position(|n| n == name);
+    plan.sort_by_key(|c| match named_at(&c.name) {
         Some(i) => (0, i),
         None => (
             1 + !(c.name.starts_with("list") || c.name.starts_with("search")) as usize,
@@ -861,5 +862,30 @@ mod tests {
         // None worked: nothing is called, the listing still is.
         opts.only_tools = Some(Default::default());
         assert!(planned(&tools, &opts).is_empty());
+    }
+
+    /// Tools named in the order (an audit's judged cell: its baseline's)
+    /// are called in it, generated or given, before the listings the
+    /// probe otherwise calls first.
+    #[test]
+    fn named_tools_keep_their_order_generated_or_given() {
+        let tools = [
+            tool("list_items"),
+            tool("get_item"),
+            tool("fetch"),
+            tool("zap"),
+        ];
+        let mut opts = ProbeOptions::default();
+        assert_eq!(
+            planned(&tools, &opts),
+            ["list_items", "get_item", "fetch", "zap"]
+        );
+        opts.calls
+            .insert("fetch".into(), ToolArgs::Given(serde_json::Map::new()));
+        opts.call_order = vec!["get_item".into(), "fetch".into(), "list_items".into()];
+        assert_eq!(
+            planned(&tools, &opts),
+            ["get_item", "fetch", "list_items", "zap"]
+        );
     }
 }

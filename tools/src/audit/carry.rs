@@ -48,7 +48,21 @@ pub struct Carried {
     /// failure again at the cost of a whole cell (pandacss and qdrant
     /// took 45–640 s a cell in the sweep, every one `broken`).
     pub unstarted: Option<String>,
+    /// The arguments that reached each tool that worked in the baseline
+    /// cell, in the order it was called there: the cells judged against
+    /// it make these same calls, once each (`probe --no-retries`), so a
+    /// profile takes a tool away when the call that worked without it
+    /// fails, never because a search for other arguments ended
+    /// elsewhere (filesystem's `create_directory` under ro-root failed at
+    /// baseline's path, and a retry's path gave another error). A tool
+    /// whose arguments held a value the server returned (an id another
+    /// run may not have) or were not kept is generated again instead.
+    pub replay: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
 }
+
+/// Bytes of replayed arguments a cell's request carries (its file is
+/// bounded at 1 MiB): past them a tool's call is generated again.
+const REPLAY_BYTES: usize = 256 << 10;
 
 impl Carried {
     /// From the server's cells already in the journal (a resumed audit).
@@ -66,6 +80,7 @@ impl Carried {
         // A baseline the probe could not run showed nothing either way.
         if r.profile == BASELINE && r.outcome != Outcome::Error {
             self.worked = Some(r.tools_ok.clone());
+            self.replay = replay(r);
             // A timeout or an OOM may be the machine's (emulation, a
             // slow start): only a failure the server gave counts.
             let gave_up = matches!(r.outcome, Outcome::Broken | Outcome::Crash);
@@ -134,6 +149,20 @@ impl Carried {
     }
 }
 
+/// The baseline `r`'s calls to repeat: [`Carried::replay`].
+fn replay(r: &Record) -> Vec<(String, serde_json::Map<String, serde_json::Value>)> {
+    let mut bytes = 0;
+    r.tools_ok
+        .iter()
+        .filter(|t| !r.learnt_from_answers.contains(t))
+        .filter_map(|t| Some((t.clone(), r.learnt_calls.get(t)?.as_object()?.clone())))
+        .take_while(|(_, args)| {
+            bytes += serde_json::Value::Object(args.clone()).to_string().len();
+            bytes <= REPLAY_BYTES
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +217,41 @@ mod tests {
         let mut none = Carried::default();
         none.learn(&record("baseline", None));
         assert_eq!(none.worked, Some(vec![]));
+    }
+
+    /// The judged cells repeat the baseline's own calls, in its order,
+    /// except those whose arguments came from the server's answers or
+    /// were not kept.
+    #[test]
+    fn the_baselines_working_calls_are_what_later_cells_repeat() {
+        let args = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let mut base = record("baseline", Some("initialize"));
+        base.tools_ok = vec!["write".into(), "list".into(), "read".into(), "big".into()];
+        base.tools_failed = vec!["fetch".into()];
+        for (tool, a) in [
+            ("list", serde_json::json!({})),
+            ("write", serde_json::json!({"path": "/workspace/new"})),
+            ("read", serde_json::json!({"id": "f-81c2"})),
+            ("fetch", serde_json::json!({"url": "https://example.com"})),
+        ] {
+            base.learnt_calls.insert(tool.into(), a);
+        }
+        base.learnt_from_answers = vec!["read".into()];
+        let c = Carried::from_records([&base]);
+        assert_eq!(
+            c.replay,
+            [
+                (
+                    "write".to_string(),
+                    args(serde_json::json!({"path": "/workspace/new"}))
+                ),
+                ("list".to_string(), args(serde_json::json!({}))),
+            ]
+        );
+        // Only the baseline decides.
+        let mut later = base.clone();
+        later.profile = "no-tmp".into();
+        assert!(Carried::from_records([&later]).replay.is_empty());
     }
 
     #[test]

@@ -953,6 +953,7 @@ mod tests {
             jailed: None,
             reach: None,
             learnt_calls: Default::default(),
+            learnt_from_answers: Default::default(),
             addresses_model: Vec::new(),
             calls: Vec::new(),
             background_lookups: false,

@@ -51,6 +51,7 @@ use mcpvm::withholding::Profiles;
 use meta::{Meta, ServerMeta};
 pub use output::AuditError;
 use output::{out_err, write_atomic, write_json};
+use probes::ToolArgs;
 use record::{Outcome, Record, Sample};
 use verdict::BASELINE;
 
@@ -963,7 +964,20 @@ impl CellContext {
         // profiles file needs a profile), and always boots: its canaries
         // and recording start with the server.
         let security = c.profile == SECURITY;
+        // Judged against the baseline: only what worked there can be
+        // taken away, by the calls that worked there, made once each.
+        // The security column attacks every tool.
+        let judged = c.profile != BASELINE && !security;
         ProbeRequest {
+            call: match judged {
+                true => carried
+                    .replay
+                    .iter()
+                    .map(|(tool, args)| (tool.clone(), ToolArgs::Given(args.clone())))
+                    .collect(),
+                false => Vec::new(),
+            },
+            no_retries: judged,
             security,
             robustness: self.robustness.as_deref() == Some(c.profile.as_str()),
             only_given: calls.is_some(),
@@ -976,12 +990,7 @@ impl CellContext {
                 .filter(|(_, servers)| servers.contains(&c.server))
                 .map(|(path, _)| path.clone()),
             lifecycle: carried.lifecycle(),
-            // Judged against the baseline: only what worked there can be
-            // taken away. The security column attacks every tool.
-            only_tools: carried
-                .worked
-                .clone()
-                .filter(|_| c.profile != BASELINE && !security),
+            only_tools: carried.worked.clone().filter(|_| judged),
             init_timeout: self.init_timeout,
             step_timeout: self.step_timeout,
             // Python servers under emulation take seconds to exit; a
@@ -1521,8 +1530,11 @@ mod tests {
     #[test]
     fn cells_after_the_baseline_call_only_what_worked_there() {
         let ctx = context();
+        let mut args = serde_json::Map::new();
+        args.insert("names".into(), serde_json::json!(["mcpvm"]));
         let carried = Carried {
             worked: Some(vec!["read_graph".into()]),
+            replay: vec![("open_nodes".into(), args.clone())],
             ..Carried::default()
         };
         let cell = |profile: &str| Cell {
@@ -1538,6 +1550,19 @@ mod tests {
         // Before any baseline (an audit without one), every tool.
         let req = ctx.probe_request(&cell("no-tmp"), &Carried::default());
         assert_eq!(req.only_tools, None);
+        // With the baseline's own arguments, each call made once.
+        for p in ["no-tmp", PROPOSED] {
+            let req = ctx.probe_request(&cell(p), &carried);
+            assert_eq!(
+                req.call,
+                [("open_nodes".into(), ToolArgs::Given(args.clone()))]
+            );
+            assert!(req.no_retries, "{p}");
+        }
+        for p in ["baseline", SECURITY] {
+            let req = ctx.probe_request(&cell(p), &carried);
+            assert!(req.call.is_empty() && !req.no_retries, "{p}");
+        }
     }
 
     #[test]

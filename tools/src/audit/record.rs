@@ -189,6 +189,12 @@ pub struct Record {
     /// learnt, offered as the server's `audit_calls` (coverage.rs).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub learnt_calls: BTreeMap<String, Value>,
+    /// Of those, the tools whose arguments hold a value the server
+    /// returned earlier in the cell (an id a listing gave): a later cell
+    /// generates them again from its own answers rather than send a value
+    /// its server may never have returned (`carry::Carried::replay`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub learnt_from_answers: Vec<String>,
     /// Tool results that give the model orders (`tool: excerpt`), read by
     /// the detector the definitions checks use: shown, not judged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -386,6 +392,19 @@ fn learnt_calls(probe: &ProbeResult) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// The tools of [`learnt_calls`] whose arguments came, in part, from
+/// the server's own earlier answers.
+fn learnt_from_answers(probe: &ProbeResult) -> Vec<String> {
+    probe
+        .steps
+        .iter()
+        .filter(|s| {
+            s.detail["reached"] == true && probes::calls::arguments::uses_answers(&s.detail["why"])
+        })
+        .filter_map(|s| Some(s.step.strip_prefix("tools/call:")?.to_string()))
+        .collect()
+}
+
 /// How a server took the probe's hostile input (`mcpvm probe
 /// --robustness`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -515,6 +534,7 @@ impl Record {
             jailed: None,
             reach: None,
             learnt_calls: BTreeMap::new(),
+            learnt_from_answers: Vec::new(),
             addresses_model: Vec::new(),
             calls: Vec::new(),
             background_lookups: false,
@@ -611,6 +631,7 @@ impl Record {
             }),
             reach: probe.reach.clone(),
             learnt_calls: learnt_calls(probe),
+            learnt_from_answers: learnt_from_answers(probe),
             addresses_model: probe
                 .steps
                 .iter()
@@ -944,6 +965,39 @@ mod tests {
         assert_eq!(r.timings.boot_ms, Some(395.5), "from the events, first");
         assert_eq!(r.timings.handshake_ms, Some(812.5));
         assert_eq!(r.syscalls_used.unwrap()[0].syscall, "read");
+    }
+
+    /// What reached each tool is kept, and which of those arguments hold
+    /// a value the server returned earlier (a later cell cannot count on
+    /// it); a call the user gave is theirs, not learnt.
+    #[test]
+    fn learnt_calls_say_which_came_from_the_servers_answers() {
+        let mut steps = ok_start();
+        steps.push(step(
+            "tools/call:list",
+            "ok",
+            json!({"text": "f-1", "reached": true, "arguments": {}, "why": {}}),
+        ));
+        steps.push(step(
+            "tools/call:read",
+            "ok",
+            json!({"text": "x", "reached": true, "arguments": {"id": "f-1"},
+                "why": {"id": "returned by the server earlier as 'id'"}}),
+        ));
+        steps.push(step(
+            "tools/call:given",
+            "ok",
+            json!({"text": "x", "reached": true, "arguments": {"a": 1}, "why": "given"}),
+        ));
+        let r = Record::from_probe(
+            "s",
+            "baseline",
+            &probe(steps, &[], Some("initialize"), json!([])),
+            1.0,
+        );
+        let learnt: Vec<&str> = r.learnt_calls.keys().map(String::as_str).collect();
+        assert_eq!(learnt, ["list", "read"]);
+        assert_eq!(r.learnt_from_answers, ["read"]);
     }
 
     /// A server that kept running after its stdin closed sent its calls

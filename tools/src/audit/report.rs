@@ -719,6 +719,7 @@ pub(super) mod tests {
             jailed: Some(true),
             reach: None,
             learnt_calls: Default::default(),
+            learnt_from_answers: Default::default(),
             addresses_model: Vec::new(),
             calls: Vec::new(),
             background_lookups: false,

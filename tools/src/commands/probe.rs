@@ -49,9 +49,16 @@ pub struct ProbeArgs {
     #[arg(long)]
     pub only_given: bool,
     /// Call none but these tools (comma-separated; the others are listed,
-    /// not called), with the arguments --call/--calls give or generated.
+    /// not called), in this order, with the arguments --call/--calls give
+    /// or generated.
     #[arg(long, value_delimiter = ',', value_name = "TOOL,...")]
     pub only_tools: Option<Vec<String>>,
+    /// Make each generated call once: a call refused for its arguments is
+    /// not tried again with the arguments the refusal asks for (an audit's
+    /// cells judged against the baseline: a profile takes a tool away when
+    /// the call that worked there fails, whatever another call would do).
+    #[arg(long)]
+    pub no_retries: bool,
     /// Also call each tool given by --call/--calls a second time with one
     /// value changed, as generated calls are, to show whether its answer
     /// depends on its input (made once by default: a second call of a
@@ -166,6 +173,7 @@ impl From<ProbeArgs> for ProbeRequest {
             dangerous: a.dangerous,
             only_given: a.only_given,
             only_tools: a.only_tools,
+            no_retries: a.no_retries,
             vary_given: a.vary_given,
             allow_destructive: a.allow_destructive,
             robustness: a.robustness,
@@ -450,8 +458,11 @@ fn probe_options(
         Some(path) => read_calls(path)?,
         None => BTreeMap::new(),
     };
-    // The order they were given in: the file's (by name), then --call's.
-    let mut call_order: Vec<String> = calls.keys().cloned().collect();
+    // The order they were given in: --only-tools' (an audit's judged
+    // cell repeats its baseline's order: a tool may read what an earlier
+    // one wrote), then the file's (by name), then --call's.
+    let mut call_order: Vec<String> = args.only_tools.clone().unwrap_or_default();
+    call_order.extend(calls.keys().cloned());
     call_order.extend(args.call.iter().map(|(name, _)| name.clone()));
     calls.extend(std::mem::take(&mut args.call));
     for name in std::mem::take(&mut args.dangerous) {
@@ -472,6 +483,7 @@ fn probe_options(
         calls,
         call_order,
         only_given: args.only_given,
+        no_retries: args.no_retries,
         only_tools: args
             .only_tools
             .as_ref()
@@ -654,6 +666,27 @@ pub(crate) mod tests {
         assert!(!starts_fresh(&vm));
     }
 
+    /// The tools --only-tools names are called in its order, given or
+    /// generated, before those only --call names: an audit's judged cell
+    /// repeats its baseline's order (a tool may read what one before it
+    /// wrote).
+    #[test]
+    fn only_tools_sets_the_order_of_the_calls() {
+        let mut given = serde_json::Map::new();
+        given.insert("a".into(), serde_json::json!(2));
+        let mut req = ProbeRequest {
+            call: vec![("add".into(), ToolArgs::Given(given))],
+            only_tools: Some(vec!["sub".into(), "add".into(), "mul".into()]),
+            no_retries: true,
+            ..ProbeRequest::default()
+        };
+        let opts = probe_options(&mut req, false).unwrap();
+        let first: Vec<&str> = opts.call_order.iter().map(String::as_str).take(3).collect();
+        assert_eq!(first, ["sub", "add", "mul"]);
+        assert!(opts.no_retries);
+        assert!(matches!(opts.calls.get("add"), Some(ToolArgs::Given(_))));
+    }
+
     #[test]
     fn the_command_line_parses_onto_the_request_a_file_carries_alone() {
         let parse = |argv: &[&str]| {
@@ -667,6 +700,7 @@ pub(crate) mod tests {
             "--dangerous=delete_all",
             "--only-given",
             "--only-tools=add,sub",
+            "--no-retries",
             "--security",
             "--fail-on=medium",
             "--lifecycle=stateless",
@@ -686,6 +720,7 @@ pub(crate) mod tests {
                 dangerous: vec!["delete_all".into()],
                 only_given: true,
                 only_tools: Some(vec!["add".into(), "sub".into()]),
+                no_retries: true,
                 security: true,
                 fail_on: Some(probes::judge::gate::Severity::Medium),
                 lifecycle: LifecycleChoice::Stateless,
