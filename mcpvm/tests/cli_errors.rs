@@ -1255,3 +1255,35 @@ fn a_credential_no_server_sets_is_refused_before_anything_is_built() {
     );
     assert!(!out.exists(), "nothing written");
 }
+
+/// A testbed session without room for its payload says so before it
+/// copies anything (CI once failed half-way through a copy with ENOSPC,
+/// 30 tests at once): how much it needs, how much there is, what to do,
+/// and nothing is left in the temporary directory.
+#[test]
+fn a_testbed_session_without_room_says_so_before_copying() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("big.img");
+    // Sparse: 8 TiB to the payload, nothing on the disk.
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(8 << 40)
+        .unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let run = concat!(env!("CARGO_MANIFEST_DIR"), "/../testbed/run");
+    let out = Command::new(run)
+        .args(["--file", big.to_str().unwrap(), "--", "true"])
+        .env("TMPDIR", &work)
+        .env("MCPVM_TESTBED", "nested")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("MiB free") && stderr.contains("TMPDIR"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0, "nothing left");
+}
