@@ -4,6 +4,7 @@
 use mcpvm_protocol::messages::{AnyEvent, Event, EventLine, HostEvent, SyscallCount};
 use probes::judge::findings::Finding;
 use probes::report::result::{Outcome as StepOutcome, ProbeResult, StepResult};
+use probes::transport::exchange::Entry;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -232,8 +233,9 @@ const CALL_NET: usize = 8;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Call {
     pub tool: String,
-    /// The probe's outcome of the step (`ok`, `tool_error`, `error`,
-    /// `timeout`, …): what the result's flag and the transport said.
+    /// The probe's outcome of this try (`ok`, `tool_error`, `error`,
+    /// `timeout`, …): what the result's flag and the transport said; a
+    /// step's last try has the step's.
     pub outcome: String,
     /// The arguments sent, as JSON, cut.
     pub arguments: String,
@@ -284,22 +286,45 @@ impl Call {
         // An answer keeps its lines (JSON a rule may parse again spans
         // them); every other control is escaped.
         let lines = |t: &str, max: usize| clip(&mcpvm::logger::printable_lines(t), max);
-        probe
+        let mut all = Vec::new();
+        for (tool, s) in probe
             .steps
             .iter()
             .filter_map(|s| Some((s.step.strip_prefix("tools/call:")?, s)))
-            .take(MAX_CALLS)
-            .map(|(tool, s)| {
-                let sent = s.exchange.iter().find_map(|e| {
-                    let m = e.message.as_ref()?;
-                    (m.get("method")?.as_str()? == "tools/call").then_some(m)
-                });
-                let id = sent.and_then(|m| m.get("id"));
-                let answer = s.exchange.iter().find_map(|e| {
-                    let m = e.message.as_ref()?;
-                    (m.get("id") == id && m.get("method").is_none()).then_some(m)
-                });
-                let text = answer.map(answer_text).unwrap_or_default();
+        {
+            // Each try of the step, in order: the retries a refusal asked
+            // for, then the last, whose outcome is the step's. A record
+            // that showed only the first try's answer beside the last's
+            // outcome (`ok` over "must point to an Excel file") had its
+            // tools judged on an answer they did not end with.
+            let tries: Vec<(&Value, Option<&Entry>, Option<&Entry>)> = s
+                .exchange
+                .iter()
+                .filter(|e| e.method() == Some("tools/call"))
+                .filter_map(|sent| {
+                    let m = sent.message.as_ref()?;
+                    let id = m.get("id");
+                    let answer = s.exchange.iter().find(|e| {
+                        e.message
+                            .as_ref()
+                            .is_some_and(|a| a.get("id") == id && a.get("method").is_none())
+                    });
+                    Some((m, Some(sent), answer))
+                })
+                .collect();
+            let last = tries.len().saturating_sub(1);
+            let tries = match tries.is_empty() {
+                // No request on the wire (a call not sent): the step alone.
+                true => vec![(&Value::Null, None, None)],
+                false => tries,
+            };
+            for (i, (sent, sent_at, answer)) in tries.into_iter().enumerate() {
+                if all.len() >= MAX_CALLS {
+                    return all;
+                }
+                let id = sent.get("id");
+                let answer_msg = answer.and_then(|e| e.message.as_ref());
+                let text = answer_msg.map(answer_text).unwrap_or_default();
                 let net = events
                     .0
                     .iter()
@@ -317,21 +342,33 @@ impl Call {
                         }
                         v
                     });
-                Call {
+                let is_last = i == last;
+                let outcome = match is_last {
+                    true => outcome_name(s.outcome).to_string(),
+                    false => printable(
+                        s.detail["attempts"][i]["outcome"].as_str().unwrap_or("error"),
+                        32,
+                    ),
+                };
+                let took_ms = match (is_last && last == 0, sent_at, answer) {
+                    (false, Some(a), Some(b)) => b.at_ms - a.at_ms,
+                    _ => s.took_ms,
+                };
+                all.push(Call {
                     tool: printable(tool, 128),
-                    outcome: outcome_name(s.outcome).to_string(),
+                    outcome,
                     arguments: sent
-                        .and_then(|m| m.pointer("/params/arguments"))
+                        .pointer("/params/arguments")
                         .map(|a| printable(&a.to_string(), CALL_ARGUMENTS))
                         .unwrap_or_default(),
                     answer: lines(&text, CALL_ANSWER),
-                    is_error: answer
+                    is_error: answer_msg
                         .and_then(|m| m.pointer("/result/isError"))
                         .and_then(Value::as_bool)
                         .unwrap_or(false),
                     net,
-                    took_ms: s.took_ms,
-                    varied: s.detail.get("varied").map(|v| Varied {
+                    took_ms,
+                    varied: s.detail.get("varied").filter(|_| is_last).map(|v| Varied {
                         property: printable(v["property"].as_str().unwrap_or_default(), 128),
                         outcome: printable(v["outcome"].as_str().unwrap_or_default(), 32),
                         same: v["same"] == true,
@@ -339,9 +376,10 @@ impl Call {
                         echoes_input: v["echoes_input"] == true,
                         answer: lines(v["text"].as_str().unwrap_or_default(), CALL_ANSWER / 2),
                     }),
-                }
-            })
-            .collect()
+                });
+            }
+        }
+        all
     }
 }
 
@@ -943,6 +981,57 @@ mod tests {
             .unwrap()
             .calls
             .is_empty());
+    }
+
+    /// A call tried again as a refusal asked is kept as each try, in
+    /// order, each with its own arguments and answer: the earlier tries
+    /// with their own outcome, the last with the step's (the tool worked
+    /// on it, and only it is varied). Judged on the first try's answer,
+    /// a tool that worked looked refused.
+    #[test]
+    fn each_try_of_a_call_is_kept_with_its_own_answer() {
+        let mut steps = ok_start();
+        let mut s = step(
+            "tools/call:describe_sheet",
+            "ok",
+            json!({"attempts": [{"arguments": {"path": "/workspace/notes.txt"},
+                "outcome": "tool_error", "text": "must point to an Excel file"}],
+                "varied": {"property": "sheet", "outcome": "tool_error", "same": false}}),
+        );
+        s.took_ms = 40.0;
+        let at = |ms: f64, dir: &str, m: Value| {
+            let mut e = line(dir, m);
+            e.at_ms = ms;
+            e
+        };
+        s.exchange = vec![
+            at(100.0, "sent", json!({"id": 5, "method": "tools/call",
+                "params": {"name": "describe_sheet", "arguments": {"path": "/workspace/notes.txt"}}})),
+            at(110.0, "received", json!({"id": 5, "result": {"isError": true,
+                "content": [{"type": "text", "text": "must point to an Excel file"}]}})),
+            at(112.0, "sent", json!({"id": 6, "method": "tools/call",
+                "params": {"name": "describe_sheet", "arguments": {"path": "/workspace/book.xlsx"}}})),
+            at(130.0, "received", json!({"id": 6, "result":
+                {"content": [{"type": "text", "text": "Sheet1: A1:C3"}]}})),
+        ];
+        steps.push(s);
+        let r = Record::from_probe(
+            "s",
+            "baseline",
+            &probe(steps, &[], Some("initialize"), json!([])),
+            1.0,
+        );
+        let [first, last] = &r.calls[..] else {
+            panic!("{:?}", r.calls)
+        };
+        assert_eq!(first.outcome, "tool_error");
+        assert!(first.is_error && first.answer.contains("Excel file"));
+        assert!(first.arguments.contains("notes.txt") && first.varied.is_none());
+        assert_eq!(first.took_ms, 10.0);
+        assert_eq!(last.outcome, "ok");
+        assert!(!last.is_error && last.answer == "Sheet1: A1:C3");
+        assert!(last.arguments.contains("book.xlsx") && last.varied.is_some());
+        assert_eq!(last.took_ms, 18.0);
     }
 
     #[test]
