@@ -289,6 +289,30 @@ fn holds_no_data(v: &Value) -> bool {
     }
 }
 
+/// Whether every argument of a call is empty: null, a blank string, an
+/// empty list or object, or a string holding one as JSON (`"[]"`): the
+/// tool was asked to act on nothing. mcp-atlassian's
+/// jira_batch_create_issues given `"[]"` answers "Issues created
+/// successfully" with no issue and no try to reach Jira; its answer to
+/// invalid JSON differs, which shows its parser, not the tool. Numbers
+/// and booleans are input (an id 0, a flag off).
+fn asks_for_nothing(arguments: &str) -> bool {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    };
+    let Some(Value::Object(args)) = json(arguments) else {
+        return false;
+    };
+    !args.is_empty()
+        && args.values().all(|v| match v {
+            Value::String(s) => s.trim().is_empty() || json(s).as_ref().is_some_and(empty),
+            v => empty(v),
+        })
+}
+
 /// Whether an answer's words say it failed.
 pub fn says_failure(answer: &str) -> bool {
     let first = first_line(answer);
@@ -485,6 +509,13 @@ pub fn judge(c: &Call, listed: &[String], not_reached: bool, background: bool) -
             "{}: takes no input, so its answer cannot show it depends on one ({})",
             c.tool,
             excerpt(answer)
+        ));
+    }
+    if asks_for_nothing(&c.arguments) {
+        return Shown::Nothing(format!(
+            "{}: asked to act on nothing ({}), so its answer cannot show it working",
+            c.tool,
+            excerpt(&c.arguments)
         ));
     }
     if echoes(answer, &c.arguments) {
@@ -780,6 +811,28 @@ mod tests {
         ));
     }
 
+    /// Empty lists, objects, blanks and JSON strings of them ask for
+    /// nothing; a number, a flag or any text is input.
+    #[test]
+    fn only_empty_arguments_ask_for_nothing() {
+        for nothing in [
+            r#"{"issues":"[]"}"#,
+            r#"{"a":[],"b":{},"c":" ","d":null,"e":"{}"}"#,
+        ] {
+            assert!(asks_for_nothing(nothing), "{nothing}");
+        }
+        for something in [
+            "{}",
+            r#"{"id":0}"#,
+            r#"{"verbose":false}"#,
+            r#"{"issues":"[{}]"}"#,
+            r#"{"issues":"[]","project":"AA"}"#,
+            "not json",
+        ] {
+            assert!(!asks_for_nothing(something), "{something}");
+        }
+    }
+
     /// A tool whose answer ignores its input shows nothing: hubspot's
     /// feedback link (takes no input), one that answers the same when its
     /// input changes, one that lists the server's own tools (postman's
@@ -817,7 +870,13 @@ mod tests {
             r#"{"url":"https://example.com/x"}"#,
             "https://example.com/x",
         );
-        for c in [feedback, fixed, own, empty, echo] {
+        let mut nothing_asked = call(
+            "jira_batch_create_issues",
+            r#"{"issues":"[]"}"#,
+            "{\n  \"message\": \"Issues created successfully\",\n  \"issues\": []\n}",
+        );
+        nothing_asked.varied = varied("issues", false);
+        for c in [feedback, fixed, own, empty, echo, nothing_asked] {
             assert!(
                 matches!(judge(&c, &listed, false, false), Shown::Nothing(_)),
                 "{}: {:?}",

@@ -747,9 +747,15 @@ const MAX_META_BYTES: u64 = 256 << 20;
 type Given = (Shard, PathBuf, Vec<(String, String)>);
 
 /// `mcpvm audit merge`: shards of one audit into one report.
-pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditError> {
+pub fn merge(
+    out: &Path,
+    shards: &[PathBuf],
+    calls_from_runs: bool,
+    json: bool,
+) -> Result<u8, AuditError> {
     let mut meta: Option<(Meta, PathBuf)> = None;
     let mut records = BTreeMap::new();
+    let mut remade = 0;
     // Each shard given: its split, and the cells its journal holds.
     let mut given: Vec<Given> = Vec::new();
     for dir in shards {
@@ -796,6 +802,10 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditErro
             path: dir.join("results.jsonl"),
             why: source.to_string(),
         })?;
+        let mut journal = journal;
+        if calls_from_runs {
+            remade += remake_calls(dir, &mut journal);
+        }
         given.push((split, dir.clone(), journal.keys().cloned().collect()));
         records.extend(journal);
     }
@@ -829,6 +839,12 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditErro
         for g in &meta.gaps {
             eprintln!("audit merge: {g}");
         }
+        if calls_from_runs {
+            eprintln!(
+                "audit merge: the calls of {remade} of {} records made again from their cells' whole results",
+                records.len()
+            );
+        }
         eprintln!(
             "audit merge: {} of {total} runs from {} shards; reports in {}",
             records.len(),
@@ -838,6 +854,37 @@ pub fn merge(out: &Path, shards: &[PathBuf], json: bool) -> Result<u8, AuditErro
     }
     // Incomplete, as an audit some of whose cells could not run.
     Ok(if meta.gaps.is_empty() { 0 } else { 3 })
+}
+
+/// Bytes of one cell's whole probe result read back (the largest of the
+/// corpus's is about 30 MB: a listing of hundreds of tools, exchanged
+/// whole).
+const MAX_RESULT_BYTES: u64 = 256 << 20;
+
+/// `audit merge --calls-from-runs`: each record of `dir`'s journal whose
+/// cell's whole result is in `dir/runs/<server>/<profile>.json` gets its
+/// calls made again from it. How many did. The names were checked with
+/// the shard's audit.json (a server name, a profile spec: no path in
+/// them); a result that cannot be read or parsed leaves its record as it
+/// was.
+fn remake_calls(dir: &Path, journal: &mut BTreeMap<(String, String), Record>) -> usize {
+    let mut n = 0;
+    for ((server, profile), r) in journal.iter_mut() {
+        let path = dir
+            .join("runs")
+            .join(server)
+            .join(format!("{profile}.json"));
+        let Ok(bytes) = mcpvm::host::files::read_regular(&path, MAX_RESULT_BYTES) else {
+            continue;
+        };
+        let Ok(probe) = serde_json::from_slice::<probes::report::result::ProbeResult>(&bytes)
+        else {
+            continue;
+        };
+        r.calls = record::Call::of_probe(&probe);
+        n += 1;
+    }
+    n
 }
 
 /// What the shards given do not cover: a shard of the split not given
@@ -1302,6 +1349,61 @@ mod tests {
         dir
     }
 
+    /// `--calls-from-runs`: a record written when only a call's first
+    /// try was kept gets every try again from its cell's whole result
+    /// under the shard's runs/; one whose result is missing or unreadable
+    /// keeps its own. Without the flag, the records are merged as kept.
+    #[test]
+    fn merge_makes_calls_again_from_the_cells_whole_results() {
+        let root = tempfile::tempdir().unwrap();
+        let base = serde_json::to_value(report::tests::meta()).unwrap();
+        let probe = record::tests::retried_call();
+        let mut git = Record::from_probe("git", "baseline", &probe, 1.0);
+        git.calls.truncate(1);
+        let mut time = Record::from_probe("time", "baseline", &probe, 1.0);
+        time.calls.truncate(1);
+        let journal: String = [&git, &time]
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect();
+        let dir = shard_dir(root.path(), "shard", &base, &journal);
+        for (server, text) in [
+            ("git", serde_json::to_string(&probe).unwrap()),
+            ("time", "{not json".into()),
+        ] {
+            std::fs::create_dir_all(dir.join("runs").join(server)).unwrap();
+            std::fs::write(dir.join("runs").join(server).join("baseline.json"), text).unwrap();
+        }
+        let calls = |remake: bool| {
+            let out = root.path().join(format!("out-{remake}"));
+            merge(&out, &[dir.clone()], remake, true).unwrap();
+            let text = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+            text.lines()
+                .map(|l| serde_json::from_str::<Record>(l).unwrap())
+                .map(|r| {
+                    (
+                        r.server,
+                        r.calls
+                            .iter()
+                            .map(|c| c.outcome.clone())
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            calls(true),
+            [
+                (
+                    "git".to_string(),
+                    vec!["tool_error".to_string(), "ok".to_string()]
+                ),
+                ("time".to_string(), vec!["tool_error".to_string()]),
+            ]
+        );
+        assert_eq!(calls(false)[0].1, ["tool_error"]);
+    }
+
     /// Shards come from other machines: a name that is a path, a profile
     /// that is TOML lines, a matrix too large to hold, a journal that is
     /// a link: each refused with one error naming the file, and nothing
@@ -1313,7 +1415,8 @@ mod tests {
         std::fs::create_dir_all(&victim).unwrap();
         let base = serde_json::to_value(report::tests::meta()).unwrap();
         let server = base["servers"]["git"].clone();
-        let merged = |dir: &Path| merge(&root.path().join("out"), &[dir.to_path_buf()], true);
+        let merged =
+            |dir: &Path| merge(&root.path().join("out"), &[dir.to_path_buf()], false, true);
         let refused = |dir: &Path, why: &str| {
             let e = merged(dir).unwrap_err().to_string();
             assert!(e.contains("cannot be merged") && e.contains(why), "{e}");

@@ -281,6 +281,14 @@ pub struct Varied {
 impl Call {
     /// The calls of a probe's steps, each with the network tries the
     /// guest's events attribute to its request.
+    /// Every call of `probe`, as a record made from it keeps them.
+    pub fn of_probe(probe: &ProbeResult) -> Vec<Call> {
+        Call::all(
+            probe,
+            &GuestEvents(probe.guest_events.as_deref().unwrap_or_default()),
+        )
+    }
+
     fn all(probe: &ProbeResult, events: &GuestEvents) -> Vec<Call> {
         let printable = |t: &str, max: usize| clip(&mcpvm::logger::printable(t), max);
         // An answer keeps its lines (JSON a rule may parse again spans
@@ -346,7 +354,9 @@ impl Call {
                 let outcome = match is_last {
                     true => outcome_name(s.outcome).to_string(),
                     false => printable(
-                        s.detail["attempts"][i]["outcome"].as_str().unwrap_or("error"),
+                        s.detail["attempts"][i]["outcome"]
+                            .as_str()
+                            .unwrap_or("error"),
                         32,
                     ),
                 };
@@ -845,7 +855,7 @@ fn tail(s: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::audit) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -983,13 +993,9 @@ mod tests {
             .is_empty());
     }
 
-    /// A call tried again as a refusal asked is kept as each try, in
-    /// order, each with its own arguments and answer: the earlier tries
-    /// with their own outcome, the last with the step's (the tool worked
-    /// on it, and only it is varied). Judged on the first try's answer,
-    /// a tool that worked looked refused.
-    #[test]
-    fn each_try_of_a_call_is_kept_with_its_own_answer() {
+    /// A probe whose one call (describe_sheet) was refused for its
+    /// arguments, then worked on the retry the refusal asked for.
+    pub(in crate::audit) fn retried_call() -> ProbeResult {
         let mut steps = ok_start();
         let mut s = step(
             "tools/call:describe_sheet",
@@ -1005,22 +1011,43 @@ mod tests {
             e
         };
         s.exchange = vec![
-            at(100.0, "sent", json!({"id": 5, "method": "tools/call",
-                "params": {"name": "describe_sheet", "arguments": {"path": "/workspace/notes.txt"}}})),
-            at(110.0, "received", json!({"id": 5, "result": {"isError": true,
-                "content": [{"type": "text", "text": "must point to an Excel file"}]}})),
-            at(112.0, "sent", json!({"id": 6, "method": "tools/call",
-                "params": {"name": "describe_sheet", "arguments": {"path": "/workspace/book.xlsx"}}})),
-            at(130.0, "received", json!({"id": 6, "result":
-                {"content": [{"type": "text", "text": "Sheet1: A1:C3"}]}})),
+            at(
+                100.0,
+                "sent",
+                json!({"id": 5, "method": "tools/call",
+                "params": {"name": "describe_sheet", "arguments": {"path": "/workspace/notes.txt"}}}),
+            ),
+            at(
+                110.0,
+                "received",
+                json!({"id": 5, "result": {"isError": true,
+                "content": [{"type": "text", "text": "must point to an Excel file"}]}}),
+            ),
+            at(
+                112.0,
+                "sent",
+                json!({"id": 6, "method": "tools/call",
+                "params": {"name": "describe_sheet", "arguments": {"path": "/workspace/book.xlsx"}}}),
+            ),
+            at(
+                130.0,
+                "received",
+                json!({"id": 6, "result":
+                {"content": [{"type": "text", "text": "Sheet1: A1:C3"}]}}),
+            ),
         ];
         steps.push(s);
-        let r = Record::from_probe(
-            "s",
-            "baseline",
-            &probe(steps, &[], Some("initialize"), json!([])),
-            1.0,
-        );
+        probe(steps, &[], Some("initialize"), json!([]))
+    }
+
+    /// A call tried again as a refusal asked is kept as each try, in
+    /// order, each with its own arguments and answer: the earlier tries
+    /// with their own outcome, the last with the step's (the tool worked
+    /// on it, and only it is varied). Judged on the first try's answer,
+    /// a tool that worked looked refused.
+    #[test]
+    fn each_try_of_a_call_is_kept_with_its_own_answer() {
+        let r = Record::from_probe("s", "baseline", &retried_call(), 1.0);
         let [first, last] = &r.calls[..] else {
             panic!("{:?}", r.calls)
         };

@@ -27,6 +27,13 @@ enum AuditCommand {
         /// The shards' --out directories.
         #[arg(required = true)]
         shards: Vec<PathBuf>,
+        /// Make each record's calls again from its cell's whole probe
+        /// result, kept in the shard's runs/ (a bench's shard-I/runs.tgz,
+        /// unpacked): records written before a change to what a record
+        /// keeps of its calls are then judged as a new one would be. A
+        /// record whose result is not there keeps its own.
+        #[arg(long)]
+        calls_from_runs: bool,
     },
 }
 
@@ -149,8 +156,13 @@ struct RunAudit {
 }
 
 pub fn run(args: AuditArgs, json: bool) -> Result<u8, audit::AuditError> {
-    if let Some(AuditCommand::Merge { out, shards }) = args.command {
-        return audit::merge(&out, &shards, json);
+    if let Some(AuditCommand::Merge {
+        out,
+        shards,
+        calls_from_runs,
+    }) = args.command
+    {
+        return audit::merge(&out, &shards, calls_from_runs, json);
     }
     let a = args.run;
     if a.list_profiles {
