@@ -1013,8 +1013,10 @@ impl CellContext {
         let security = c.profile == SECURITY;
         // Judged against the baseline: only what worked there can be
         // taken away, by the calls that worked there, made once each.
-        // The security column attacks every tool.
-        let judged = c.profile != BASELINE && !security;
+        // The security column attacks every tool, and an audit with no
+        // baseline cell (the corpus's: deny-net first) judges nothing
+        // against one: its cells search for arguments as a baseline does.
+        let judged = c.profile != BASELINE && !security && carried.worked.is_some();
         ProbeRequest {
             call: match judged {
                 true => carried
@@ -1650,9 +1652,13 @@ mod tests {
         // The baseline itself, and the attacks, call every tool.
         assert_eq!(only("baseline"), None);
         assert_eq!(only(SECURITY), None);
-        // Before any baseline (an audit without one), every tool.
-        let req = ctx.probe_request(&cell("no-tmp"), &Carried::default());
-        assert_eq!(req.only_tools, None);
+        // Before any baseline (an audit without one: the corpus's runs
+        // deny-net first), every tool, retried as a refusal asks.
+        for p in ["no-tmp", "deny-net"] {
+            let req = ctx.probe_request(&cell(p), &Carried::default());
+            assert_eq!(req.only_tools, None);
+            assert!(req.call.is_empty() && !req.no_retries, "{p}");
+        }
         // With the baseline's own arguments, each call made once.
         for p in ["no-tmp", PROPOSED] {
             let req = ctx.probe_request(&cell(p), &carried);
