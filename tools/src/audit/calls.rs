@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use super::record::Call;
+use super::record::{Call, Record};
 
 /// Why a call failed, from typed evidence first (the names the egress
 /// proxy refused during it), then from its answer's words.
@@ -604,6 +604,34 @@ pub fn per_tool(
     out
 }
 
+/// The tools a cell showed working ([`judge`]: an answer that is no
+/// failure in any shape, holds data and depends on its input), in the
+/// order they were called: what a profile can take away. A tool whose
+/// call the probe counted `ok` may have answered `{"success": false}`
+/// as a plain result (mcp-atlassian under deny-net): it worked at
+/// nothing. A record written before calls were kept: the tools the
+/// probe counted `ok`.
+pub fn working_tools(r: &Record) -> Vec<String> {
+    if r.calls.is_empty() {
+        return r.tools_ok.clone();
+    }
+    let not_reached = r
+        .reach
+        .as_ref()
+        .map(|x| x.not_reached.clone())
+        .unwrap_or_default();
+    per_tool(
+        &r.calls,
+        &r.tools_listed,
+        &not_reached,
+        r.background_lookups,
+    )
+    .into_iter()
+    .filter(|(_, s)| matches!(s, Shown::Working(_)))
+    .map(|(t, _)| t)
+    .collect()
+}
+
 /// The cause most failed calls share, with how many calls it covers and
 /// one call's words. A cause that names what was missing (the network, a
 /// credential, something outside the server) or a fault in the server's
@@ -809,6 +837,28 @@ mod tests {
             judge(&whole, &[], false, false),
             Shown::Failed(Cause::Refused, _)
         ));
+    }
+
+    /// What a profile can take is what was shown working: a call the
+    /// probe counted `ok` that answered a failure as a plain result is
+    /// not; records from before calls were kept fall back to `ok`.
+    #[test]
+    fn only_tools_shown_working_are_what_a_profile_can_take() {
+        use crate::audit::record::Outcome;
+        let mut r = Record::failed("s", "baseline", Outcome::Degraded, String::new(), 1.0);
+        r.tools_ok = vec!["get_user".into(), "read".into()];
+        let mut read = call("read", r#"{"path":"/workspace/a"}"#, "hello, notes");
+        read.varied = varied("path", false);
+        let mut user = call(
+            "get_user",
+            r#"{"id":"x"}"#,
+            r#"{"success": false, "error": "fetch failed"}"#,
+        );
+        user.varied = varied("id", false);
+        r.calls = vec![user, read];
+        assert_eq!(working_tools(&r), ["read"]);
+        r.calls.clear();
+        assert_eq!(working_tools(&r), ["get_user", "read"]);
     }
 
     /// Empty lists, objects, blanks and JSON strings of them ask for

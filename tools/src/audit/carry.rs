@@ -35,7 +35,8 @@ pub struct Carried {
     /// By profile, the system calls a cell that logged them saw (as the
     /// proposal names them: `report::allow_list`).
     pub syscalls: BTreeMap<String, Vec<String>>,
-    /// The tools that worked in its baseline cell. The cells judged
+    /// The tools shown working in its baseline cell
+    /// (`calls::working_tools`). The cells judged
     /// against it call only these (`matrix::cells` runs it first): a
     /// profile can take away only what worked without it, and a tool
     /// that failed there (most often on the network every audit cell
@@ -79,7 +80,7 @@ impl Carried {
     pub fn learn(&mut self, r: &Record) {
         // A baseline the probe could not run showed nothing either way.
         if r.profile == BASELINE && r.outcome != Outcome::Error {
-            self.worked = Some(r.tools_ok.clone());
+            self.worked = Some(super::calls::working_tools(r));
             self.replay = replay(r);
             // A timeout or an OOM may be the machine's (emulation, a
             // slow start): only a failure the server gave counts.
@@ -152,7 +153,7 @@ impl Carried {
 /// The baseline `r`'s calls to repeat: [`Carried::replay`].
 fn replay(r: &Record) -> Vec<(String, serde_json::Map<String, serde_json::Value>)> {
     let mut bytes = 0;
-    r.tools_ok
+    super::calls::working_tools(r)
         .iter()
         .filter(|t| !r.learnt_from_answers.contains(t))
         .filter_map(|t| Some((t.clone(), r.learnt_calls.get(t)?.as_object()?.clone())))

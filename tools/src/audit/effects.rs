@@ -11,6 +11,7 @@
 
 use serde::Serialize;
 
+use super::calls::working_tools;
 use super::matrix::SECURITY;
 use super::meta::Meta;
 use super::record::Record;
@@ -50,12 +51,13 @@ fn name(e: &ProfileEffect) -> &'static str {
     }
 }
 
-/// The tools that worked in `base` and not in `r`.
+/// The tools shown working in `base` and not in `r`
+/// (`calls::working_tools`).
 pub fn lost(base: &Record, r: &Record) -> Vec<String> {
-    base.tools_ok
-        .iter()
-        .filter(|t| !r.tools_ok.contains(t))
-        .cloned()
+    let now = working_tools(r);
+    working_tools(base)
+        .into_iter()
+        .filter(|t| !now.contains(t))
         .collect()
 }
 
@@ -71,11 +73,13 @@ fn effect(base: &Record, r: &Record) -> CellEffect {
         profile: r.profile.clone(),
         outcome: r.outcome.name(),
         effect: name(&e),
-        kept: base
-            .tools_ok
-            .iter()
-            .filter(|t| r.tools_ok.contains(t))
-            .count(),
+        kept: {
+            let now = working_tools(r);
+            working_tools(base)
+                .iter()
+                .filter(|t| now.contains(t))
+                .count()
+        },
         lost,
         denied: r
             .evidence

@@ -90,7 +90,7 @@ pub fn judge(base: &Record, proposed: &Record) -> Check {
         .collect();
     match (lost.is_empty() && broke.is_none(), denied.is_empty()) {
         (true, _) => Check::Holds {
-            tools: base.tools_ok.len(),
+            tools: super::calls::working_tools(base).len(),
             denied,
         },
         (false, false) => Check::Breaks {
