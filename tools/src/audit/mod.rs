@@ -1378,7 +1378,7 @@ mod tests {
         }
         let calls = |remake: bool| {
             let out = root.path().join(format!("out-{remake}"));
-            merge(&out, &[dir.clone()], remake, true).unwrap();
+            merge(&out, std::slice::from_ref(&dir), remake, true).unwrap();
             let text = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
             text.lines()
                 .map(|l| serde_json::from_str::<Record>(l).unwrap())
