@@ -18,7 +18,9 @@ definition has changed since are dropped, with a line saying how many
 One row a profile: the servers judged (those with a tool shown working at
 baseline: a server none of whose tools worked there cannot show what a
 profile takes), how many kept every such tool, how many lost some, how
-many the profile broke outright, and who lost what. A cell that did not
+many the profile broke outright, how many servers with no tool working at
+baseline it broke (stopped from starting or answering: a need too), and
+who lost what. A cell that did not
 run (effect `unjudged`) kept and lost nothing and is not counted. Then
 the proposed allow-lists' check. Names and words from the journal are data: clipped
 and escaped for Markdown, never markup.
@@ -48,13 +50,16 @@ def rows(effects, definitions):
     for profile, cells in by_profile.items():
         judged = [e for e in cells if int(e.get("kept", 0)) + len(e.get("lost") or []) > 0]
         broke = [e for e in judged if e.get("effect") == "newly_broken"]
+        # A server with no tool working at baseline has none to lose, but a
+        # profile that stops it from starting or answering shows a need too.
+        stopped = [e for e in cells if e not in judged and e.get("effect") == "newly_broken"]
         lost = [e for e in judged if e.get("lost") and e.get("effect") != "newly_broken"]
         kept = [e for e in judged if not e.get("lost") and e.get("effect") != "newly_broken"]
         what = definitions.get(profile, {}).get("description", "") if isinstance(definitions.get(profile), dict) else ""
         who = [f"{e['server']} ({e.get('outcome', '')})" for e in broke] + [
             f"{e['server']}: {', '.join(map(str, e['lost'][:4]))}{' …' if len(e['lost']) > 4 else ''}" for e in lost
-        ]
-        out.append((profile, what, len(judged), len(kept), len(lost), len(broke), who))
+        ] + [f"{e['server']} ({e.get('outcome', '')}, no tool working at baseline)" for e in stopped]
+        out.append((profile, what, len(judged), len(kept), len(lost), len(broke), len(stopped), who))
     return out
 
 
@@ -96,10 +101,10 @@ def main():
     proposals = a.proposals or [None] * len(a.effects)
     sittings = [(load(e), load(au), load(p) if p else None) for e, au, p in zip(a.effects, a.audit, proposals)]
     effects, definitions, checks, notes = combine(sittings)
-    print("| profile | withholds | servers judged | kept every tool | lost a tool | broken | who lost what |")
-    print("|---|---|---:|---:|---:|---:|---|")
-    for profile, what, judged, kept, lost, broke, who in rows(effects, definitions):
-        print(f"| {md(profile, 60)} | {md(what, 120)} | {judged} | {kept} | {lost} | {broke} | {md('; '.join(who), 600) or '—'} |")
+    print("| profile | withholds | servers judged | kept every tool | lost a tool | broken | broken, no tool working at baseline | who lost what |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for profile, what, judged, kept, lost, broke, stopped, who in rows(effects, definitions):
+        print(f"| {md(profile, 60)} | {md(what, 120)} | {judged} | {kept} | {lost} | {broke} | {stopped} | {md('; '.join(who), 600) or '—'} |")
     for note in notes:
         print()
         print(f"_{note}._")

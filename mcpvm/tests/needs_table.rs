@@ -23,6 +23,9 @@ fn each_profile_counts_the_servers_that_kept_lost_or_broke_and_names_stay_data()
         // nothing worked at baseline: not judged
         {"server": "slack", "profile": "no-tmp", "outcome": "degraded", "effect": "same",
          "lost": [], "kept": 0, "denied": []},
+        // nothing worked at baseline, and the profile stopped it starting
+        {"server": "azure", "profile": "no-tmp", "outcome": "broken", "effect": "newly_broken",
+         "lost": [], "kept": 0, "denied": []},
         {"server": "memory", "profile": "deny-exec", "outcome": "ok", "effect": "same",
          "lost": [], "kept": 9, "denied": ["execve EPERM ×1"]},
         // a cell that did not run: not judged either
@@ -62,14 +65,18 @@ fn each_profile_counts_the_servers_that_kept_lost_or_broke_and_names_stay_data()
     );
     let row = t.lines().find(|l| l.starts_with("| no-tmp |")).unwrap();
     assert!(
-        row.contains("| 3 | 1 | 1 | 1 |"),
-        "3 judged: 1 kept, 1 lost, 1 broke: {row}"
+        row.contains("| 3 | 1 | 1 | 1 | 1 |"),
+        "3 judged: 1 kept, 1 lost, 1 broke; 1 broken with no tool working: {row}"
+    );
+    assert!(
+        row.contains("azure (broken, no tool working at baseline)"),
+        "{row}"
     );
     assert!(row.contains("fetch (crash)"), "{row}");
     assert!(row.contains("git: commit\\|\\<b\\>x\\</b\\>"), "{row}");
     assert!(t
         .lines()
-        .any(|l| l.starts_with("| deny-exec |") && l.contains("| 1 | 1 | 0 | 0 |")));
+        .any(|l| l.starts_with("| deny-exec |") && l.contains("| 1 | 1 | 0 | 0 | 0 |")));
     assert!(t.contains(
         "checked: 4; hold 2 (1 of them for a server with no tool working at baseline: its start and listing held), break a tool 1, vary without a denial 0, not checked 1"
     ), "{t}");

@@ -151,6 +151,13 @@ pub fn judge(baseline: Option<&Record>, cell: &Record) -> ProfileEffect {
     if cell.outcome == Outcome::Error || base.outcome == Outcome::Error {
         return ProfileEffect::Unjudged;
     }
+    // A server that never answered its handshake at baseline (broken,
+    // hung or killed before it) is not broken anew by a profile, however
+    // else its cell then fails: pandacss broken at server/discover, its
+    // tiny-mem cell a timeout, was counted as broken by tiny-mem.
+    if severe(base.outcome) && base.lifecycle.is_none() {
+        return ProfileEffect::Same;
+    }
     if severe(cell.outcome) && cell.outcome != base.outcome {
         return ProfileEffect::NewlyBroken;
     }
@@ -256,6 +263,17 @@ mod tests {
         assert!(baseline_failure(&base)
             .unwrap()
             .starts_with("degraded: tools/call:lint"));
+    }
+
+    #[test]
+    fn a_server_that_never_started_at_baseline_is_not_broken_anew() {
+        let base = rec(BASELINE, Outcome::Broken, &["server/discover: closed"]);
+        let cell = rec("tiny-mem", Outcome::Timeout, &["server/discover: timeout"]);
+        assert_eq!(judge(Some(&base), &cell), ProfileEffect::Same);
+        // One that started and then broke still can be.
+        let mut started = base.clone();
+        started.lifecycle = Some("initialize".into());
+        assert_eq!(judge(Some(&started), &cell), ProfileEffect::NewlyBroken);
     }
 
     #[test]
