@@ -661,6 +661,23 @@ fn a_tool_that_refuses_payloads_as_it_refused_its_valid_call_is_left_after_four(
     assert!(r.steps.iter().all(|s| s.step != "unreached:lookup"));
 }
 
+/// `mcp-broken picky` probed over a workspace seeded with a text file
+/// and a workbook, with or without retries; the workspace is the
+/// caller's to remove.
+fn probe_picky(no_retries: bool) -> (probes::ProbeResult, std::path::PathBuf) {
+    let ws = tempdir();
+    std::fs::write(ws.join("notes.txt"), "notes\n").unwrap();
+    std::fs::write(ws.join("book.xlsx"), b"PK\x03\x04").unwrap();
+    let opts = probes::ProbeOptions {
+        workspace: Some(ws.display().to_string()),
+        step_timeout: Duration::from_secs(20),
+        no_retries,
+        ..probes::ProbeOptions::default()
+    };
+    let r = probes::probe_process(&[broken(), "picky".into()], &opts).unwrap();
+    (r, ws)
+}
+
 /// A server whose tools take only what they can use, and say so in
 /// words: the probe reads each refusal and reaches all four tools within
 /// its budget (an optional property filled, the file type asked for, the
@@ -668,15 +685,7 @@ fn a_tool_that_refuses_payloads_as_it_refused_its_valid_call_is_left_after_four(
 /// first try in the step's evidence.
 #[test]
 fn refusals_are_read_and_every_picky_tool_is_reached() {
-    let ws = tempdir();
-    std::fs::write(ws.join("notes.txt"), "notes\n").unwrap();
-    std::fs::write(ws.join("book.xlsx"), b"PK\x03\x04").unwrap();
-    let opts = probes::ProbeOptions {
-        workspace: Some(ws.display().to_string()),
-        step_timeout: Duration::from_secs(20),
-        ..probes::ProbeOptions::default()
-    };
-    let r = probes::probe_process(&[broken(), "picky".into()], &opts).unwrap();
+    let (r, ws) = probe_picky(false);
     let call = |tool: &str| {
         r.steps
             .iter()
@@ -737,16 +746,7 @@ fn refusals_are_read_and_every_picky_tool_is_reached() {
 /// worked.
 #[test]
 fn without_retries_a_refused_call_is_not_tried_again() {
-    let ws = tempdir();
-    std::fs::write(ws.join("notes.txt"), "notes\n").unwrap();
-    std::fs::write(ws.join("book.xlsx"), b"PK\x03\x04").unwrap();
-    let opts = probes::ProbeOptions {
-        workspace: Some(ws.display().to_string()),
-        step_timeout: Duration::from_secs(20),
-        no_retries: true,
-        ..probes::ProbeOptions::default()
-    };
-    let r = probes::probe_process(&[broken(), "picky".into()], &opts).unwrap();
+    let (r, ws) = probe_picky(true);
     let calls: Vec<_> = r
         .steps
         .iter()
