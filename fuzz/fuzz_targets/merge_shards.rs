@@ -19,7 +19,9 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(shard.join("audit.json"), meta).unwrap();
     std::fs::write(shard.join("results.jsonl"), journal).unwrap();
     let out = root.path().join("out");
-    let _ = mcpvm_tools::audit::merge(&out, &[shard.clone()], true);
+    // With --calls-from-runs: the shard holds no runs/, so every record
+    // keeps its own calls.
+    let _ = mcpvm_tools::audit::merge(&out, &[shard.clone()], true, true);
     // Only the shard (as it was) and --out are in the scratch root.
     let mut names: Vec<_> = std::fs::read_dir(root.path())
         .unwrap()
