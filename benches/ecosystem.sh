@@ -30,7 +30,8 @@
 #   by side (default: the machine's cores, the testbed host having one CPU).
 # MCPVM_ECOSYSTEM_RESUME=DIR resumes the audit an earlier run left in DIR
 #   (its shard-I/ journals, audit.json and results.jsonl; with one shard,
-#   DIR's own): the cells recorded are not run again, but those of a
+#   DIR's own), with the same servers (another set is refused at once,
+#   naming them): the cells recorded are not run again, but those of a
 #   server whose layer was built again differently (a store made on
 #   another machine, a build fixed since) are (`audit --rerun-changed`).
 # MCPVM_ECOSYSTEM_PROBES="FLAGS" replaces the audit's hostile steps
@@ -65,6 +66,26 @@ print(",".join(json.dumps(n)[1:-1] for n in names))' "$catalogue") \
 IFS=, read -r -a names <<< "$servers"
 [ ${#names[@]} -gt 0 ] || { echo "ecosystem: no servers in $catalogue" >&2; exit 1; }
 check_server_names ecosystem "${names[@]}"
+# A journal resumes only with its own servers (its cells were split and
+# ordered over them): said now, not after the layers are built.
+if [ -n "${MCPVM_ECOSYSTEM_RESUME:-}" ]; then
+  python3 - "$MCPVM_ECOSYSTEM_RESUME" "$servers" <<'PY' || exit 1
+import json, os, sys
+d, given = sys.argv[1], set(sys.argv[2].split(","))
+path = next((p for p in (os.path.join(d, "audit.json"), os.path.join(d, "shard-0", "audit.json")) if os.path.isfile(p)), None)
+if path is None:
+    sys.exit(f"ecosystem: MCPVM_ECOSYSTEM_RESUME={d!r} holds no audit.json: not an earlier run's output")
+try:
+    had = set(json.load(open(path))["servers"])
+except (OSError, ValueError, KeyError, TypeError) as e:
+    sys.exit(f"ecosystem: {path} is not an audit's audit.json ({e})")
+if had != given:
+    clip = lambda s: ", ".join(sorted(s)[:5]) + (f" and {len(s) - 5} more" if len(s) > 5 else "")
+    parts = [f"{w}: {clip(s)}" for w, s in (("given, not in its journal", given - had), ("in its journal, not given", had - given)) if s]
+    sys.exit(f"ecosystem: {path} is an audit of other servers ({'; '.join(parts)}); resume with its servers: "
+             + ",".join(sorted(had))[:4000])
+PY
+fi
 limit=${MCPVM_ECOSYSTEM_DEADLINE:-14000}
 case "$limit" in ''|*[!0-9]*) echo "ecosystem: MCPVM_ECOSYSTEM_DEADLINE takes seconds, got $(printf '%q' "$limit")" >&2; exit 1 ;; esac
 "$top/scripts/build" >&2

@@ -111,3 +111,40 @@ fn a_server_name_that_is_shell_code_is_refused_and_never_run() {
     assert!(said.contains("is not a server name"), "{said}");
     assert!(!marker.exists(), "a name was run as a command");
 }
+
+/// A journal resumed with other servers than its own is refused before
+/// anything is built (the audit inside the testbed refused it only after
+/// the layers' minutes).
+#[test]
+fn a_resume_with_other_servers_is_refused_before_building() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |resume: &Path| {
+        let out = Command::new(repo().join("benches/ecosystem.sh"))
+            .arg("time")
+            .env("MCPVM_ECOSYSTEM_RESUME", resume)
+            .env("MCPVM_TESTBED", "direct")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (rc, said) = run(dir.path());
+    assert_eq!(rc, Some(1), "{said}");
+    assert!(said.contains("holds no audit.json"), "{said}");
+    std::fs::create_dir(dir.path().join("shard-0")).unwrap();
+    std::fs::write(
+        dir.path().join("shard-0/audit.json"),
+        r#"{"servers": {"git": {}, "time": {}}}"#,
+    )
+    .unwrap();
+    let (rc, said) = run(dir.path());
+    assert_eq!(rc, Some(1), "{said}");
+    assert!(
+        said.contains("in its journal, not given: git")
+            && said.contains("resume with its servers: git,time"),
+        "{said}"
+    );
+    assert!(!said.contains("build:"), "nothing is built first: {said}");
+}

@@ -407,12 +407,17 @@ fn start_or_resume(out: &Path, meta: Meta, rerun_changed: bool) -> Result<Meta, 
         path: out.to_path_buf(),
         what: format!("audit.json is unreadable: {e}"),
     })?;
+    if !before.servers.keys().eq(meta.servers.keys()) {
+        return Err(AuditError::OtherServers {
+            path: out.to_path_buf(),
+            what: other_servers(&before, &meta),
+        });
+    }
     let mut what = before.same_inputs(&meta);
     if before.shard != meta.shard {
         what.push("shard");
     }
-    let only_servers =
-        what == [meta::SERVERS_CHANGED] && before.servers.keys().eq(meta.servers.keys());
+    let only_servers = what == [meta::SERVERS_CHANGED];
     if rerun_changed && only_servers {
         return rerun_changed_servers(out, before, meta);
     }
@@ -423,6 +428,36 @@ fn start_or_resume(out: &Path, meta: Meta, rerun_changed: bool) -> Result<Meta, 
         });
     }
     Ok(before)
+}
+
+/// Which servers one audit has and the other has not, a few of each
+/// named: a journal resumes only with its own servers (its cells were
+/// split and ordered over them).
+fn other_servers(journal: &Meta, given: &Meta) -> String {
+    let names = |a: &Meta, b: &Meta| -> Vec<String> {
+        a.servers
+            .keys()
+            .filter(|s| !b.servers.contains_key(*s))
+            .cloned()
+            .collect()
+    };
+    let list = |v: Vec<String>| {
+        let more = v.len().saturating_sub(5);
+        let mut text = v.into_iter().take(5).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    let mut parts = Vec::new();
+    let (added, gone) = (names(given, journal), names(journal, given));
+    if !added.is_empty() {
+        parts.push(format!("given, not in its journal: {}", list(added)));
+    }
+    if !gone.is_empty() {
+        parts.push(format!("in its journal, not given: {}", list(gone)));
+    }
+    parts.join("; ")
 }
 
 /// Resumes `before`'s journal with `now`'s servers: the cells of those
@@ -1487,6 +1522,21 @@ mod tests {
     /// the others stay, and `audit.json` names the new layer. Anything
     /// else changed is still refused.
     #[test]
+    fn other_servers_are_named_a_few_at_a_time() {
+        let journal = report::tests::meta();
+        let mut given = journal.clone();
+        given.servers.remove("time");
+        let extra = given.servers["git"].clone();
+        for i in 0..7 {
+            given.servers.insert(format!("s{i}"), extra.clone());
+        }
+        assert_eq!(
+            other_servers(&journal, &given),
+            "given, not in its journal: s0, s1, s2, s3, s4 and 2 more; in its journal, not given: time"
+        );
+    }
+
+    #[test]
     fn a_journal_resumes_with_the_changed_servers_run_again() {
         let out = tempfile::tempdir().unwrap();
         let before = report::tests::meta();
@@ -1515,6 +1565,22 @@ mod tests {
         let mut other = now.clone();
         other.kernel_sha256 = "ffff".into();
         assert!(start_or_resume(out.path(), other, true).is_err());
+        // Another set of servers is another split: named, never rerun.
+        let mut fewer = now.clone();
+        fewer.servers.remove("git");
+        let refused = start_or_resume(out.path(), fewer, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("in its journal, not given: git")
+                && !refused.contains("--rerun-changed"),
+            "{refused}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("results.jsonl")).unwrap(),
+            journal,
+            "nothing left the journal"
+        );
 
         let resumed = start_or_resume(out.path(), now.clone(), true).unwrap();
         assert_eq!(resumed.servers, now.servers);

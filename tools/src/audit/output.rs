@@ -14,6 +14,8 @@ pub enum AuditError {
     },
     #[error("{path} holds an audit of other inputs ({what} changed); give a new --out directory, or delete it to start over (when only servers changed, --rerun-changed runs their cells again and keeps the rest)")]
     Changed { path: PathBuf, what: String },
+    #[error("{path} holds an audit of other servers ({what}); resume it with the servers its audit.json names, or give a new --out directory")]
+    OtherServers { path: PathBuf, what: String },
     #[error("{path} is not an audit directory (no audit.json)")]
     NotAudit { path: PathBuf },
     #[error("{path} names shard {index}/{count}, which is no split of this audit's {cells} cells: it was not written by `mcpvm audit --shard`")]
