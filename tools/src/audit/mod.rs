@@ -1516,11 +1516,6 @@ mod tests {
         assert!(!root.path().join("x").exists());
     }
 
-    /// A journal resumed with a server's layer built again elsewhere:
-    /// refused as other inputs unless told to run that server's cells
-    /// again; then its cells (and its run as released) leave the journal,
-    /// the others stay, and `audit.json` names the new layer. Anything
-    /// else changed is still refused.
     #[test]
     fn other_servers_are_named_a_few_at_a_time() {
         let journal = report::tests::meta();
@@ -1536,6 +1531,11 @@ mod tests {
         );
     }
 
+    /// A journal resumed with a server's layer built again elsewhere:
+    /// refused as other inputs unless told to run that server's cells
+    /// again; then its cells (and its run as released) leave the journal,
+    /// the others stay, and `audit.json` names the new layer. Anything
+    /// else changed is still refused.
     #[test]
     fn a_journal_resumes_with_the_changed_servers_run_again() {
         let out = tempfile::tempdir().unwrap();
