@@ -12,6 +12,9 @@
 #   phases.md, the two phase tables and their ratios
 #   (benches/lib/cell-time.py).
 # MCPVM_SIDE_RESUME=DIR resumes both sides from an earlier run's DIR.
+# MCPVM_SIDE_AFTER=COMMIT audits the after side with that commit's build
+#   (in a worktree, as BEFORE is) instead of this checkout's: a pass
+#   that spans sittings resumes with the build it began with.
 # MCPVM_ECOSYSTEM_DEADLINE=SECONDS bounds each side's audit (the bench's
 #   own default otherwise); a partial pass compares the servers both
 #   sides recorded whole (cell-time.py --against).
@@ -25,6 +28,11 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 [ $# -ge 1 ] || { echo "side-by-side: usage: benches/side-by-side.sh BEFORE [SERVERS]" >&2; exit 1; }
 before=$(git -C "$top" rev-parse --verify --quiet "$1^{commit}") \
   || { echo "side-by-side: $(printf '%q' "$1") is not a commit of this repository" >&2; exit 1; }
+after=
+if [ -n "${MCPVM_SIDE_AFTER:-}" ]; then
+  after=$(git -C "$top" rev-parse --verify --quiet "$MCPVM_SIDE_AFTER^{commit}") \
+    || { echo "side-by-side: MCPVM_SIDE_AFTER=$(printf '%q' "$MCPVM_SIDE_AFTER") is not a commit of this repository" >&2; exit 1; }
+fi
 servers=${2:-}
 if [ -n "$servers" ]; then
   . "$top/benches/lib/names.sh"
@@ -32,14 +40,25 @@ if [ -n "$servers" ]; then
   check_server_names side-by-side "${names[@]}"
 fi
 cache=${MCPVM_CACHE:-$HOME/.cache/mcpvm}
+# A commit's worktree under the cache, checked out once, built each time.
+checkout() {
+  local commit=$1 dir=$2 side=$3
+  if [ ! -d "$dir/.git" ] && [ ! -f "$dir/.git" ]; then
+    mkdir -p "$cache/before"
+    git -C "$top" worktree add --detach "$dir" "$commit" >&2
+  fi
+  echo "side-by-side: building $commit ($side) in $dir" >&2
+  "$dir/scripts/build" >&2
+}
 old=$cache/before/$before
-if [ ! -d "$old/.git" ] && [ ! -f "$old/.git" ]; then
-  mkdir -p "$cache/before"
-  git -C "$top" worktree add --detach "$old" "$before" >&2
+checkout "$before" "$old" before
+new=$top
+if [ -n "$after" ]; then
+  new=$cache/before/$after
+  checkout "$after" "$new" after
+else
+  "$top/scripts/build" >&2
 fi
-echo "side-by-side: building $before (before) in $old" >&2
-"$old/scripts/build" >&2
-"$top/scripts/build" >&2
 store=${MCPVM_CORPUS_IMAGES:-$cache/corpus-images}
 old_store=$cache/corpus-images-$before
 if [ ! -d "$old_store" ] && [ -d "$store" ]; then
@@ -51,7 +70,7 @@ resume=${MCPVM_SIDE_RESUME:-}
 # Both sides' layers first, one after the other: a side still installing
 # would load the machine the other measures on.
 for side in before after; do
-  case $side in before) dir=$old s=$old_store ;; after) dir=$top s=$store ;; esac
+  case $side in before) dir=$old s=$old_store ;; after) dir=$new s=$store ;; esac
   echo "side-by-side: $side: layers into $s" >&2
   args=(--catalogue "$top/guest-image/corpus/popular.toml" --catalogue-only --images "$s")
   [ -n "$servers" ] && args+=(--servers "$servers")
@@ -62,7 +81,7 @@ done
 export MCPVM_TESTBED_MEM=${MCPVM_TESTBED_MEM:-10556}
 pids=()
 for side in before after; do
-  case $side in before) dir=$old s=$old_store ;; after) dir=$top s=$store ;; esac
+  case $side in before) dir=$old s=$old_store ;; after) dir=$new s=$store ;; esac
   env=(MCPVM_ECOSYSTEM_SHARDS=1 MCPVM_BENCH_OUT="$out/$side" MCPVM_CORPUS_IMAGES="$s"
        MCPVM_ECOSYSTEM_BUILD="$dir/target/mcpvm")
   [ -n "$resume" ] && env+=(MCPVM_ECOSYSTEM_RESUME="$resume/$side")

@@ -148,3 +148,32 @@ fn a_resume_with_other_servers_is_refused_before_building() {
     );
     assert!(!said.contains("build:"), "nothing is built first: {said}");
 }
+
+/// The side-by-side bench refuses a BEFORE or an after commit that is not
+/// one of the repository's before checking out or building anything (a
+/// typo would otherwise cost a build, or a worktree of the wrong thing).
+#[test]
+fn side_by_side_refuses_what_is_not_a_commit_before_building() {
+    let run = |before: &str, after: Option<&str>| {
+        let mut c = Command::new(repo().join("benches/side-by-side.sh"));
+        c.arg(before).env("MCPVM_CACHE", "/nonexistent/mcpvm-cache");
+        if let Some(a) = after {
+            c.env("MCPVM_SIDE_AFTER", a);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (rc, said) = run("no-such-commit", None);
+    assert_eq!(rc, Some(1), "{said}");
+    assert!(said.contains("no-such-commit is not a commit"), "{said}");
+    let (rc, said) = run("HEAD", Some("$(no-such)"));
+    assert_eq!(rc, Some(1), "{said}");
+    assert!(
+        said.contains("MCPVM_SIDE_AFTER=\\$\\(no-such\\) is not a commit"),
+        "{said}"
+    );
+    assert!(!said.contains("build:"), "nothing is built first: {said}");
+}
