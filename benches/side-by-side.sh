@@ -18,9 +18,9 @@
 # MCPVM_ECOSYSTEM_DEADLINE=SECONDS bounds each side's audit (the bench's
 #   own default otherwise); a partial pass compares the servers both
 #   sides recorded whole (cell-time.py --against).
-# BEFORE is checked out (detached) in a worktree under the cache,
-# ${MCPVM_CACHE:-~/.cache/mcpvm}/before/COMMIT, and built there by its own
-# scripts/build. Its side's layers go to a store of its own, made from this
+# BEFORE (and MCPVM_SIDE_AFTER's commit) is checked out (detached) in a
+# worktree under the cache, ${MCPVM_CACHE:-~/.cache/mcpvm}/before/COMMIT,
+# and built there by its own scripts/build. The before side's layers go to a store of its own, made from this
 # checkout's by hard links, so that a layer whose key did not change is
 # not installed again, and a build of the old one never prunes the new's.
 set -euo pipefail
